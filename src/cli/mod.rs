@@ -1,0 +1,248 @@
+//! The command line: one clap surface, one function per subcommand. Read-only commands open
+//! the database read-only.
+#![allow(clippy::print_stdout)]
+
+pub mod doctor;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{json, Value};
+
+use crate::domain::import::SettingsMode;
+use crate::protocol::HostError;
+use crate::store::{ExportFormat, ImportOptions, Store};
+use crate::util::paths::resolve_db_path;
+
+#[derive(Parser, Debug)]
+#[command(name = "keepsake-host", version, about = "Keepsake's native messaging host and database tool")]
+pub struct Cli {
+    /// Database file (default: $KEEPSAKE_DB, else the platform data dir)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve native messaging on stdin/stdout (what the browser runs)
+    Serve,
+    /// Counts, sizes, schema version and integrity of the database
+    Inspect {
+        #[arg(long)]
+        json: bool,
+    },
+    /// List saved sessions (pinned first, newest first)
+    Sessions {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search saved sessions by name and full text
+    Search {
+        query: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export sessions (markdown: one session; json: one or more)
+    Export {
+        #[arg(required = true)]
+        ids: Vec<String>,
+        #[arg(long, value_enum, default_value_t = Format::Markdown)]
+        format: Format,
+        /// Write to this file instead of stdout
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Import a Keepsake JSON export or a browser storage dump (`-` = stdin)
+    Import {
+        file: String,
+        #[arg(long, value_enum, default_value_t = SettingsArg::Keep)]
+        settings: SettingsArg,
+    },
+    /// Back up the database with SQLite's online backup API
+    Backup { file: PathBuf },
+    /// Check the installation and the database; one line per finding
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Markdown,
+    Json,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SettingsArg {
+    Keep,
+    Overwrite,
+}
+
+/// A CLI failure: message for stderr and the exit code.
+pub struct CliError(pub String, pub i32);
+
+impl From<HostError> for CliError {
+    fn from(e: HostError) -> Self {
+        CliError(format!("{} ({})", e.message, e.code.as_str()), 1)
+    }
+}
+
+impl From<crate::store::StoreError> for CliError {
+    fn from(e: crate::store::StoreError) -> Self {
+        CliError(e.to_string(), 1)
+    }
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn fmt_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn print_rows(rows: &Value) {
+    let Some(rows) = rows.as_array() else { return };
+    if rows.is_empty() {
+        println!("(no saved sessions)");
+        return;
+    }
+    println!("{:<38} {:<16} {:>3} {:>7}  NAME", "ID", "CREATED", "PIN", "ENTRIES");
+    for r in rows {
+        println!(
+            "{:<38} {:<16} {:>3} {:>7}  {}",
+            r["id"].as_str().unwrap_or_default(),
+            fmt_time(r["createdAt"].as_i64().unwrap_or(0)),
+            if r["pinned"] == json!(true) { "*" } else { "" },
+            r["entryCount"],
+            r["name"].as_str().unwrap_or_default()
+        );
+        if let Some(s) = r.get("snippet").and_then(Value::as_str) {
+            println!("{:<38} {}", "", s);
+        }
+    }
+}
+
+/// Run a CLI command; returns the process exit code.
+pub fn run(cli: Cli) -> Result<i32, CliError> {
+    let db = resolve_db_path(cli.db.as_deref());
+    match cli.command {
+        Command::Serve => unreachable!("serve is handled by main"),
+        Command::Inspect { json } => {
+            let mut s = Store::open_read_only(&db)?;
+            let v = s.inspect()?;
+            if json {
+                println!("{}", pretty(&v));
+            } else {
+                print_inspect(&v);
+            }
+            Ok(0)
+        }
+        Command::Sessions { json } => {
+            let mut s = Store::open_read_only(&db)?;
+            let rows = s.sessions_list(None)?;
+            if json {
+                println!("{}", pretty(&rows));
+            } else {
+                print_rows(&rows);
+            }
+            Ok(0)
+        }
+        Command::Search { query, json } => {
+            let mut s = Store::open_read_only(&db)?;
+            let rows = s.sessions_list(Some(&query))?;
+            if json {
+                println!("{}", pretty(&rows));
+            } else {
+                print_rows(&rows);
+            }
+            Ok(0)
+        }
+        Command::Export { ids, format, out } => {
+            let mut s = Store::open_read_only(&db)?;
+            let f = match format {
+                Format::Markdown if ids.len() != 1 => {
+                    return Err(CliError("markdown export takes exactly one session id".into(), 2))
+                }
+                Format::Markdown => ExportFormat::Markdown,
+                Format::Json => ExportFormat::Json,
+            };
+            let v = s.sessions_export(&ids, f)?;
+            let text = v["text"].as_str().unwrap_or_default();
+            match out {
+                Some(p) => {
+                    std::fs::write(&p, text)
+                        .map_err(|e| CliError(format!("cannot write {}: {e}", p.display()), 1))?;
+                    eprintln!(
+                        "wrote {} ({} bytes; suggested name {})",
+                        p.display(),
+                        text.len(),
+                        v["filename"].as_str().unwrap_or_default()
+                    );
+                }
+                None => print!("{text}"),
+            }
+            Ok(0)
+        }
+        Command::Import { file, settings } => {
+            let mut raw = Vec::new();
+            if file == "-" {
+                std::io::stdin()
+                    .read_to_end(&mut raw)
+                    .map_err(|e| CliError(format!("cannot read stdin: {e}"), 1))?;
+            } else {
+                raw = std::fs::read(&file).map_err(|e| CliError(format!("cannot read {file}: {e}"), 1))?;
+            }
+            let doc: Value =
+                serde_json::from_slice(&raw).map_err(|e| CliError(format!("{file} is not JSON: {e}"), 1))?;
+            let mut s = Store::open(&db)?;
+            let mode = match settings {
+                SettingsArg::Keep => SettingsMode::Keep,
+                SettingsArg::Overwrite => SettingsMode::Overwrite,
+            };
+            let r = s.storage_import(&doc, ImportOptions { settings: mode }, None)?;
+            println!("{}", pretty(&r.result));
+            s.close();
+            Ok(0)
+        }
+        Command::Backup { file } => {
+            let s = Store::open_read_only(&db)?;
+            s.backup_to(&file)?;
+            let integrity = Store::open_read_only(&file)?.integrity(true)?;
+            println!(
+                "backed up {} to {} (integrity: {})",
+                db.display(),
+                file.display(),
+                integrity.join("; ")
+            );
+            Ok(0)
+        }
+        Command::Doctor { json } => Ok(doctor::run(&db, json)),
+    }
+}
+
+fn print_inspect(v: &Value) {
+    println!("database     {}", v["path"].as_str().unwrap_or_default());
+    println!("schema       version {} (this host writes {})", v["schemaVersion"], v["latestSchemaVersion"]);
+    println!("journal      {} (page size {})", v["journalMode"].as_str().unwrap_or_default(), v["pageSize"]);
+    println!("size         {} bytes (+ WAL {} bytes)", v["sizes"]["database"], v["sizes"]["wal"]);
+    let c = &v["counts"];
+    println!(
+        "live history {} entries (bound to {:?})",
+        c["historyEntries"],
+        v["activeSessionId"].as_str().unwrap_or_default()
+    );
+    println!("sessions     {} ({} entries)", c["sessions"], c["sessionEntries"]);
+    println!("settings     {}", c["settings"]);
+    println!("images       {} blobs, {} bytes, {} references", c["images"], v["imageBytes"], c["imageRefs"]);
+    println!("change log   {} rows; {} remembered client request ids", c["changes"], c["clientRequests"]);
+    let integrity: Vec<&str> =
+        v["integrity"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    println!("integrity    {}", integrity.join("; "));
+}

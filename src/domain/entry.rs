@@ -1,0 +1,240 @@
+//! Entries and their parts (storage-model §2.1–§2.3): text measures, attach detection,
+//! image-part walking. Pure functions over `serde_json::Value`.
+
+use serde_json::{Map, Value};
+
+use super::text::u16_len;
+
+/// All new attach text starts with this (storage-model §2.3).
+pub const PAGE_CONTEXT_PREFIX: &str = "[Page context attached by Keepsake]";
+/// Imported data may carry the older product's prefix; it counts everywhere a prefix does.
+pub const LEGACY_PREFIX: &str = "[Page context attached by browsa]";
+
+/// Prefix of an image reference URL (storage-model §1).
+pub const IMAGE_REF_PREFIX: &str = "keepsake-image:sha256:";
+
+/// True when `s` starts with either page-context prefix.
+pub fn starts_with_prefix(s: &str) -> bool {
+    s.starts_with(PAGE_CONTEXT_PREFIX) || s.starts_with(LEGACY_PREFIX)
+}
+
+fn is_text_part(p: &Value) -> bool {
+    matches!(p.get("type").and_then(Value::as_str), Some("text") | Some("input_text"))
+}
+
+/// A part's string `text`, for text/input_text parts only (§11.3).
+pub fn part_text(p: &Value) -> Option<&str> {
+    if is_text_part(p) {
+        p.get("text").and_then(Value::as_str)
+    } else {
+        None
+    }
+}
+
+/// `type == "image_url"`.
+pub fn is_image_part(p: &Value) -> bool {
+    p.get("type").and_then(Value::as_str) == Some("image_url")
+}
+
+/// The URL of an image part: object form `image_url: {url}` or bare string `image_url: "<url>"`.
+pub fn image_part_url(p: &Value) -> Option<&str> {
+    match p.get("image_url") {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Object(o)) => o.get("url").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// Mutable access to an image part's URL string, whichever form it has.
+pub fn image_part_url_mut(p: &mut Value) -> Option<&mut String> {
+    match p.get_mut("image_url") {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Object(o)) => match o.get_mut("url") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+pub fn content(e: &Value) -> Option<&Value> {
+    e.get("content")
+}
+
+pub fn role(e: &Value) -> Option<&str> {
+    e.get("role").and_then(Value::as_str)
+}
+
+/// entryText (§2.1, §11.3): string content → itself; array → every text part's text joined
+/// with `\n`; otherwise `''`.
+pub fn entry_text(e: &Value) -> String {
+    match content(e) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(part_text).collect::<Vec<_>>().join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// contentChars (§2.1, §11.3), in UTF-16 units. Image data never counts.
+pub fn content_chars(e: &Value) -> usize {
+    match content(e) {
+        Some(Value::String(s)) => u16_len(s),
+        Some(Value::Array(parts)) => parts.iter().filter_map(part_text).map(u16_len).sum(),
+        _ => 0,
+    }
+}
+
+/// Number of image parts in an entry's array content.
+pub fn image_part_count(e: &Value) -> usize {
+    match content(e) {
+        Some(Value::Array(parts)) => parts.iter().filter(|p| is_image_part(p)).count(),
+        _ => 0,
+    }
+}
+
+/// Image-bearing: array content with at least one image part.
+pub fn is_image_bearing(e: &Value) -> bool {
+    image_part_count(e) > 0
+}
+
+/// Attach text used for the prefix test (§2.3): string content, or the first text part's text.
+pub fn attach_probe_text(e: &Value) -> Option<&str> {
+    match content(e) {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Array(parts)) => parts.iter().find_map(part_text),
+        _ => None,
+    }
+}
+
+/// An attach entry: role user and attach text starting with a prefix (§2.3).
+pub fn is_attach_entry(e: &Value) -> bool {
+    role(e) == Some("user") && attach_probe_text(e).is_some_and(starts_with_prefix)
+}
+
+/// `removeLastPageContext`'s test (§4.2, §11.2): a user entry whose string content, or whose
+/// **first part's** text, starts with a prefix.
+pub fn is_last_page_context_candidate(e: &Value) -> bool {
+    if role(e) != Some("user") {
+        return false;
+    }
+    match content(e) {
+        Some(Value::String(s)) => starts_with_prefix(s),
+        Some(Value::Array(parts)) => {
+            parts.first().and_then(|p| p.get("text")).and_then(Value::as_str).is_some_and(starts_with_prefix)
+        }
+        _ => false,
+    }
+}
+
+/// `attachId` stamp as a string, if present.
+pub fn attach_id(e: &Value) -> Option<&str> {
+    e.get("attachId").and_then(Value::as_str)
+}
+
+/// Visit every image-part URL of an entry (read-only).
+pub fn image_urls(e: &Value) -> Vec<&str> {
+    match content(e) {
+        Some(Value::Array(parts)) => {
+            parts.iter().filter(|p| is_image_part(p)).filter_map(image_part_url).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Visit every image-part URL of an entry mutably.
+pub fn for_each_image_url_mut(e: &mut Value, mut f: impl FnMut(&mut String)) {
+    if let Some(Value::Array(parts)) = e.get_mut("content") {
+        for p in parts.iter_mut() {
+            if is_image_part(p) {
+                if let Some(u) = image_part_url_mut(p) {
+                    f(u);
+                }
+            }
+        }
+    }
+}
+
+/// The sha256 hex of an image reference URL, if `url` is one (64 lower-case hex digits).
+pub fn parse_image_ref(url: &str) -> Option<&str> {
+    let hex = url.strip_prefix(IMAGE_REF_PREFIX)?;
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Some(hex)
+    } else {
+        None
+    }
+}
+
+pub fn image_ref_url(sha256_hex: &str) -> String {
+    format!("{IMAGE_REF_PREFIX}{sha256_hex}")
+}
+
+/// Distinct blob hashes referenced by an entry's image parts.
+pub fn referenced_blobs(e: &Value) -> Vec<String> {
+    let mut out: Vec<String> =
+        image_urls(e).into_iter().filter_map(parse_image_ref).map(str::to_owned).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Validate an entry for the append operations (§2.1): an object whose `role` is `user` or
+/// `assistant` and whose `content` is a string or an array. Returns a message on failure.
+pub fn validate_new_entry(e: &Value) -> Result<(), String> {
+    let Some(obj) = e.as_object() else {
+        return Err("entry must be an object".into());
+    };
+    match obj.get("role").and_then(Value::as_str) {
+        Some("user") | Some("assistant") => {}
+        Some(other) => return Err(format!("entry.role must be \"user\" or \"assistant\", got {other:?}")),
+        None => return Err("entry.role must be \"user\" or \"assistant\"".into()),
+    }
+    validate_content_shape(obj)
+}
+
+/// Content must be a string or an array (of anything; unknown parts are stored as is).
+pub fn validate_content_shape(obj: &Map<String, Value>) -> Result<(), String> {
+    match obj.get("content") {
+        Some(Value::String(_)) | Some(Value::Array(_)) => Ok(()),
+        Some(_) => Err("entry.content must be a string or an array of parts".into()),
+        None => Err("entry.content is required".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn entry_text_and_chars_count_only_text_parts() {
+        let e = json!({"role":"user","content":[
+            {"type":"text","text":"ab"},
+            {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+            {"type":"input_text","text":"😀"},
+            {"type":"other","text":"zzz"}
+        ]});
+        assert_eq!(entry_text(&e), "ab\n😀");
+        assert_eq!(content_chars(&e), 4);
+        assert!(is_image_bearing(&e));
+        assert_eq!(content_chars(&json!(null)), 0);
+        assert_eq!(content_chars(&json!({"content": 5})), 0);
+    }
+
+    #[test]
+    fn attach_detection_uses_first_text_part_and_either_prefix() {
+        let a = json!({"role":"user","content":[{"type":"image_url","image_url":"x"},{"type":"text","text":"[Page context attached by browsa]\nURL: u"}]});
+        assert!(is_attach_entry(&a));
+        // removeLastPageContext looks at the first *part* only
+        assert!(!is_last_page_context_candidate(&a));
+        let b = json!({"role":"assistant","content":"[Page context attached by Keepsake]"});
+        assert!(!is_attach_entry(&b));
+    }
+
+    #[test]
+    fn image_refs_parse_strictly() {
+        let h = "a".repeat(64);
+        assert_eq!(parse_image_ref(&image_ref_url(&h)), Some(h.as_str()));
+        assert_eq!(parse_image_ref(&format!("{IMAGE_REF_PREFIX}{}", "A".repeat(64))), None);
+        assert_eq!(parse_image_ref(&format!("{IMAGE_REF_PREFIX}abc")), None);
+    }
+}

@@ -1,0 +1,360 @@
+//! Import planning (storage-model §5.7, §11.10): turn a Keepsake export or a browser dump
+//! (shaped like `chrome.storage.local`, every legacy layout) into a plan the store applies in one
+//! transaction. Pure: no SQL, no I/O.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::dataurl::forgiving_base64_decode;
+use super::export::{EXPORT_FORMAT, EXPORT_VERSION};
+use super::settings::{check_key, check_value, is_reserved};
+
+/// One session to create.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportSession {
+    pub id: String,
+    pub name: String,
+    /// `None` → import time.
+    pub created_at: Option<i64>,
+    pub pinned: bool,
+    pub entries: Vec<Value>,
+    /// Unknown element fields, kept for re-export.
+    pub extra: Map<String, Value>,
+}
+
+/// Blob bytes carried by a Keepsake export, already checked against their hash.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportBlob {
+    pub mime: String,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportPlan {
+    pub sessions: Vec<ImportSession>,
+    /// Sessions skipped while planning (malformed or duplicate elements).
+    pub malformed_sessions: usize,
+    /// The dump's live history (non-object entries dropped); `None` = absent.
+    pub live: Option<Vec<Value>>,
+    pub active_session_id: Option<String>,
+    /// Settings that passed validation, in document order.
+    pub settings: Vec<(String, Value)>,
+    pub settings_invalid: usize,
+    /// Export image map, sha256 hex → blob.
+    pub images: BTreeMap<String, ImportBlob>,
+    pub warnings: Vec<String>,
+}
+
+/// Settings conflict policy (§5.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettingsMode {
+    Keep,
+    Overwrite,
+}
+
+/// Errors that reject the whole document (`bad_request` / `unsupported`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImportError {
+    BadRequest(String),
+    Unsupported(String),
+}
+
+fn entries_of(v: &Value, what: &str, warnings: &mut Vec<String>) -> Vec<Value> {
+    let Value::Array(items) = v else {
+        warnings.push(format!("{what}: not an array, read as empty"));
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, e) in items.iter().enumerate() {
+        if e.is_object() {
+            out.push(e.clone());
+        } else {
+            warnings.push(format!("{what}[{i}]: not an object, skipped"));
+        }
+    }
+    out
+}
+
+fn created_at(v: Option<&Value>) -> Option<i64> {
+    let f = v?.as_f64()?;
+    f.is_finite().then(|| f.floor() as i64)
+}
+
+/// Read one session element (`savedSessions[i]` or an export's `sessions[i]`).
+fn session_element(
+    el: &Value,
+    i: usize,
+    what: &str,
+    body_lookup: &dyn Fn(&str) -> Option<Value>,
+    seen: &mut HashSet<String>,
+    plan: &mut ImportPlan,
+) {
+    let Some(obj) = el.as_object() else {
+        plan.warnings.push(format!("{what}[{i}]: not an object, skipped"));
+        plan.malformed_sessions += 1;
+        return;
+    };
+    let id = match obj.get("id") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => {
+            plan.warnings.push(format!("{what}[{i}]: no id, skipped"));
+            plan.malformed_sessions += 1;
+            return;
+        }
+    };
+    if !seen.insert(id.clone()) {
+        plan.warnings.push(format!("{what}[{i}]: duplicate id {id:?}, skipped"));
+        plan.malformed_sessions += 1;
+        return;
+    }
+    let name = obj.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+    let body_key = if what == "sessions" { "entries" } else { "history" };
+    let entries = match obj.get(body_key) {
+        Some(h @ Value::Array(_)) => entries_of(h, &format!("session {id:?}"), &mut plan.warnings),
+        _ => match body_lookup(&id) {
+            Some(b) => entries_of(&b, &format!("session_{id}"), &mut plan.warnings),
+            None => Vec::new(),
+        },
+    };
+    let mut extra = Map::new();
+    for (k, v) in obj {
+        if !matches!(
+            k.as_str(),
+            "id" | "name"
+                | "createdAt"
+                | "pinned"
+                | "history"
+                | "entries"
+                | "digest"
+                | "searchText"
+                | "contentDigest"
+        ) {
+            extra.insert(k.clone(), v.clone());
+        }
+    }
+    plan.sessions.push(ImportSession {
+        id,
+        name,
+        created_at: created_at(obj.get("createdAt")),
+        pinned: obj.get("pinned") == Some(&Value::Bool(true)),
+        entries,
+        extra,
+    });
+}
+
+/// Plan the import of `doc`.
+pub fn plan(doc: &Value) -> Result<ImportPlan, ImportError> {
+    let Some(obj) = doc.as_object() else {
+        return Err(ImportError::BadRequest("the document must be a JSON object".into()));
+    };
+    if obj.get("format").and_then(Value::as_str) == Some(EXPORT_FORMAT) {
+        plan_export(obj)
+    } else {
+        Ok(plan_dump(obj))
+    }
+}
+
+fn plan_export(obj: &Map<String, Value>) -> Result<ImportPlan, ImportError> {
+    let version = obj.get("version").and_then(Value::as_u64);
+    if version != Some(EXPORT_VERSION) {
+        return Err(ImportError::Unsupported(format!(
+            "keepsake.sessions version {} is not supported (this host reads version {EXPORT_VERSION})",
+            obj.get("version").map(Value::to_string).unwrap_or_else(|| "(missing)".into())
+        )));
+    }
+    let mut plan = ImportPlan::default();
+    match obj.get("images") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(images)) => {
+            for (hash, img) in images {
+                let mime = img.get("mime").and_then(Value::as_str);
+                let data = img.get("data").and_then(Value::as_str);
+                let (Some(mime), Some(data)) = (mime, data) else {
+                    return Err(ImportError::BadRequest(format!("images[{hash:?}] needs mime and data")));
+                };
+                let bytes = forgiving_base64_decode(data).ok_or_else(|| {
+                    ImportError::BadRequest(format!("images[{hash:?}].data is not valid base64"))
+                })?;
+                let actual = hex(&Sha256::digest(&bytes));
+                if &actual != hash {
+                    return Err(ImportError::BadRequest(format!(
+                        "images[{hash:?}]: data hashes to {actual}, not to its key"
+                    )));
+                }
+                plan.images.insert(actual, ImportBlob { mime: mime.to_ascii_lowercase(), bytes });
+            }
+        }
+        Some(_) => return Err(ImportError::BadRequest("images must be an object".into())),
+    }
+    let mut seen = HashSet::new();
+    match obj.get("sessions") {
+        Some(Value::Array(items)) => {
+            for (i, el) in items.iter().enumerate() {
+                session_element(el, i, "sessions", &|_| None, &mut seen, &mut plan);
+            }
+        }
+        _ => plan.warnings.push("sessions: not an array, nothing imported".into()),
+    }
+    Ok(plan)
+}
+
+fn plan_dump(obj: &Map<String, Value>) -> ImportPlan {
+    let mut plan = ImportPlan::default();
+    let mut seen = HashSet::new();
+    let lookup = |id: &str| obj.get(&format!("session_{id}")).cloned();
+    match obj.get("savedSessions") {
+        None => {}
+        Some(Value::Array(items)) => {
+            for (i, el) in items.iter().enumerate() {
+                session_element(el, i, "savedSessions", &lookup, &mut seen, &mut plan);
+            }
+        }
+        Some(_) => plan.warnings.push("savedSessions: not an array, read as absent".into()),
+    }
+    for key in obj.keys() {
+        if let Some(id) = key.strip_prefix("session_") {
+            if !seen.contains(id) {
+                plan.warnings.push(format!("{key}: no savedSessions element names it, ignored"));
+            }
+        }
+    }
+    if let Some(Value::Array(_)) = obj.get("history") {
+        let entries = entries_of(&obj["history"], "history", &mut plan.warnings);
+        if !entries.is_empty() {
+            plan.live = Some(entries);
+        }
+    }
+    plan.active_session_id = obj.get("activeSessionId").and_then(Value::as_str).map(str::to_owned);
+    for (k, v) in obj {
+        if is_reserved(k) {
+            continue;
+        }
+        match check_key(k).and_then(|_| check_value(k, v)) {
+            Ok(()) => plan.settings.push((k.clone(), v.clone())),
+            Err(e) => {
+                plan.warnings.push(format!("setting {k:?} skipped: {e}"));
+                plan.settings_invalid += 1;
+            }
+        }
+    }
+    plan
+}
+
+/// Canonical JSON: object keys sorted, no whitespace (used for deterministic ids).
+pub fn canonical_json(v: &Value) -> String {
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String((*k).clone()).to_string());
+                    out.push(':');
+                    walk(&m[*k], out);
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for (i, x) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    walk(x, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut s = String::new();
+    walk(v, &mut s);
+    s
+}
+
+/// `imported-<first 16 hex of SHA-256 of the canonical JSON>` (§5.7).
+pub fn archived_live_id(entries: &[Value]) -> String {
+    let doc = Value::Array(entries.to_vec());
+    let digest = Sha256::digest(canonical_json(&doc).as_bytes());
+    format!("imported-{}", &hex(&digest)[..16])
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    const H: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(H[(b >> 4) as usize] as char);
+        s.push(H[(b & 15) as usize] as char);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn mixed_layout_never_blanks_a_body() {
+        let doc = json!({
+            "savedSessions": [
+                {"id": "a", "name": "A", "createdAt": 5.7, "history": [{"role":"user","content":"inline"}]},
+                {"id": "b", "name": 7, "pinned": "yes"},
+                {"id": "c", "createdAt": "x"},
+                {"name": "no id"},
+                {"id": "a"},
+                3
+            ],
+            "session_b": [{"role":"user","content":"light"}, 5],
+            "session_zzz": [],
+            "history": [{"role":"user","content":"live"}],
+            "activeSessionId": "b",
+            "theme": "dark",
+            "maxSessions": "bad"
+        });
+        let p = plan(&doc).unwrap();
+        assert_eq!(p.sessions.len(), 3);
+        assert_eq!(p.sessions[0].entries[0]["content"], "inline");
+        assert_eq!(p.sessions[0].created_at, Some(5));
+        assert_eq!(p.sessions[1].name, "");
+        assert!(!p.sessions[1].pinned);
+        assert_eq!(p.sessions[1].entries.len(), 1);
+        assert_eq!(p.sessions[2].created_at, None);
+        assert!(p.sessions[2].entries.is_empty());
+        assert_eq!(p.malformed_sessions, 3);
+        assert_eq!(p.live.as_ref().unwrap().len(), 1);
+        assert_eq!(p.settings, vec![("theme".to_string(), json!("dark"))]);
+        assert_eq!(p.settings_invalid, 1);
+        assert!(p.warnings.iter().any(|w| w.contains("session_zzz")));
+    }
+
+    #[test]
+    fn export_images_must_match_their_hash() {
+        let bytes = b"png-bytes";
+        let h = hex(&Sha256::digest(bytes));
+        let good = json!({"format":"keepsake.sessions","version":1,"sessions":[],
+            "images":{h.clone(): {"mime":"image/png","data": crate::domain::dataurl::base64_encode(bytes)}}});
+        assert_eq!(plan(&good).unwrap().images.len(), 1);
+        let bad = json!({"format":"keepsake.sessions","version":1,"sessions":[],
+            "images":{h: {"mime":"image/png","data": "AAAA"}}});
+        assert!(matches!(plan(&bad), Err(ImportError::BadRequest(_))));
+        assert!(matches!(plan(&json!([1])), Err(ImportError::BadRequest(_))));
+        let v2 = json!({"format":"keepsake.sessions","version":2});
+        assert!(matches!(plan(&v2), Err(ImportError::Unsupported(_))));
+    }
+
+    #[test]
+    fn archived_id_is_deterministic_and_key_order_free() {
+        let a = vec![json!({"role":"user","content":"x"})];
+        let b = vec![json!({"content":"x","role":"user"})];
+        assert_eq!(archived_live_id(&a), archived_live_id(&b));
+        assert!(archived_live_id(&a).starts_with("imported-"));
+        assert_eq!(archived_live_id(&a).len(), "imported-".len() + 16);
+    }
+}

@@ -1,0 +1,12 @@
+//! Pure domain rules: no SQL, no stdio, no clocks except where a value is passed in.
+//! Everything here is testable with plain `serde_json::Value`s (see ARCHITECTURE.md).
+
+pub mod dataurl;
+pub mod entry;
+pub mod export;
+pub mod history;
+pub mod import;
+pub mod ingest;
+pub mod sessions;
+pub mod settings;
+pub mod text;

@@ -1,0 +1,126 @@
+//! Request and reply envelopes.
+//!
+//! Request: `{"id": <string|number>, "op": "<area.op>", "args": {…}}` (`args` optional).
+//! Reply: `{"id", "ok": true, "result": …}` or `{"id", "ok": false, "error": {"code", "message"}}`.
+//! Event: `{"event": "changed", …}` (no id).
+
+use serde_json::{json, Map, Value};
+
+use super::error::HostError;
+use super::limits::REQUEST_ID_MAX;
+
+/// A validated request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub id: Value,
+    pub op: String,
+    pub args: Map<String, Value>,
+}
+
+/// A request that could not be validated: the error plus whatever id could be recovered
+/// (`null` when none), so the reply still reaches the right caller where possible.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejected {
+    pub id: Value,
+    pub error: HostError,
+}
+
+fn valid_id(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.len() <= REQUEST_ID_MAX,
+        Value::Number(_) => true,
+        _ => false,
+    }
+}
+
+/// Decode a frame body into a request.
+pub fn decode_request(body: &[u8]) -> Result<Request, Rejected> {
+    let reject = |id: Value, m: String| Rejected { id, error: HostError::bad_request(m) };
+    if body.is_empty() {
+        return Err(reject(Value::Null, "empty frame".into()));
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|e| reject(Value::Null, format!("frame is not valid UTF-8: {e}")))?;
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| reject(Value::Null, format!("frame is not valid JSON: {e}")))?;
+    let Value::Object(mut obj) = v else {
+        return Err(reject(Value::Null, "request must be a JSON object".into()));
+    };
+    let id = match obj.remove("id") {
+        Some(id) if valid_id(&id) => id,
+        Some(_) => {
+            return Err(reject(
+                Value::Null,
+                format!("id must be a string (≤ {REQUEST_ID_MAX} bytes) or a number"),
+            ))
+        }
+        None => return Err(reject(Value::Null, "id is required".into())),
+    };
+    let op = match obj.remove("op") {
+        Some(Value::String(op)) => op,
+        Some(_) => return Err(reject(id, "op must be a string".into())),
+        None => return Err(reject(id, "op is required".into())),
+    };
+    let args = match obj.remove("args") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(reject(id, "args must be an object".into())),
+    };
+    if let Some(extra) = obj.keys().next() {
+        return Err(reject(id, format!("unknown envelope field {extra:?} (allowed: id, op, args)")));
+    }
+    Ok(Request { id, op, args })
+}
+
+/// `{"id", "ok": true, "result"}` as JSON text.
+pub fn ok_reply(id: &Value, result: &Value) -> String {
+    json!({"id": id, "ok": true, "result": result}).to_string()
+}
+
+/// `{"id", "ok": false, "error": {"code", "message"}}` as JSON text.
+pub fn error_reply(id: &Value, e: &HostError) -> String {
+    json!({"id": id, "ok": false, "error": {"code": e.code.as_str(), "message": e.message}}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::error::ErrorCode;
+
+    #[test]
+    fn decodes_a_valid_request() {
+        let r = decode_request(br#"{"id":7,"op":"host.hello"}"#).unwrap();
+        assert_eq!(r.id, json!(7));
+        assert_eq!(r.op, "host.hello");
+        assert!(r.args.is_empty());
+    }
+
+    #[test]
+    fn rejects_malformed_envelopes_with_typed_errors() {
+        for (body, id) in [
+            (&b""[..], Value::Null),
+            (b"\xff\xfe", Value::Null),
+            (b"[1]", Value::Null),
+            (br#"{"op":"x"}"#, Value::Null),
+            (br#"{"id":{},"op":"x"}"#, Value::Null),
+            (br#"{"id":"a"}"#, json!("a")),
+            (br#"{"id":"a","op":1}"#, json!("a")),
+            (br#"{"id":"a","op":"x","args":[]}"#, json!("a")),
+            (br#"{"id":"a","op":"x","extra":1}"#, json!("a")),
+        ] {
+            let e = decode_request(body).unwrap_err();
+            assert_eq!(e.error.code, ErrorCode::BadRequest, "{body:?}");
+            assert_eq!(e.id, id, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn depth_bombs_are_rejected_not_overflowed() {
+        let deep = format!(
+            "{{\"id\":1,\"op\":\"x\",\"args\":{{\"a\":{}{}}}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(decode_request(deep.as_bytes()).is_err());
+    }
+}

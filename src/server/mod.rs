@@ -1,0 +1,175 @@
+//! The native-messaging server: read a frame, decode, dispatch, reply (chunked when large),
+//! then announce the change. A poller thread announces commits made by other host processes
+//! within 1 s. Stdin EOF is a normal shutdown.
+
+pub mod args;
+pub mod dispatch;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::protocol::chunk::frames_for_reply;
+use crate::protocol::envelope::{decode_request, error_reply, ok_reply};
+use crate::protocol::frame::{read_frame, write_frame, FrameError};
+use crate::protocol::limits::MAX_INBOUND_FRAME;
+use crate::protocol::{ErrorCode, HostError};
+use crate::store::Store;
+use dispatch::{dispatch, Ctx};
+
+/// How often the poller looks for other processes' commits (the spec allows 1 s).
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Frames go out through one lock so replies and events never interleave mid-frame.
+#[derive(Clone)]
+pub struct Outbox {
+    inner: Arc<Mutex<Box<dyn Write + Send>>>,
+}
+
+impl Outbox {
+    pub fn new(w: Box<dyn Write + Send>) -> Self {
+        Outbox { inner: Arc::new(Mutex::new(w)) }
+    }
+
+    /// Send frames in order under one lock. Returns false when the pipe is gone.
+    fn send_all(&self, frames: &[String]) -> bool {
+        let mut w = match self.inner.lock() {
+            Ok(w) => w,
+            Err(p) => p.into_inner(),
+        };
+        for f in frames {
+            if let Err(e) = write_frame(&mut *w, f.as_bytes()) {
+                tracing::warn!(error = %e, "cannot write frame");
+                return false;
+            }
+        }
+        true
+    }
+
+    fn send_reply(&self, id: &Value, reply: String) -> bool {
+        self.send_all(&frames_for_reply(id, reply))
+    }
+}
+
+/// Serve until stdin closes. `db` is opened (and migrated) here; if that fails the server
+/// still answers `host.hello` (with `dbError`) and every other operation with the error, so
+/// the extension can say exactly what is wrong.
+pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
+    let store = Store::open(db).map_err(HostError::from);
+    if let Err(e) = &store {
+        tracing::error!(error = %e, db = %db.display(), "cannot open the database");
+    }
+    let origin = store.as_ref().ok().map(|s| s.origin().to_owned());
+    let mut ctx = Ctx { db_path: db.to_path_buf(), store };
+
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let poller = origin.map(|origin| {
+        let out = out.clone();
+        let db: PathBuf = db.to_path_buf();
+        thread::spawn(move || poll_foreign_changes(&db, origin, out, stop_rx))
+    });
+
+    let code = loop {
+        match read_frame(input, MAX_INBOUND_FRAME) {
+            Ok(None) => break 0,
+            Ok(Some(body)) => {
+                if !handle_frame(&mut ctx, &body, &out) {
+                    break 0;
+                }
+            }
+            Err(FrameError::TooLarge { declared, cap }) => {
+                let e = HostError::new(
+                    ErrorCode::TooLarge,
+                    format!("frame of {declared} bytes exceeds the {cap}-byte cap; closing"),
+                );
+                tracing::warn!(declared, "oversized frame; closing");
+                out.send_reply(&Value::Null, error_reply(&Value::Null, &e));
+                break 1;
+            }
+            Err(FrameError::Truncated { got, want }) => {
+                tracing::info!(got, want, "stream ended inside a frame; nothing handled");
+                break 0;
+            }
+            Err(FrameError::Io(e)) => {
+                tracing::warn!(error = %e, "stdin read failed");
+                break 1;
+            }
+        }
+    };
+    drop(stop_tx);
+    if let Some(p) = poller {
+        let _ = p.join();
+    }
+    if let Ok(s) = ctx.store {
+        s.close();
+    }
+    code
+}
+
+/// Handle one frame; false when the output pipe is gone.
+fn handle_frame(ctx: &mut Ctx, body: &[u8], out: &Outbox) -> bool {
+    let req = match decode_request(body) {
+        Ok(r) => r,
+        Err(rej) => {
+            tracing::debug!(error = %rej.error, "rejected frame");
+            return out.send_reply(&rej.id, error_reply(&rej.id, &rej.error));
+        }
+    };
+    let started = std::time::Instant::now();
+    let outcome = dispatch(ctx, &req.op, &req.args);
+    let (reply, event) = match outcome {
+        Ok(r) => (ok_reply(&req.id, &r.result), r.event),
+        Err(e) => {
+            tracing::debug!(op = %req.op, error = %e, "operation failed");
+            (error_reply(&req.id, &e), None)
+        }
+    };
+    tracing::debug!(op = %req.op, ms = started.elapsed().as_millis() as u64, bytes = reply.len(), "served");
+    if !out.send_reply(&req.id, reply) {
+        return false;
+    }
+    match event {
+        Some(ev) => out.send_all(&[ev.to_json().to_string()]),
+        None => true,
+    }
+}
+
+/// Announce commits made by other processes (another port, the CLI) within 1 s. Each sequence
+/// number is announced once: this process's own commits are announced by the dispatcher.
+fn poll_foreign_changes(db: &Path, origin: String, out: Outbox, stop: mpsc::Receiver<()>) {
+    let mut store = match Store::open(db) {
+        Ok(s) => s.with_origin(origin),
+        Err(e) => {
+            tracing::warn!(error = %e, "change poller cannot open the database");
+            return;
+        }
+    };
+    let mut last_seen = store.current_seq().unwrap_or(0);
+    let mut version = store.data_version().unwrap_or(0);
+    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(POLL_INTERVAL) {
+        let v = match store.data_version() {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if v == version {
+            continue;
+        }
+        version = v;
+        let Ok(events) = store.foreign_changes_after(last_seen) else { continue };
+        for ev in events {
+            last_seen = last_seen.max(ev.seq);
+            if ev.areas.is_null() {
+                continue;
+            }
+            if !out.send_all(&[ev.to_json().to_string()]) {
+                return;
+            }
+        }
+    }
+    store.close();
+}

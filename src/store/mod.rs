@@ -1,0 +1,327 @@
+//! The store: the one place that owns SQL. Every operation is one SQLite transaction; writes use
+//! `BEGIN IMMEDIATE`, record their `clientRequestId` and change-log row in the same transaction,
+//! and collect unreferenced image blobs before committing.
+
+mod blobs;
+mod changes;
+mod history;
+mod import;
+pub mod maintenance;
+pub mod migrate;
+pub mod open;
+mod sessions;
+mod settings;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use serde_json::{json, Map, Value};
+
+pub use blobs::{parse_images_mode, Blob, IngestedEntries};
+pub use changes::ChangeEvent;
+pub use history::Page;
+pub use import::ImportOptions;
+pub use open::Mode;
+pub use sessions::ExportFormat;
+
+use crate::domain::text::u16_len;
+use crate::protocol::limits::CLIENT_REQUEST_ID_MAX;
+use crate::protocol::{ErrorCode, HostError, HostResult};
+use crate::util::time::now_ms;
+
+/// Failure to open or migrate the database.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Path(String),
+    #[error("the database is damaged: {0}")]
+    Corrupt(String),
+    #[error("the database is at schema version {found}, newer than this keepsake-host supports ({supported}); update the host")]
+    TooNew { found: u32, supported: u32 },
+    #[error("the database is busy: {0}")]
+    Busy(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) | Some(rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        if is_corrupt(&e) {
+            StoreError::Corrupt(e.to_string())
+        } else if open::is_busy(&e) {
+            StoreError::Busy(e.to_string())
+        } else {
+            StoreError::Other(e.to_string())
+        }
+    }
+}
+
+impl From<StoreError> for HostError {
+    fn from(e: StoreError) -> Self {
+        let code = match &e {
+            StoreError::Corrupt(_) => ErrorCode::DbCorrupt,
+            StoreError::TooNew { .. } => ErrorCode::DbTooNew,
+            StoreError::Busy(_) => ErrorCode::Busy,
+            StoreError::Path(_) | StoreError::Other(_) => ErrorCode::Internal,
+        };
+        HostError::new(code, e.to_string())
+    }
+}
+
+impl From<rusqlite::Error> for HostError {
+    fn from(e: rusqlite::Error) -> Self {
+        if is_corrupt(&e) {
+            HostError::new(ErrorCode::DbCorrupt, format!("the database is damaged: {e}"))
+        } else if open::is_busy(&e) {
+            HostError::new(
+                ErrorCode::Busy,
+                "the database stayed locked past the busy timeout; nothing was applied, retry",
+            )
+        } else if let rusqlite::Error::SqliteFailure(f, _) = &e {
+            if f.code == rusqlite::ErrorCode::TooBig {
+                return HostError::too_large(format!("value too large for the database: {e}"));
+            }
+            HostError::internal(format!("storage error: {e}"))
+        } else {
+            HostError::internal(format!("storage error: {e}"))
+        }
+    }
+}
+
+/// What a committed write changed; becomes the `changed` event and a change-log row.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ChangeSet {
+    pub settings: BTreeSet<String>,
+    pub history: bool,
+    pub binding: bool,
+    pub sessions: BTreeSet<String>,
+    pub sessions_index: bool,
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        self.settings.is_empty()
+            && !self.history
+            && !self.binding
+            && self.sessions.is_empty()
+            && !self.sessions_index
+    }
+
+    pub fn areas_json(&self) -> Value {
+        let mut m = Map::new();
+        if !self.settings.is_empty() {
+            m.insert("settings".into(), json!(self.settings));
+        }
+        if self.history {
+            m.insert("history".into(), json!(true));
+        }
+        if self.binding {
+            m.insert("binding".into(), json!(true));
+        }
+        if !self.sessions.is_empty() || self.sessions_index {
+            let mut s = Map::new();
+            s.insert("ids".into(), json!(self.sessions));
+            s.insert("index".into(), json!(self.sessions_index));
+            m.insert("sessions".into(), Value::Object(s));
+        }
+        Value::Object(m)
+    }
+
+    /// Merge another change set's areas JSON (used by `changes.since`).
+    pub fn merge_areas(&mut self, areas: &Value) {
+        if let Some(keys) = areas.get("settings").and_then(Value::as_array) {
+            self.settings.extend(keys.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        self.history |= areas.get("history") == Some(&Value::Bool(true));
+        self.binding |= areas.get("binding") == Some(&Value::Bool(true));
+        if let Some(s) = areas.get("sessions") {
+            if let Some(ids) = s.get("ids").and_then(Value::as_array) {
+                self.sessions.extend(ids.iter().filter_map(Value::as_str).map(str::to_owned));
+            }
+            self.sessions_index |= s.get("index") == Some(&Value::Bool(true));
+        }
+    }
+}
+
+/// A write transaction plus what it changed and which blobs it inserted.
+pub struct WriteTx<'c> {
+    pub(crate) tx: rusqlite::Transaction<'c>,
+    pub changes: ChangeSet,
+    pub(crate) new_blobs: Vec<String>,
+    pub(crate) now: i64,
+}
+
+/// The outcome of a write: its result and, if it committed changes, the event to announce.
+#[derive(Debug, Clone)]
+pub struct WriteOutcome {
+    pub result: Value,
+    pub event: Option<ChangeEvent>,
+}
+
+/// An open database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    mode: Mode,
+    /// Identifies this process's commits in the change log.
+    origin: String,
+}
+
+/// Validate an optional `clientRequestId`.
+pub fn check_client_request_id(v: Option<&Value>) -> HostResult<Option<String>> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let n = u16_len(s);
+            if n == 0 || n > CLIENT_REQUEST_ID_MAX {
+                Err(HostError::bad_request(format!(
+                    "clientRequestId must be 1–{CLIENT_REQUEST_ID_MAX} chars"
+                )))
+            } else {
+                Ok(Some(s.clone()))
+            }
+        }
+        Some(_) => Err(HostError::bad_request("clientRequestId must be a string")),
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) and migrate the database at `path`.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let mut conn = open::open_connection(path, Mode::ReadWrite)?;
+        migrate::migrate(&mut conn)?;
+        Ok(Store::wrap(conn, path, Mode::ReadWrite))
+    }
+
+    /// Open an existing database read-only (CLI inspection); never migrates or creates.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let conn = open::open_connection(path, Mode::ReadOnly)?;
+        let v = migrate::schema_version(&conn)?;
+        if v > migrate::LATEST {
+            return Err(StoreError::TooNew { found: v, supported: migrate::LATEST });
+        }
+        if v < migrate::LATEST {
+            return Err(StoreError::Other(format!(
+                "the database is at schema version {v}; open it once with the host (any write command or the extension) to upgrade it to {}",
+                migrate::LATEST
+            )));
+        }
+        Ok(Store::wrap(conn, path, Mode::ReadOnly))
+    }
+
+    fn wrap(conn: Connection, path: &Path, mode: Mode) -> Store {
+        let origin =
+            format!("pid {} {}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        Store { conn, path: path.to_path_buf(), mode, origin }
+    }
+
+    /// Share another connection's origin, so its commits count as this process's own.
+    pub fn with_origin(mut self, origin: String) -> Store {
+        self.origin = origin;
+        self
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn schema_version(&self) -> HostResult<u32> {
+        Ok(migrate::schema_version(&self.conn)?)
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Run `f` in one read transaction (one consistent state).
+    pub fn read<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction) -> HostResult<T>) -> HostResult<T> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Run a write as one `BEGIN IMMEDIATE` transaction with the at-most-once rule for
+    /// `client_request_id`: a recorded id for the same op returns the recorded result and
+    /// applies nothing; for another op it is `conflict`. A write that changes nothing still
+    /// records its id (§11.4) but writes no change-log row and emits no event.
+    pub fn write(
+        &mut self,
+        op: &str,
+        client_request_id: Option<&str>,
+        f: impl FnOnce(&mut WriteTx) -> HostResult<Value>,
+    ) -> HostResult<WriteOutcome> {
+        if self.mode == Mode::ReadOnly {
+            return Err(HostError::unsupported("this database was opened read-only"));
+        }
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if let Some(crid) = client_request_id {
+            let prior: Option<(String, String)> = tx
+                .query_row(
+                    "SELECT op, result FROM client_requests WHERE client_request_id = ?1",
+                    [crid],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            if let Some((prior_op, result)) = prior {
+                if prior_op != op {
+                    return Err(HostError::conflict(format!(
+                        "clientRequestId {crid:?} was already used for {prior_op}"
+                    )));
+                }
+                let result: Value = serde_json::from_str(&result)
+                    .map_err(|e| HostError::internal(format!("recorded result unreadable: {e}")))?;
+                tx.commit()?;
+                return Ok(WriteOutcome { result, event: None });
+            }
+        }
+        let mut w = WriteTx { tx, changes: ChangeSet::default(), new_blobs: Vec::new(), now: now_ms() };
+        let result = f(&mut w)?;
+        blobs::collect_new(&w)?;
+        let event = if w.changes.is_empty() {
+            None
+        } else {
+            Some(changes::record(&w.tx, &w.changes, client_request_id, &self.origin, w.now)?)
+        };
+        if let Some(crid) = client_request_id {
+            w.tx.execute(
+                "INSERT INTO client_requests (client_request_id, op, result, created_at) VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![crid, op, result.to_string(), w.now],
+            )?;
+            changes::prune_client_requests(&w.tx, w.now)?;
+        }
+        w.tx.commit()?;
+        Ok(WriteOutcome { result, event })
+    }
+
+    /// `PRAGMA optimize` before closing (reliability.md §3 step 7).
+    pub fn close(self) {
+        if self.mode == Mode::ReadWrite {
+            let _ = self.conn.execute_batch("PRAGMA optimize;");
+        }
+        let _ = self.conn.close();
+    }
+}
+
+/// Read one setting's stored JSON value inside any transaction.
+pub(crate) fn setting_value(conn: &Connection, key: &str) -> HostResult<Option<Value>> {
+    let raw: Option<String> =
+        conn.query_row("SELECT value FROM settings WHERE key = ?1", [key], |r| r.get(0)).optional()?;
+    Ok(raw.and_then(|s| serde_json::from_str(&s).ok()))
+}

@@ -1,0 +1,467 @@
+//! Saved sessions (storage-model §5, §11.7–§11.9, §11.13–§11.14).
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::{json, Map, Value};
+
+use super::blobs::{self, add_refs, get_blob, Holder, Inliner};
+use super::history::{
+    self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries,
+};
+use super::{setting_value, Store, WriteOutcome, WriteTx};
+use crate::domain::dataurl::base64_encode;
+use crate::domain::entry::{
+    content_chars, entry_text, image_part_count, referenced_blobs, role, validate_new_entry,
+};
+use crate::domain::export::{filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
+use crate::domain::sessions::{choose_name, normalize_name, search_text, snippet};
+use crate::domain::settings::max_sessions;
+use crate::domain::text::lower;
+use crate::protocol::{HostError, HostResult};
+use crate::util::time::{local_date, local_iso};
+
+pub(super) fn session_exists(conn: &Connection, id: &str) -> HostResult<bool> {
+    Ok(conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(())).optional()?.is_some())
+}
+
+/// A list row: `{id, name, createdAt, pinned, entryCount}`.
+fn row_json(r: &rusqlite::Row) -> rusqlite::Result<Value> {
+    Ok(json!({
+        "id": r.get::<_, String>("id")?,
+        "name": r.get::<_, String>("name")?,
+        "createdAt": r.get::<_, i64>("created_at")?,
+        "pinned": r.get::<_, i64>("pinned")? != 0,
+        "entryCount": r.get::<_, i64>("entry_count")?,
+    }))
+}
+
+const ROW_COLS: &str = "id, name, created_at, pinned, entry_count";
+const ORDER: &str = "ORDER BY pinned DESC, created_at DESC, insert_seq DESC";
+
+pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<Value>> {
+    Ok(conn
+        .query_row(&format!("SELECT {ROW_COLS} FROM sessions WHERE id = ?1"), [id], row_json)
+        .optional()?)
+}
+
+pub(super) fn session_body(conn: &Connection, id: &str) -> HostResult<Vec<Value>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT entry FROM session_entries WHERE session_id = ?1 ORDER BY position, id")?;
+    let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
+    rows.map(|r| parse_entry(&r?, "session entry")).collect()
+}
+
+fn insert_body_entry(w: &mut WriteTx, sid: &str, position: usize, e: &Value) -> HostResult<()> {
+    w.tx.execute(
+        "INSERT INTO session_entries (session_id, position, role, content_chars, image_count, entry)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            sid,
+            position as i64,
+            role(e),
+            content_chars(e) as i64,
+            image_part_count(e) as i64,
+            e.to_string()
+        ],
+    )?;
+    let id = w.tx.last_insert_rowid();
+    add_refs(&w.tx, Holder::Session, id, e)
+}
+
+/// Replace a session's body and its search data.
+pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostResult<()> {
+    // insert the new rows first so blobs shared with the old body are never collected
+    let old_ids: Vec<i64> = {
+        let mut stmt = w.tx.prepare("SELECT id FROM session_entries WHERE session_id = ?1")?;
+        let r = stmt.query_map([sid], |r| r.get(0))?;
+        r.collect::<Result<_, _>>()?
+    };
+    for (i, e) in entries.iter().enumerate() {
+        insert_body_entry(w, sid, i, e)?;
+    }
+    for id in old_ids {
+        w.tx.execute("DELETE FROM session_entries WHERE id = ?1", [id])?;
+    }
+    let text = search_text(entries);
+    w.tx.execute(
+        "INSERT INTO session_search (session_id, text, text_lower) VALUES (?1, ?2, ?3)
+         ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, text_lower = excluded.text_lower",
+        params![sid, text, lower(&text)],
+    )?;
+    w.tx.execute(
+        "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
+        params![sid, entries.len() as i64, w.now],
+    )?;
+    w.changes.sessions.insert(sid.to_owned());
+    w.changes.sessions_index = true;
+    Ok(())
+}
+
+/// Create a session row (body written separately).
+pub(super) fn insert_session(
+    w: &mut WriteTx,
+    id: &str,
+    name: &str,
+    created_at: i64,
+    pinned: bool,
+    extra: Option<&Map<String, Value>>,
+) -> HostResult<()> {
+    let seq: i64 =
+        w.tx.query_row("SELECT coalesce(max(insert_seq), 0) + 1 FROM sessions", [], |r| r.get(0))?;
+    w.tx.execute(
+        "INSERT INTO sessions (id, name, name_lower, created_at, pinned, insert_seq, entry_count, updated_at, extra)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8)",
+        params![
+            id,
+            name,
+            lower(name),
+            created_at,
+            pinned as i64,
+            seq,
+            w.now,
+            extra.filter(|m| !m.is_empty()).map(|m| Value::Object(m.clone()).to_string())
+        ],
+    )?;
+    w.changes.sessions.insert(id.to_owned());
+    w.changes.sessions_index = true;
+    Ok(())
+}
+
+fn delete_session(w: &mut WriteTx, id: &str) -> HostResult<bool> {
+    let n = w.tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
+    if n > 0 {
+        w.changes.sessions.insert(id.to_owned());
+        w.changes.sessions_index = true;
+        if binding(&w.tx)? == id {
+            set_binding(w, "")?;
+        }
+    }
+    Ok(n > 0)
+}
+
+/// §5.2 eviction after an archive: oldest first, never pinned, the one just saved or the
+/// bound one (§11.9).
+fn evict(w: &mut WriteTx, just_saved: &str) -> HostResult<Vec<String>> {
+    let cap = max_sessions(setting_value(&w.tx, "maxSessions")?.as_ref());
+    if cap == 0 {
+        return Ok(Vec::new());
+    }
+    let count: i64 = w.tx.query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))?;
+    let excess = count - cap as i64;
+    if excess <= 0 {
+        return Ok(Vec::new());
+    }
+    let bound = binding(&w.tx)?;
+    let victims: Vec<String> = {
+        let mut stmt = w.tx.prepare(
+            "SELECT id FROM sessions WHERE pinned = 0 AND id != ?1 AND id != ?2
+             ORDER BY created_at ASC, insert_seq ASC LIMIT ?3",
+        )?;
+        let r = stmt.query_map(params![just_saved, bound, excess], |r| r.get(0))?;
+        r.collect::<Result<_, _>>()?
+    };
+    for v in &victims {
+        delete_session(w, v)?;
+    }
+    Ok(victims)
+}
+
+/// `sessions.save` semantics (§5.2, §11.1). Returns the result object.
+pub(super) fn save(
+    w: &mut WriteTx,
+    id: Option<&str>,
+    name: Option<&str>,
+    fallback: Option<&str>,
+) -> HostResult<Value> {
+    let live: Vec<Value> = live_entries(&w.tx)?.into_iter().map(|(_, e)| e).collect();
+    if let Some(id) = id.filter(|i| !i.is_empty()) {
+        if !live.is_empty() && session_exists(&w.tx, id)? {
+            let mut body = if binding(&w.tx)? == id { trimmed_entries(&w.tx)? } else { Vec::new() };
+            body.extend(live);
+            let unchanged = session_body(&w.tx, id)? == body;
+            if !unchanged {
+                write_body(w, id, &body)?;
+            }
+            return Ok(json!({"session": session_row(&w.tx, id)?, "created": false}));
+        }
+    }
+    if live.is_empty() {
+        return Ok(json!({"session": null, "created": false}));
+    }
+    let new_id = uuid::Uuid::new_v4().to_string();
+    let name = choose_name(name, &live, fallback, &local_date());
+    insert_session(w, &new_id, &name, w.now, false, None)?;
+    write_body(w, &new_id, &live)?;
+    let evicted = evict(w, &new_id)?;
+    Ok(json!({"session": session_row(&w.tx, &new_id)?, "created": true, "evicted": evicted}))
+}
+
+/// §11.7: save-or-write-back using the current binding; `{id, created}` or `null`.
+pub(super) fn save_current(w: &mut WriteTx) -> HostResult<Value> {
+    let b = binding(&w.tx)?;
+    let r = save(w, Some(&b), None, None)?;
+    Ok(match r.get("session").and_then(|s| s.get("id")) {
+        Some(id) => json!({"id": id, "created": r["created"]}),
+        None => Value::Null,
+    })
+}
+
+/// Arguments of `sessions.export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    Markdown,
+    Json,
+}
+
+impl Store {
+    pub fn sessions_save(
+        &mut self,
+        id: Option<&str>,
+        name: Option<&str>,
+        fallback: Option<&str>,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
+        self.write("sessions.save", crid, |w| save(w, id, name, fallback))
+    }
+
+    pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Value> {
+        let q = lower(crate::domain::text::js_trim(query.unwrap_or("")));
+        self.read(|tx| {
+            let mut out = Vec::new();
+            if q.is_empty() {
+                let mut stmt = tx.prepare(&format!("SELECT {ROW_COLS} FROM sessions {ORDER}"))?;
+                for r in stmt.query_map([], row_json)? {
+                    out.push(r?);
+                }
+                return Ok(Value::Array(out));
+            }
+            let mut stmt = tx.prepare(&format!(
+                "SELECT {ROW_COLS}, instr(name_lower, ?1) > 0 AS name_hit FROM sessions s
+                 WHERE instr(name_lower, ?1) > 0
+                    OR instr((SELECT text_lower FROM session_search WHERE session_id = s.id), ?1) > 0
+                 {ORDER}"
+            ))?;
+            let rows = stmt.query_map([&q], |r| Ok((row_json(r)?, r.get::<_, bool>("name_hit")?)))?;
+            for r in rows {
+                let (mut row, name_hit) = r?;
+                if name_hit {
+                    row["contentMatch"] = json!(false);
+                } else {
+                    let id = row["id"].as_str().unwrap_or_default().to_owned();
+                    let text: String =
+                        tx.query_row("SELECT text FROM session_search WHERE session_id = ?1", [&id], |r| {
+                            r.get(0)
+                        })?;
+                    row["contentMatch"] = json!(true);
+                    row["snippet"] = json!(snippet(&text, &q).unwrap_or_default());
+                }
+                out.push(row);
+            }
+            Ok(Value::Array(out))
+        })
+    }
+
+    pub fn sessions_get(&mut self, id: &str, inline: bool) -> HostResult<Value> {
+        self.read(|tx| {
+            let row = session_row(tx, id)?
+                .ok_or_else(|| HostError::not_found(format!("no saved session {id:?}")))?;
+            let mut entries = session_body(tx, id)?;
+            if inline {
+                let mut inl = Inliner::new(tx);
+                for e in &mut entries {
+                    inl.inline(e)?;
+                }
+            }
+            Ok(json!({
+                "id": row["id"], "name": row["name"], "createdAt": row["createdAt"],
+                "pinned": row["pinned"], "entries": entries,
+            }))
+        })
+    }
+
+    pub fn sessions_load(
+        &mut self,
+        id: &str,
+        save_current_first: bool,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
+        self.write("sessions.load", crid, |w| {
+            if !session_exists(&w.tx, id)? {
+                return Err(HostError::not_found(format!("no saved session {id:?}")));
+            }
+            let saved = if save_current_first { Some(save_current(w)?) } else { None };
+            let body = session_body(&w.tx, id)?;
+            let live: Vec<Value> = live_entries(&w.tx)?.into_iter().map(|(_, e)| e).collect();
+            if live != body {
+                history::replace_all(w, &body)?;
+            }
+            // a (re)load starts a fresh write-back prefix even when re-binding the same id
+            if binding(&w.tx)? == id {
+                let n = w.tx.execute("DELETE FROM history_trimmed", [])?;
+                if n > 0 {
+                    w.changes.binding = true;
+                }
+            } else {
+                set_binding(w, id)?;
+            }
+            let mut r = json!({"length": body.len()});
+            if let Some(s) = saved {
+                r["saved"] = s;
+            }
+            Ok(r)
+        })
+    }
+
+    pub fn sessions_rename(&mut self, id: &str, name: &str, crid: Option<&str>) -> HostResult<WriteOutcome> {
+        let name = normalize_name(name).ok_or_else(|| HostError::bad_request("name must not be blank"))?;
+        self.write("sessions.rename", crid, |w| {
+            let n = w.tx.execute(
+                "UPDATE sessions SET name = ?2, name_lower = ?3, updated_at = ?4 WHERE id = ?1 AND name != ?2",
+                params![id, name, lower(&name), w.now],
+            )?;
+            if n == 0 && !session_exists(&w.tx, id)? {
+                return Err(HostError::not_found(format!("no saved session {id:?}")));
+            }
+            if n > 0 {
+                w.changes.sessions.insert(id.to_owned());
+                w.changes.sessions_index = true;
+            }
+            Ok(json!({}))
+        })
+    }
+
+    pub fn sessions_pin(&mut self, id: &str, pinned: bool, crid: Option<&str>) -> HostResult<WriteOutcome> {
+        self.write("sessions.pin", crid, |w| {
+            let n = w.tx.execute(
+                "UPDATE sessions SET pinned = ?2, updated_at = ?3 WHERE id = ?1 AND pinned != ?2",
+                params![id, pinned as i64, w.now],
+            )?;
+            if n == 0 && !session_exists(&w.tx, id)? {
+                return Err(HostError::not_found(format!("no saved session {id:?}")));
+            }
+            if n > 0 {
+                w.changes.sessions.insert(id.to_owned());
+                w.changes.sessions_index = true;
+            }
+            Ok(json!({}))
+        })
+    }
+
+    pub fn sessions_delete(&mut self, id: &str, crid: Option<&str>) -> HostResult<WriteOutcome> {
+        self.write("sessions.delete", crid, |w| Ok(json!({"deleted": delete_session(w, id)?})))
+    }
+
+    pub fn sessions_clear_all(&mut self, crid: Option<&str>) -> HostResult<WriteOutcome> {
+        self.write("sessions.clearAll", crid, |w| {
+            let ids: Vec<String> = {
+                let mut stmt = w.tx.prepare("SELECT id FROM sessions")?;
+                let r = stmt.query_map([], |r| r.get(0))?;
+                r.collect::<Result<_, _>>()?
+            };
+            for id in &ids {
+                delete_session(w, id)?;
+            }
+            set_binding(w, "")?;
+            Ok(json!({"deleted": ids.len()}))
+        })
+    }
+
+    pub fn sessions_append_to(
+        &mut self,
+        id: &str,
+        entry: Value,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
+        if id.is_empty() {
+            return Err(HostError::bad_request("id must not be empty"));
+        }
+        validate_new_entry(&entry).map_err(HostError::bad_request)?;
+        let ing = blobs::prepare_entries(vec![entry])?;
+        self.write("sessions.appendTo", crid, |w| {
+            blobs::store_ingested(w, &ing)?;
+            let e = &ing.entries[0];
+            // §11.8: the bound session's live copy is the live history
+            if session_exists(&w.tx, id)? && binding(&w.tx)? != id {
+                let n: i64 =
+                    w.tx.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0))?;
+                insert_body_entry(w, id, n as usize, e)?;
+                let add = format!("{}\n", entry_text(e));
+                w.tx.execute(
+                    "UPDATE session_search SET text = text || ?2, text_lower = text_lower || ?3 WHERE session_id = ?1",
+                    params![id, add, lower(&add)],
+                )?;
+                w.tx.execute(
+                    "UPDATE sessions SET entry_count = entry_count + 1, updated_at = ?2 WHERE id = ?1",
+                    params![id, w.now],
+                )?;
+                w.changes.sessions.insert(id.to_owned());
+                w.changes.sessions_index = true;
+                return Ok(json!({"target": "session", "sessionId": id, "length": n + 1, "index": n}));
+            }
+            let (length, index) = append_entries(w, std::slice::from_ref(e))?;
+            Ok(json!({"target": "live", "length": length, "index": index}))
+        })
+    }
+
+    pub fn sessions_export(&mut self, ids: &[String], format: ExportFormat) -> HostResult<Value> {
+        self.read(|tx| {
+            let mut sessions = Vec::new();
+            for id in ids {
+                let row = session_row(tx, id)?.ok_or_else(|| HostError::not_found(format!("no saved session {id:?}")))?;
+                sessions.push((row, session_body(tx, id)?));
+            }
+            let date = local_date();
+            match format {
+                ExportFormat::Markdown => {
+                    let (row, body) = &sessions[0];
+                    let name = row["name"].as_str().unwrap_or_default();
+                    Ok(json!({"filename": filename(name, &date, "md"), "text": markdown(name, &local_iso(), body)}))
+                }
+                ExportFormat::Json => {
+                    let mut images = BTreeMap::new();
+                    let mut out = Vec::new();
+                    for (row, body) in &sessions {
+                        for e in body {
+                            for sha in referenced_blobs(e) {
+                                if images.contains_key(&sha) {
+                                    continue;
+                                }
+                                let (mime, bytes) = get_blob(tx, &sha)?
+                                    .ok_or_else(|| HostError::internal(format!("missing image {sha}")))?;
+                                images.insert(sha, json!({"mime": mime, "data": base64_encode(&bytes)}));
+                            }
+                        }
+                        let extra: Option<String> = tx.query_row(
+                            "SELECT extra FROM sessions WHERE id = ?1",
+                            [row["id"].as_str().unwrap_or_default()],
+                            |r| r.get(0),
+                        )?;
+                        let mut s = Map::new();
+                        if let Some(Value::Object(x)) = extra.and_then(|x| serde_json::from_str(&x).ok()) {
+                            s.extend(x);
+                        }
+                        s.insert("id".into(), row["id"].clone());
+                        s.insert("name".into(), row["name"].clone());
+                        s.insert("createdAt".into(), row["createdAt"].clone());
+                        s.insert("pinned".into(), row["pinned"].clone());
+                        s.insert("entries".into(), Value::Array(body.clone()));
+                        out.push(Value::Object(s));
+                    }
+                    let fname = if sessions.len() == 1 {
+                        filename(sessions[0].0["name"].as_str().unwrap_or_default(), &date, "json")
+                    } else {
+                        format!("keepsake-sessions-{date}.json")
+                    };
+                    let doc = json!({
+                        "format": EXPORT_FORMAT, "version": EXPORT_VERSION, "exportedAt": local_iso(),
+                        "sessions": out, "images": images,
+                    });
+                    let text = serde_json::to_string_pretty(&doc)
+                        .map_err(|e| HostError::internal(format!("cannot serialise export: {e}")))?;
+                    Ok(json!({"filename": fname, "text": text}))
+                }
+            }
+        })
+    }
+}

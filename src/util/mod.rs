@@ -1,0 +1,6 @@
+//! Small shared helpers: data paths, logging, the stdout guard, time.
+
+pub mod logging;
+pub mod paths;
+pub mod stdio;
+pub mod time;
