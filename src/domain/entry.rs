@@ -111,19 +111,10 @@ pub fn is_attach_entry(e: &Value) -> bool {
     role(e) == Some("user") && attach_probe_text(e).is_some_and(starts_with_prefix)
 }
 
-/// `removeLastPageContext`'s test (§4.2, §11.2): a user entry whose string content, or whose
-/// **first part's** text, starts with a prefix.
+/// `removeLastPageContext`'s test (§4.2 read with §11.2): the same prefix test as attach
+/// detection, i.e. a user entry whose string content or first text part starts with a prefix.
 pub fn is_last_page_context_candidate(e: &Value) -> bool {
-    if role(e) != Some("user") {
-        return false;
-    }
-    match content(e) {
-        Some(Value::String(s)) => starts_with_prefix(s),
-        Some(Value::Array(parts)) => {
-            parts.first().and_then(|p| p.get("text")).and_then(Value::as_str).is_some_and(starts_with_prefix)
-        }
-        _ => false,
-    }
+    is_attach_entry(e)
 }
 
 /// `attachId` stamp as a string, if present.
@@ -224,8 +215,8 @@ mod tests {
     fn attach_detection_uses_first_text_part_and_either_prefix() {
         let a = json!({"role":"user","content":[{"type":"image_url","image_url":"x"},{"type":"text","text":"[Page context attached by browsa]\nURL: u"}]});
         assert!(is_attach_entry(&a));
-        // removeLastPageContext looks at the first *part* only
-        assert!(!is_last_page_context_candidate(&a));
+        // removeLastPageContext uses the same test (§11.2)
+        assert!(is_last_page_context_candidate(&a));
         let b = json!({"role":"assistant","content":"[Page context attached by Keepsake]"});
         assert!(!is_attach_entry(&b));
     }

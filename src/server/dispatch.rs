@@ -111,6 +111,10 @@ pub fn dispatch(ctx: &mut Ctx, op: &str, args: &Map<String, Value>) -> HostResul
             format!("unknown operation {op:?}"),
         ));
     };
+    // A start that lost the race for the lock (busy) retries on the next request.
+    if matches!(&ctx.store, Err(e) if e.code == crate::protocol::ErrorCode::Busy) {
+        ctx.store = Store::open(&ctx.db_path).map_err(HostError::from);
+    }
     let store = match &mut ctx.store {
         Ok(s) => s,
         Err(e) => return Err(e.clone()),

@@ -174,13 +174,21 @@ fn remove_row(w: &mut WriteTx, id: i64) -> HostResult<()> {
 
 /// Replace the whole live list (no trim; callers trim where the rule says so).
 pub(super) fn replace_all(w: &mut WriteTx, entries: &[Value]) -> HostResult<()> {
-    let had = live_len(&w.tx)?;
-    w.tx.execute("DELETE FROM history_entries", [])?;
-    if had > 0 {
-        w.changes.history = true;
-    }
+    let old_ids: Vec<i64> = {
+        let mut stmt = w.tx.prepare("SELECT id FROM history_entries")?;
+        let r = stmt.query_map([], |r| r.get(0))?;
+        r.collect::<Result<_, _>>()?
+    };
+    // Insert the new rows before deleting the old ones, so a blob both lists use keeps a
+    // reference throughout and is never collected in between.
     for (i, e) in entries.iter().enumerate() {
         insert_live(w, i, e)?;
+    }
+    for id in &old_ids {
+        w.tx.execute("DELETE FROM history_entries WHERE id = ?1", [id])?;
+    }
+    if !old_ids.is_empty() {
+        w.changes.history = true;
     }
     Ok(())
 }
