@@ -61,8 +61,21 @@ fn pure_layers_do_no_sql_and_no_stdio() {
         assert!(!files.is_empty());
         for f in files {
             let text = fs::read_to_string(&f).unwrap();
-            for banned in ["rusqlite", "crate::store", "crate::server", "crate::cli", "std::io::stdin", "std::io::stdout", "println!", "print!("] {
-                assert!(!text.contains(banned), "{} uses {banned}: pure layers stay free of SQL and stdio", f.display());
+            for banned in [
+                "rusqlite",
+                "crate::store",
+                "crate::server",
+                "crate::cli",
+                "std::io::stdin",
+                "std::io::stdout",
+                "println!",
+                "print!(",
+            ] {
+                assert!(
+                    !text.contains(banned),
+                    "{} uses {banned}: pure layers stay free of SQL and stdio",
+                    f.display()
+                );
             }
         }
     }

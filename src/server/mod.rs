@@ -64,14 +64,17 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     if let Err(e) = &store {
         tracing::error!(error = %e, db = %db.display(), "cannot open the database");
     }
-    let origin = store.as_ref().ok().map(|s| s.origin().to_owned());
+    let mut store = store;
+    // The poller announces other processes' commits after this point; taken before serving so
+    // a slow poller start under load cannot skip any.
+    let start = store.as_mut().ok().map(|s| (s.origin().to_owned(), s.current_seq().unwrap_or(0)));
     let mut ctx = Ctx { db_path: db.to_path_buf(), store };
 
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let poller = origin.map(|origin| {
+    let poller = start.map(|(origin, seq)| {
         let out = out.clone();
         let db: PathBuf = db.to_path_buf();
-        thread::spawn(move || poll_foreign_changes(&db, origin, out, stop_rx))
+        thread::spawn(move || poll_foreign_changes(&db, origin, seq, out, stop_rx))
     });
 
     let code = loop {
@@ -141,26 +144,28 @@ fn handle_frame(ctx: &mut Ctx, body: &[u8], out: &Outbox) -> bool {
 
 /// Announce commits made by other processes (another port, the CLI) within 1 s. Each sequence
 /// number is announced once: this process's own commits are announced by the dispatcher.
-fn poll_foreign_changes(db: &Path, origin: String, out: Outbox, stop: mpsc::Receiver<()>) {
-    let mut store = match Store::open(db) {
-        Ok(s) => s.with_origin(origin),
+fn poll_foreign_changes(db: &Path, origin: String, start_seq: i64, out: Outbox, stop: mpsc::Receiver<()>) {
+    let mut store = match Store::open_more(db, origin) {
+        Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "change poller cannot open the database");
             return;
         }
     };
-    let mut last_seen = store.current_seq().unwrap_or(0);
-    let mut version = store.data_version().unwrap_or(0);
+    let mut last_seen = start_seq;
+    // None: look once right away, in case commits landed while this thread started
+    let mut version: Option<i64> = None;
     while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(POLL_INTERVAL) {
         let v = match store.data_version() {
             Ok(v) => v,
             Err(_) => continue,
         };
-        if v == version {
+        if version == Some(v) {
             continue;
         }
-        version = v;
+        // a failed read leaves `version` alone so the next tick tries again
         let Ok(events) = store.foreign_changes_after(last_seen) else { continue };
+        version = Some(v);
         for ev in events {
             last_seen = last_seen.max(ev.seq);
             if ev.areas.is_null() {

@@ -201,9 +201,16 @@ impl Store {
         Ok(Store::wrap(conn, path, Mode::ReadWrite))
     }
 
+    /// Open another connection to a database this process has already opened and migrated
+    /// (the change poller's connection); never migrates.
+    pub fn open_more(path: &Path, origin: String) -> Result<Store, StoreError> {
+        let conn = open::open_connection(path, Mode::ReadWrite)?;
+        Ok(Store::wrap(conn, path, Mode::ReadWrite).with_origin(origin))
+    }
+
     /// Open an existing database read-only (CLI inspection); never migrates or creates.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let conn = open::open_connection(path, Mode::ReadOnly)?;
+        let conn = open::open_read_only(path)?;
         let v = migrate::schema_version(&conn)?;
         if v > migrate::LATEST {
             return Err(StoreError::TooNew { found: v, supported: migrate::LATEST });

@@ -8,7 +8,7 @@
 //!    means durable" hold across power loss too. The measured cost (reliability.md §5): NORMAL
 //!    ~2,530 commits/s vs FULL ~1,700 with 64 KiB rows; switching to NORMAL is an explicit,
 //!    measured decision for a later issue. `foreign_keys=ON`, `trusted_schema=OFF`,
-//!    `journal_size_limit` 4 MiB, 64 KiB pages (set before the first table exists).
+//!    `journal_size_limit` 4 MiB, 4 KiB pages (measured below).
 //! 5. SQLite's value length limit lowered to just over the 64 MiB frame cap.
 
 use std::path::Path;
@@ -107,6 +107,47 @@ fn ensure_wal(conn: &Connection) -> Result<(), StoreError> {
     }
 }
 
+/// `file:` URI for `path` with SQLite's reserved characters escaped.
+fn file_uri(path: &Path, query: &str) -> String {
+    let mut out = String::from("file:");
+    for b in path.to_string_lossy().bytes() {
+        match b {
+            b'%' | b'?' | b'#' | b' ' => out.push_str(&format!("%{b:02X}")),
+            _ => out.push(b as char),
+        }
+    }
+    out.push('?');
+    out.push_str(query);
+    out
+}
+
+/// Open read-only. A WAL database normally needs a `-shm` file; when the directory cannot
+/// hold one (a read-only copy, a read-only mount) and no `-wal` exists, no writer can be
+/// active there either, so the file is opened as immutable instead.
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_connection(path, Mode::ReadOnly)?;
+    match conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)) {
+        Ok(_) => Ok(conn),
+        Err(e)
+            if matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::ReadOnly) | Some(rusqlite::ErrorCode::CannotOpen)
+            ) && !super::maintenance::sidecar(path, "-wal").exists() =>
+        {
+            drop(conn);
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+            let conn = Connection::open_with_flags(file_uri(path, "immutable=1"), flags)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.execute_batch("PRAGMA trusted_schema=OFF;")?;
+            Ok(conn)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Open a connection with every pragma set. Read-only opens never create anything.
 pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError> {
     let flags = match mode {
@@ -127,13 +168,22 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, SQLITE_MAX_LENGTH)?;
     if mode == Mode::ReadWrite {
-        // 64 KiB pages must be chosen before the first table exists (performance.md §3).
+        // Page size is fixed before the first table exists. Measured here (tests/concurrency.rs,
+        // 4 writers × 150 small appends plus a streaming reader): 4 KiB pages gave p50 2.6 ms and
+        // a WAL peak of 4.3 MB; 16 KiB 3.4 ms / 4.9 MB; 64 KiB 5.0 ms / 11–15 MB (66 MB with the
+        // default autocheckpoint, over T15's 16 MiB). performance.md's 64 KiB figure was for
+        // 4 MB snapshot rows; here snapshots never copy image bytes (blobs are stored once), so
+        // small rows dominate and 4 KiB wins.
         let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
         if pages == 0 {
-            conn.execute_batch("PRAGMA page_size=65536")?;
+            conn.execute_batch("PRAGMA page_size=4096")?;
         }
         ensure_wal(&conn)?;
-        conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA journal_size_limit=4194304;")?;
+        // Autocheckpoint at SQLite's default 1,000 pages (4 MiB); the WAL file is truncated back
+        // to 4 MiB after a checkpoint (journal_size_limit), as Firefox Places does.
+        conn.execute_batch(
+            "PRAGMA synchronous=FULL; PRAGMA journal_size_limit=4194304; PRAGMA wal_autocheckpoint=1000;",
+        )?;
     }
     conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA trusted_schema=OFF;")?;
     Ok(conn)
