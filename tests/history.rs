@@ -4,12 +4,9 @@ mod common;
 use common::*;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-const EVENT_WAIT: Duration = Duration::from_secs(15);
 const PREFIX: &str = "[Page context attached by Keepsake]";
 const LEGACY: &str = "[Page context attached by browsa]";
 
@@ -120,46 +117,6 @@ fn new_session(h: &mut Host, list: Vec<Value>) -> String {
     let r = h.ok("sessions.save", json!({"name": "S"}));
     assert_eq!(r["created"], json!(true), "{r}");
     r["session"]["id"].as_str().expect("session id").to_owned()
-}
-
-/// A real write: its reply arrives first, then a `changed` event carrying the new changeSeq.
-fn changed(h: &mut Host, op: &str, args: Value) -> (Value, Value) {
-    let before = seq(h);
-    let r = h.ok(op, args.clone());
-    let early: Vec<Value> = h.events.iter().map(|e| e["seq"].clone()).collect();
-    let now = seq(h);
-    assert!(now > before, "{op} {args}: changeSeq did not advance ({before} -> {now})");
-    assert!(!early.contains(&json!(now)), "{op}: changed event arrived before its reply");
-    let ev = h
-        .wait_event(EVENT_WAIT, |e| e["event"] == "changed" && e["seq"] == json!(now))
-        .unwrap_or_else(|| panic!("{op}: no changed event with seq {now}"));
-    (r, ev)
-}
-
-static MARKER: AtomicU64 = AtomicU64::new(0);
-
-/// A settings write whose event is awaited; every event before it is discarded.
-fn marker(h: &mut Host) {
-    let n = MARKER.fetch_add(1, Ordering::SeqCst);
-    let crid = format!("marker-{n}");
-    h.ok("settings.set", json!({"map": {"test.marker": n}, "clientRequestId": crid}));
-    let ev = h.wait_event(EVENT_WAIT, |e| e["clientRequestId"] == json!(crid.as_str()));
-    assert!(ev.is_some(), "marker event missing");
-}
-
-/// A write that must change nothing: no new change row, no changeSeq bump, and no event between
-/// two marker writes around it.
-fn unchanged(h: &mut Host, op: &str, args: Value) -> Value {
-    marker(h);
-    h.events.clear();
-    let seq_before = seq(h);
-    let rows_before = change_rows(&h.db);
-    let r = h.ok(op, args.clone());
-    assert_eq!(seq(h), seq_before, "{op} {args}: changeSeq moved");
-    assert_eq!(change_rows(&h.db), rows_before, "{op} {args}: a change was logged");
-    marker(h);
-    assert!(h.events.is_empty(), "{op} {args}: emitted an event: {:?}", h.events);
-    r
 }
 
 // ---------------------------------------------------------------------------------------------

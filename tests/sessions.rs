@@ -5,7 +5,6 @@ use common::*;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -114,10 +113,6 @@ fn meta(h: &mut Host) -> Value {
 
 fn binding(h: &mut Host) -> String {
     meta(h)["activeSessionId"].as_str().expect("activeSessionId string").to_owned()
-}
-
-fn seq(h: &mut Host) -> i64 {
-    meta(h)["changeSeq"].as_i64().expect("changeSeq number")
 }
 
 fn live(h: &mut Host) -> Vec<Value> {
@@ -234,45 +229,6 @@ fn set_of<S: AsRef<str>>(ids: &[S]) -> BTreeSet<String> {
 /// (the spec does not say whether snippets are trimmed), so compare trimmed.
 fn snip(row: &Value) -> String {
     row["snippet"].as_str().unwrap_or_else(|| panic!("no snippet: {row}")).trim().to_owned()
-}
-
-/// A real write: its reply arrives first, then a `changed` event carrying the new changeSeq.
-fn changed(h: &mut Host, op: &str, args: Value) -> (Value, Value) {
-    let before = seq(h);
-    let r = h.ok(op, args.clone());
-    let early: Vec<Value> = h.events.iter().map(|e| e["seq"].clone()).collect();
-    let now = seq(h);
-    assert!(now > before, "{op} {args}: changeSeq did not advance ({before} -> {now})");
-    assert!(!early.contains(&json!(now)), "{op}: changed event arrived before its reply");
-    let ev = h
-        .wait_event(EVENT_WAIT, |e| e["event"] == "changed" && e["seq"] == json!(now))
-        .unwrap_or_else(|| panic!("{op}: no changed event with seq {now}"));
-    (r, ev)
-}
-
-static MARKER: AtomicU64 = AtomicU64::new(0);
-
-/// A settings write whose event is awaited; every event before it is discarded.
-fn marker(h: &mut Host) {
-    let n = MARKER.fetch_add(1, Ordering::SeqCst);
-    let crid = format!("marker-{n}");
-    h.ok("settings.set", json!({"map": {"test.marker": n}, "clientRequestId": crid}));
-    let ev = h.wait_event(EVENT_WAIT, |e| e["clientRequestId"] == json!(crid.as_str()));
-    assert!(ev.is_some(), "marker event missing");
-}
-
-/// A write that must change nothing: no change row, no changeSeq bump, no event.
-fn unchanged(h: &mut Host, op: &str, args: Value) -> Value {
-    marker(h);
-    h.events.clear();
-    let seq_before = seq(h);
-    let rows_before = change_rows(&h.db);
-    let r = h.ok(op, args.clone());
-    assert_eq!(seq(h), seq_before, "{op} {args}: changeSeq moved");
-    assert_eq!(change_rows(&h.db), rows_before, "{op} {args}: a change was logged");
-    marker(h);
-    assert!(h.events.is_empty(), "{op} {args}: emitted an event: {:?}", h.events);
-    r
 }
 
 fn event_ids(ev: &Value) -> BTreeSet<String> {

@@ -140,6 +140,19 @@ fn delete_session(w: &mut WriteTx, id: &str) -> HostResult<bool> {
     Ok(n > 0)
 }
 
+/// After an UPDATE of one session row: `not_found` when the id names no session; a change
+/// (row and index) when the row really changed; `{}` either way.
+fn row_updated(w: &mut WriteTx, id: &str, updated: usize) -> HostResult<Value> {
+    if updated == 0 && !session_exists(&w.tx, id)? {
+        return Err(HostError::not_found(format!("no saved session {id:?}")));
+    }
+    if updated > 0 {
+        w.changes.sessions.insert(id.to_owned());
+        w.changes.sessions_index = true;
+    }
+    Ok(json!({}))
+}
+
 /// §5.2 eviction after an archive: oldest first, never pinned, the one just saved or the
 /// bound one (§11.9).
 fn evict(w: &mut WriteTx, just_saved: &str) -> HostResult<Vec<String>> {
@@ -320,14 +333,7 @@ impl Store {
                 "UPDATE sessions SET name = ?2, name_lower = ?3, updated_at = ?4 WHERE id = ?1 AND name != ?2",
                 params![id, name, lower(&name), w.now],
             )?;
-            if n == 0 && !session_exists(&w.tx, id)? {
-                return Err(HostError::not_found(format!("no saved session {id:?}")));
-            }
-            if n > 0 {
-                w.changes.sessions.insert(id.to_owned());
-                w.changes.sessions_index = true;
-            }
-            Ok(json!({}))
+            row_updated(w, id, n)
         })
     }
 
@@ -337,14 +343,7 @@ impl Store {
                 "UPDATE sessions SET pinned = ?2, updated_at = ?3 WHERE id = ?1 AND pinned != ?2",
                 params![id, pinned as i64, w.now],
             )?;
-            if n == 0 && !session_exists(&w.tx, id)? {
-                return Err(HostError::not_found(format!("no saved session {id:?}")));
-            }
-            if n > 0 {
-                w.changes.sessions.insert(id.to_owned());
-                w.changes.sessions_index = true;
-            }
-            Ok(json!({}))
+            row_updated(w, id, n)
         })
     }
 

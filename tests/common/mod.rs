@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -297,4 +298,55 @@ pub fn text_part(t: &str) -> Value {
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Generous wait for an event that must arrive.
+const EVENT_WAIT_COMMON: Duration = Duration::from_secs(15);
+
+fn change_seq(h: &mut Host) -> i64 {
+    h.ok("history.meta", json!({}))["changeSeq"].as_i64().expect("changeSeq number")
+}
+
+fn change_log_rows(db: &Path) -> i64 {
+    sql(db).query_row("SELECT count(*) FROM changes", [], |r| r.get(0)).expect("count changes")
+}
+
+/// A real write: its reply arrives first, then a `changed` event carrying the new changeSeq.
+pub fn changed(h: &mut Host, op: &str, args: Value) -> (Value, Value) {
+    let before = change_seq(h);
+    let r = h.ok(op, args.clone());
+    let early: Vec<Value> = h.events.iter().map(|e| e["seq"].clone()).collect();
+    let now = change_seq(h);
+    assert!(now > before, "{op} {args}: changeSeq did not advance ({before} -> {now})");
+    assert!(!early.contains(&json!(now)), "{op}: changed event arrived before its reply");
+    let ev = h
+        .wait_event(EVENT_WAIT_COMMON, |e| e["event"] == "changed" && e["seq"] == json!(now))
+        .unwrap_or_else(|| panic!("{op}: no changed event with seq {now}"));
+    (r, ev)
+}
+
+static MARKER: AtomicU64 = AtomicU64::new(0);
+
+/// A settings write whose event is awaited; every event before it is discarded.
+pub fn marker(h: &mut Host) {
+    let n = MARKER.fetch_add(1, Ordering::SeqCst);
+    let crid = format!("marker-{n}");
+    h.ok("settings.set", json!({"map": {"test.marker": n}, "clientRequestId": crid}));
+    let ev = h.wait_event(EVENT_WAIT_COMMON, |e| e["clientRequestId"] == json!(crid.as_str()));
+    assert!(ev.is_some(), "marker event missing");
+}
+
+/// A write that must change nothing: no change row, no changeSeq bump, and no event between two
+/// marker writes around it.
+pub fn unchanged(h: &mut Host, op: &str, args: Value) -> Value {
+    marker(h);
+    h.events.clear();
+    let seq_before = change_seq(h);
+    let rows_before = change_log_rows(&h.db);
+    let r = h.ok(op, args.clone());
+    assert_eq!(change_seq(h), seq_before, "{op} {args}: changeSeq moved");
+    assert_eq!(change_log_rows(&h.db), rows_before, "{op} {args}: a change was logged");
+    marker(h);
+    assert!(h.events.is_empty(), "{op} {args}: emitted an event: {:?}", h.events);
+    r
 }
