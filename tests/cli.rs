@@ -93,7 +93,7 @@ fn inspect_reports_counts_sizes_schema_and_integrity() {
     let (_d, db) = temp_db();
     seed(&db);
     let v = json_out(&db, &["inspect", "--json"]);
-    assert_eq!(v["schemaVersion"], json!(1));
+    assert_eq!(v["schemaVersion"], json!(keepsake_host::store::migrate::LATEST));
     assert_eq!(v["integrity"], json!(["ok"]));
     let c = &v["counts"];
     assert_eq!(c["sessions"], json!(3), "{v}");
@@ -112,7 +112,7 @@ fn inspect_reports_counts_sizes_schema_and_integrity() {
     let line = |k: &str| {
         out.lines().find(|l| l.starts_with(k)).unwrap_or_else(|| panic!("no {k} line in {out}")).to_owned()
     };
-    assert!(line("schema").contains('1'), "{out}");
+    assert!(line("schema").contains(&format!("version {}", keepsake_host::store::migrate::LATEST)), "{out}");
     assert!(line("sessions").contains('3'), "{out}");
     assert!(line("integrity").trim_end().ends_with("ok"), "{out}");
     assert!(line("size").contains(&size.to_string()), "{out}");

@@ -396,7 +396,7 @@ fn eight_processes_starting_at_once_on_a_fresh_database_all_succeed() {
         let results: Vec<(Host, Value, Value)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         for (p, (_, hello, append)) in results.iter().enumerate() {
             let good = hello["ok"] == json!(true)
-                && hello["result"]["schemaVersion"] == json!(1)
+                && hello["result"]["schemaVersion"] == json!(keepsake_host::store::migrate::LATEST)
                 && hello["result"]["dbError"].is_null()
                 && append["ok"] == json!(true);
             if !good {
@@ -411,7 +411,7 @@ fn eight_processes_starting_at_once_on_a_fresh_database_all_succeed() {
         let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         let n: i64 = c.query_row("SELECT count(*) FROM history_entries", [], |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal", "trial {trial}");
-        assert_eq!(version, 1, "trial {trial}");
+        assert_eq!(version, keepsake_host::store::migrate::LATEST as i64, "trial {trial}");
         if failed.is_empty() {
             assert_eq!(n, PROCS as i64, "trial {trial}: appends landed");
         }

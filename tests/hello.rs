@@ -10,7 +10,7 @@ fn hello_reports_versions_db_and_limits() {
     let r = h.ok("host.hello", json!({}));
     assert_eq!(r["name"], "keepsake-host");
     assert_eq!(r["protocolVersion"], 1);
-    assert_eq!(r["schemaVersion"], 1);
+    assert_eq!(r["schemaVersion"], keepsake_host::store::migrate::LATEST);
     assert_eq!(r["dbPath"], db.display().to_string());
     assert_eq!(r["limits"]["maxOutboundFrame"], 1_048_576);
     assert!(r["dbError"].is_null());

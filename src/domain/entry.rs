@@ -13,6 +13,17 @@ pub const LEGACY_PREFIX: &str = "[Page context attached by browsa]";
 /// Prefix of an image reference URL (storage-model §1).
 pub const IMAGE_REF_PREFIX: &str = "keepsake-image:sha256:";
 
+/// Placeholder for the n-th `turn.images` item in a body built with `imageRefs` (PROTOCOL.md).
+pub const TURN_IMAGE_PREFIX: &str = "keepsake-turn-image:";
+
+/// An image token the caller fills in: an image reference or a turn-image placeholder.
+pub fn is_image_token(url: &str) -> bool {
+    parse_image_ref(url).is_some()
+        || url
+            .strip_prefix(TURN_IMAGE_PREFIX)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// True when `s` starts with either page-context prefix.
 pub fn starts_with_prefix(s: &str) -> bool {
     s.starts_with(PAGE_CONTEXT_PREFIX) || s.starts_with(LEGACY_PREFIX)

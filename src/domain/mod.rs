@@ -1,12 +1,18 @@
 //! Pure domain rules: no SQL, no stdio, no clocks except where a value is passed in.
 //! Everything here is testable with plain `serde_json::Value`s (see ARCHITECTURE.md).
 
+pub mod attach;
+pub mod chunks;
 pub mod dataurl;
 pub mod entry;
 pub mod export;
+pub mod figures;
 pub mod history;
+pub mod images;
 pub mod import;
 pub mod ingest;
+pub mod reduce;
+pub mod request;
 pub mod sessions;
 pub mod settings;
 pub mod text;

@@ -7,26 +7,41 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use super::args::Args;
+use crate::domain::attach::Ctx as PageCtx;
+use crate::domain::dataurl::{canonical_data_url, decode_image_data_url, DataUrlError};
+use crate::domain::history::parse_index;
+use crate::domain::images::{THUMB_MAX_EDGE, THUMB_PASS_BYTES, THUMB_QUALITY, UNSEEN_IMAGE_BYTES_BUDGET};
 use crate::domain::import::SettingsMode;
+use crate::domain::reduce::{is_context_overflow, AgeOptions};
+use crate::domain::request::{Kind, Pass};
 use crate::protocol::limits::{MAX_IMAGE_BYTES, MAX_INBOUND_FRAME, MAX_OUTBOUND_FRAME, PROTOCOL_VERSION};
+use crate::protocol::ErrorCode;
 use crate::protocol::{HostError, HostResult};
 use crate::store::migrate::LATEST;
-use crate::store::{ChangeEvent, ImportOptions, Store, WriteOutcome};
+use crate::store::{AttachArgs, BuildArgs, ChangeEvent, ImageRefsMode, ImportOptions, Store, WriteOutcome};
+
+/// Work the server runs after sending a reply, as its own transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Followup {
+    /// The byte-budget pass after an attach (storage-model §4.3 step 4, §11.5).
+    BoundImages,
+}
 
 /// What a handler produced.
 pub struct Reply {
     pub result: Value,
     pub event: Option<ChangeEvent>,
+    pub followup: Option<Followup>,
 }
 
 impl From<WriteOutcome> for Reply {
     fn from(w: WriteOutcome) -> Self {
-        Reply { result: w.result, event: w.event }
+        Reply { result: w.result, event: w.event, followup: None }
     }
 }
 
 fn read(result: Value) -> Reply {
-    Reply { result, event: None }
+    Reply { result, event: None, followup: None }
 }
 
 /// Server state shared by handlers.
@@ -55,7 +70,13 @@ pub const OPS: &[(&str, Handler)] = &[
     ("history.removeByAttachId", history_remove_by_attach_id),
     ("history.removeLastPageContext", history_remove_last_page_context),
     ("history.markImagesSeen", history_mark_images_seen),
+    ("history.boundImages", history_bound_images),
+    ("history.attach", history_attach),
+    ("attach.trackChange", attach_track_change),
+    ("attach.summaryPlan", attach_summary_plan),
+    ("attach.applySummary", attach_apply_summary),
     ("images.get", images_get),
+    ("images.thumbnail", images_thumbnail),
     ("sessions.save", sessions_save),
     ("sessions.list", sessions_list),
     ("sessions.get", sessions_get),
@@ -68,6 +89,9 @@ pub const OPS: &[(&str, Handler)] = &[
     ("sessions.export", sessions_export),
     ("storage.import", storage_import),
     ("changes.since", changes_since),
+    ("request.isContextOverflow", request_is_context_overflow),
+    ("request.build", request_build),
+    ("request.commitRescue", request_commit_rescue),
 ];
 
 /// Names of every operation, `host.hello` included.
@@ -326,4 +350,266 @@ fn changes_since(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
     let a = Args::new(a, &["seq"], false)?;
     let seq = a.req_index("seq")?;
     Ok(read(s.changes_since(seq.min(i64::MAX as u64) as i64)?))
+}
+
+// ---- images, attach and requests --------------------------------------------------------------
+
+fn history_bound_images(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["budget"], true)?;
+    let crid = a.client_request_id()?;
+    let budget = a.opt_index("budget")?.map(|b| b.min(usize::MAX as u64) as usize);
+    Ok(s.history_bound_images(budget.unwrap_or(UNSEEN_IMAGE_BYTES_BUDGET), crid.as_deref())?.into())
+}
+
+fn history_attach(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["ctx", "images", "placement", "summarySource", "paper", "videoSrc"], true)?;
+    let crid = a.client_request_id()?;
+    let ctx = PageCtx::from_json(a.req_value("ctx")?).map_err(HostError::bad_request)?;
+    let images = match a.raw("images") {
+        None => Vec::new(),
+        Some(Value::Array(v)) => v.clone(),
+        Some(_) => return Err(HostError::bad_request("images must be an array")),
+    };
+    let placement_end = match a.opt_str("placement")? {
+        None | Some("anchors") => false,
+        Some("end") => true,
+        Some(o) => {
+            return Err(HostError::bad_request(format!(
+                "placement must be \"anchors\" or \"end\", got {o:?}"
+            )))
+        }
+    };
+    let video_src = match a.raw("videoSrc") {
+        None => None,
+        Some(v @ Value::Object(_)) => Some(v.clone()),
+        Some(_) => return Err(HostError::bad_request("videoSrc must be an object {platform, url, tabId}")),
+    };
+    let args = AttachArgs {
+        ctx,
+        images,
+        placement_end,
+        summary_source: a.opt_str("summarySource")?.map(str::to_owned),
+        paper: a.opt_bool("paper")?,
+        video_src,
+    };
+    let mut r: Reply = s.history_attach(args, crid.as_deref())?.into();
+    // a replayed clientRequestId applied nothing, so there is nothing to bound either
+    if r.event.is_some() {
+        r.followup = Some(Followup::BoundImages);
+    }
+    Ok(r)
+}
+
+fn attach_track_change(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["mode", "url", "text"], true)?;
+    let crid = a.client_request_id()?;
+    Ok(s.attach_track_change(a.req_str("mode")?, a.req_str("url")?, a.req_str("text")?, crid.as_deref())?
+        .into())
+}
+
+fn attach_summary_plan(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["attachId"], false)?;
+    Ok(read(s.attach_summary_plan(a.req_str("attachId")?)?))
+}
+
+fn attach_apply_summary(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["attachId", "summary"], true)?;
+    let crid = a.client_request_id()?;
+    Ok(s.attach_apply_summary(a.req_str("attachId")?, a.req_str("summary")?, crid.as_deref())?.into())
+}
+
+fn images_thumbnail(_s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["dataUrl", "maxEdge", "quality"], false)?;
+    let url = a.req_str("dataUrl")?;
+    let max_edge = a.opt_index("maxEdge")?.unwrap_or(THUMB_MAX_EDGE as u64);
+    if !(1..=crate::imaging::MAX_SIDE as u64).contains(&max_edge) {
+        return Err(HostError::bad_request(format!("maxEdge must be 1–{}", crate::imaging::MAX_SIDE)));
+    }
+    let quality = a.opt_index("quality")?.unwrap_or(THUMB_QUALITY as u64);
+    if !(1..=100).contains(&quality) {
+        return Err(HostError::bad_request("quality must be 1–100"));
+    }
+    let img = match decode_image_data_url(url, MAX_IMAGE_BYTES) {
+        Ok(i) => i,
+        Err(DataUrlError::NotImage) => {
+            return Err(HostError::bad_request(
+                "dataUrl must be a data:image/…;base64, URL with valid base64",
+            ))
+        }
+        Err(DataUrlError::TooLarge { declared_bytes, cap }) => {
+            return Err(HostError::too_large(format!(
+                "image of about {declared_bytes} bytes exceeds the {cap}-byte cap"
+            )))
+        }
+    };
+    let rejected = |e: crate::imaging::Rejected| HostError::new(ErrorCode::ImageRejected, e.0);
+    // already small enough: returned unchanged (after the same checks as any other image)
+    if let Some((w, h)) = crate::imaging::dimensions(&img.bytes) {
+        if w.max(h) as u64 <= max_edge && img.bytes.len() <= THUMB_PASS_BYTES {
+            crate::imaging::decode(&img.bytes).map_err(rejected)?;
+            return Ok(read(json!({"dataUrl": url, "width": w, "height": h})));
+        }
+    }
+    let t = crate::imaging::thumbnail(&img.bytes, max_edge as u32, quality as u8).map_err(rejected)?;
+    Ok(read(
+        json!({"dataUrl": canonical_data_url("image/jpeg", &t.jpeg), "width": t.width, "height": t.height}),
+    ))
+}
+
+fn request_is_context_overflow(_s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["message"], false)?;
+    Ok(read(json!(is_context_overflow(a.opt_str("message")?))))
+}
+
+fn pass_arg(v: Option<&Value>) -> HostResult<Pass> {
+    let Some(v) = v else { return Ok(Pass::First) };
+    let (kind, o) = match v {
+        Value::String(k) => (k.as_str(), None),
+        Value::Object(o) => (o.get("kind").and_then(Value::as_str).unwrap_or(""), Some(o)),
+        _ => {
+            return Err(HostError::bad_request("pass must be a string or {kind, previousReply, instruction}"))
+        }
+    };
+    let field = |k: &str| -> HostResult<String> {
+        match o.and_then(|o| o.get(k)) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(HostError::bad_request(format!("pass.{k} must be a string for a second pass"))),
+        }
+    };
+    match kind {
+        "first" => Ok(Pass::First),
+        "continuation" => Ok(Pass::Continuation {
+            previous_reply: field("previousReply")?,
+            instruction: field("instruction")?,
+        }),
+        "timestampRewrite" => Ok(Pass::TimestampRewrite {
+            previous_reply: field("previousReply")?,
+            instruction: field("instruction")?,
+        }),
+        other => Err(HostError::bad_request(format!(
+            "pass.kind must be first, continuation or timestampRewrite, got {other:?}"
+        ))),
+    }
+}
+
+fn image_refs_arg(v: Option<&Value>) -> HostResult<ImageRefsMode> {
+    match v {
+        None | Some(Value::Bool(false)) => Ok(ImageRefsMode::Inline),
+        Some(Value::Bool(true)) => Ok(ImageRefsMode::All),
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .filter(|s| crate::domain::entry::parse_image_ref(s).is_some())
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        HostError::bad_request(
+                            "imageRefs entries must be keepsake-image:sha256:<hex> references",
+                        )
+                    })
+            })
+            .collect::<HostResult<_>>()
+            .map(ImageRefsMode::Held),
+        Some(_) => Err(HostError::bad_request("imageRefs must be a boolean or a list of held references")),
+    }
+}
+
+fn request_build(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(
+        a,
+        &[
+            "kind",
+            "turn",
+            "systemPrompt",
+            "bodyFields",
+            "source",
+            "upTo",
+            "pass",
+            "rescue",
+            "backfill",
+            "aging",
+            "imageRefs",
+        ],
+        false,
+    )?;
+    let kind = Kind::parse(a.req_str("kind")?)
+        .ok_or_else(|| HostError::bad_request("kind must be chat, responses, anthropic, runs or agent"))?;
+    let turn = match a.raw("turn") {
+        None => Map::new(),
+        Some(Value::Object(t)) => t.clone(),
+        Some(_) => return Err(HostError::bad_request("turn must be an object {userText, images}")),
+    };
+    let user_text = match turn.get("userText") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(t)) => t.clone(),
+        Some(_) => return Err(HostError::bad_request("turn.userText must be a string")),
+    };
+    let images = match turn.get("images") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(v)) => Some(v.clone()),
+        Some(_) => return Err(HostError::bad_request("turn.images must be an array")),
+    };
+    let body_fields = match a.raw("bodyFields") {
+        None => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(HostError::bad_request("bodyFields must be an object")),
+    };
+    let source_session = match a.raw("source") {
+        None => None,
+        Some(Value::Object(o)) => match o.get("sessionId") {
+            Some(Value::String(id)) => Some(id.clone()),
+            None | Some(Value::Null) => None,
+            _ => return Err(HostError::bad_request("source.sessionId must be a string")),
+        },
+        Some(_) => return Err(HostError::bad_request("source must be an object {sessionId}")),
+    };
+    let rescue = match a.raw("rescue") {
+        None => None,
+        Some(Value::Object(o)) => {
+            Some(o.get("errorMessage").and_then(Value::as_str).unwrap_or("").to_owned())
+        }
+        Some(_) => return Err(HostError::bad_request("rescue must be an object {errorMessage}")),
+    };
+    let mut aging = AgeOptions::default();
+    match a.raw("aging") {
+        None => {}
+        Some(Value::Object(o)) => {
+            if let Some(v) = o.get("minUserTurnsAfter") {
+                aging.min_user_turns_after = parse_index(Some(v))
+                    .map_err(|m| HostError::bad_request(format!("aging.minUserTurnsAfter {m}")))?
+                    as usize;
+            }
+            if let Some(v) = o.get("minChars") {
+                aging.min_chars = parse_index(Some(v))
+                    .map_err(|m| HostError::bad_request(format!("aging.minChars {m}")))?
+                    as usize;
+            }
+        }
+        Some(_) => {
+            return Err(HostError::bad_request("aging must be an object {minUserTurnsAfter, minChars}"))
+        }
+    }
+    let system_prompt = a.opt_str("systemPrompt")?.map(str::to_owned);
+    let args = BuildArgs {
+        kind,
+        user_text,
+        images,
+        system_prompt,
+        body_fields,
+        source_session,
+        up_to: a.opt_index("upTo")?,
+        pass: pass_arg(a.raw("pass"))?,
+        rescue,
+        backfill: a.opt_bool("backfill")?,
+        aging,
+        image_refs: image_refs_arg(a.raw("imageRefs"))?,
+    };
+    Ok(read(s.request_build(args)?))
+}
+
+fn request_commit_rescue(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["attachIds", "sessionId"], true)?;
+    let crid = a.client_request_id()?;
+    let ids = a.req_string_list("attachIds")?;
+    Ok(s.request_commit_rescue(&ids, a.opt_str("sessionId")?, crid.as_deref())?.into())
 }

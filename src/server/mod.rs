@@ -14,13 +14,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::domain::images::UNSEEN_IMAGE_BYTES_BUDGET;
 use crate::protocol::chunk::frames_for_reply;
 use crate::protocol::envelope::{decode_request, error_reply, ok_reply};
 use crate::protocol::frame::{read_frame, write_frame, FrameError};
 use crate::protocol::limits::MAX_INBOUND_FRAME;
 use crate::protocol::{ErrorCode, HostError};
 use crate::store::Store;
-use dispatch::{dispatch, Ctx};
+use dispatch::{dispatch, Ctx, Followup};
 
 /// How often the poller looks for other processes' commits (the spec allows 1 s).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -125,20 +126,44 @@ fn handle_frame(ctx: &mut Ctx, body: &[u8], out: &Outbox) -> bool {
     };
     let started = std::time::Instant::now();
     let outcome = dispatch(ctx, &req.op, &req.args);
-    let (reply, event) = match outcome {
-        Ok(r) => (ok_reply(&req.id, &r.result), r.event),
+    let (reply, event, followup) = match outcome {
+        Ok(r) => (ok_reply(&req.id, &r.result), r.event, r.followup),
         Err(e) => {
             tracing::debug!(op = %req.op, error = %e, "operation failed");
-            (error_reply(&req.id, &e), None)
+            (error_reply(&req.id, &e), None, None)
         }
     };
     tracing::debug!(op = %req.op, ms = started.elapsed().as_millis() as u64, bytes = reply.len(), "served");
     if !out.send_reply(&req.id, reply) {
         return false;
     }
-    match event {
-        Some(ev) => out.send_all(&[ev.to_json().to_string()]),
+    if let Some(ev) = event {
+        if !out.send_all(&[ev.to_json().to_string()]) {
+            return false;
+        }
+    }
+    match followup {
+        Some(f) => run_followup(ctx, f, out),
         None => true,
+    }
+}
+
+/// Host-started work after a reply: its own transaction and its own `changed` event, no
+/// clientRequestId (storage-model §11.5).
+fn run_followup(ctx: &mut Ctx, f: Followup, out: &Outbox) -> bool {
+    let Ok(store) = &mut ctx.store else { return true };
+    let r = match f {
+        Followup::BoundImages => store.history_bound_images(UNSEEN_IMAGE_BYTES_BUDGET, None),
+    };
+    match r {
+        Ok(w) => match w.event {
+            Some(ev) => out.send_all(&[ev.to_json().to_string()]),
+            None => true,
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "byte-budget pass after attach failed");
+            true
+        }
     }
 }
 

@@ -112,7 +112,7 @@ pub(super) fn trim(w: &mut WriteTx) -> HostResult<usize> {
     for (id, _) in &rows[..k] {
         if bound {
             w.tx.execute(
-                "INSERT INTO history_trimmed (position, entry, trimmed_at) SELECT ?1, entry, ?2 FROM history_entries WHERE id = ?3",
+                "INSERT INTO history_trimmed (position, entry, trimmed_at, attach_id) SELECT ?1, entry, ?2, attach_id FROM history_entries WHERE id = ?3",
                 params![next_pos, w.now, id],
             )?;
             let tid = w.tx.last_insert_rowid();

@@ -8,7 +8,8 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// Numbered, append-only migrations: never edit one that has shipped; add the next file.
-pub const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+pub const MIGRATIONS: &[(u32, &str)] =
+    &[(1, include_str!("migrations/0001_init.sql")), (2, include_str!("migrations/0002_attachments.sql"))];
 
 /// The schema version this binary writes.
 pub const LATEST: u32 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -2,13 +2,16 @@
 //! `BEGIN IMMEDIATE`, record their `clientRequestId` and change-log row in the same transaction,
 //! and collect unreferenced image blobs before committing.
 
+mod attach;
 mod blobs;
+mod bound;
 mod changes;
 mod history;
 mod import;
 pub mod maintenance;
 pub mod migrate;
 pub mod open;
+mod requests;
 mod sessions;
 mod settings;
 
@@ -18,11 +21,13 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use serde_json::{json, Map, Value};
 
+pub use attach::AttachArgs;
 pub use blobs::{parse_images_mode, Blob, IngestedEntries};
 pub use changes::ChangeEvent;
 pub use history::Page;
 pub use import::ImportOptions;
 pub use open::Mode;
+pub use requests::{BuildArgs, ImageRefsMode};
 pub use sessions::ExportFormat;
 
 use crate::domain::text::u16_len;

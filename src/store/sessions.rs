@@ -54,15 +54,16 @@ pub(super) fn session_body(conn: &Connection, id: &str) -> HostResult<Vec<Value>
 
 fn insert_body_entry(w: &mut WriteTx, sid: &str, position: usize, e: &Value) -> HostResult<()> {
     w.tx.execute(
-        "INSERT INTO session_entries (session_id, position, role, content_chars, image_count, entry)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO session_entries (session_id, position, role, content_chars, image_count, entry, attach_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         params![
             sid,
             position as i64,
             role(e),
             content_chars(e) as i64,
             image_part_count(e) as i64,
-            e.to_string()
+            e.to_string(),
+            crate::domain::entry::attach_id(e)
         ],
     )?;
     let id = w.tx.last_insert_rowid();
@@ -95,6 +96,36 @@ pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostR
     )?;
     w.changes.sessions.insert(sid.to_owned());
     w.changes.sessions_index = true;
+    Ok(())
+}
+
+/// Rewrite one body row in place (rescue commits), with its references.
+pub(super) fn update_body_entry(w: &mut WriteTx, row: i64, e: &Value) -> HostResult<()> {
+    w.tx.execute(
+        "UPDATE session_entries SET role = ?2, content_chars = ?3, image_count = ?4, entry = ?5, attach_id = ?6
+         WHERE id = ?1",
+        params![
+            row,
+            role(e),
+            content_chars(e) as i64,
+            image_part_count(e) as i64,
+            e.to_string(),
+            crate::domain::entry::attach_id(e)
+        ],
+    )?;
+    blobs::replace_refs(&w.tx, Holder::Session, row, e)
+}
+
+/// Rebuild a session's search data from its body.
+pub(super) fn rebuild_search(w: &mut WriteTx, sid: &str) -> HostResult<()> {
+    let body = session_body(&w.tx, sid)?;
+    let text = search_text(&body);
+    w.tx.execute(
+        "UPDATE session_search SET text = ?2, text_lower = ?3 WHERE session_id = ?1",
+        params![sid, text, lower(&text)],
+    )?;
+    w.tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![sid, w.now])?;
+    w.changes.sessions.insert(sid.to_owned());
     Ok(())
 }
 
