@@ -64,8 +64,16 @@ fn joined_len(lines: &[&str]) -> usize {
     lines.iter().map(|l| u16_len(l)).sum::<usize>() + lines.len().saturating_sub(1)
 }
 
+/// A piece of a chunk: a whole unit, or a fragment of a line longer than the chunk size.
+/// Fragments are never trimmed or dropped (they may be all spaces, but they are part of a
+/// non-blank line).
+struct Piece {
+    text: String,
+    fragment: bool,
+}
+
 /// Split an oversized line at `size` units on code-point boundaries.
-fn split_line(line: &str, size: usize) -> Vec<String> {
+fn split_line(line: &str, size: usize) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut rest = line;
     while u16_len(rest) > size {
@@ -75,47 +83,85 @@ fn split_line(line: &str, size: usize) -> Vec<String> {
             let c = rest.chars().next().map(char::len_utf8).unwrap_or(rest.len());
             head = &rest[..c];
         }
-        out.push(head.to_owned());
+        out.push(Piece { text: head.to_owned(), fragment: true });
         rest = &rest[head.len()..];
     }
-    out.push(rest.to_owned());
+    out.push(Piece { text: rest.to_owned(), fragment: true });
     out
 }
 
-/// Split an oversized table between rows; continuation pieces repeat the first two rows.
-fn split_table(rows: &[&str], size: usize) -> Vec<String> {
+/// Split an oversized table between rows; continuation pieces repeat the first two rows. No
+/// piece exceeds `size` (§11.22 wins): a continuation row that does not fit even with the header
+/// goes out without it, and a row longer than `size` is split like a long line.
+fn split_table(rows: &[&str], size: usize) -> Vec<Piece> {
     if rows.len() <= 2 {
-        return vec![rows.join("\n")];
+        return split_line_or_whole(&rows.join("\n"), size);
     }
     let header = &rows[..2];
-    let mut pieces = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
     let mut current: Vec<&str> = Vec::new();
-    let mut i = 0;
-    while i < rows.len() {
-        let row = rows[i];
-        let mut candidate = current.clone();
-        candidate.push(row);
-        let base = if pieces.is_empty() { 0 } else { 2 };
-        if current.len() > base && joined_len(&candidate) > size {
-            pieces.push(current.join("\n"));
-            current = header.to_vec();
+    // rows of `current` that are data rather than the repeated header
+    let mut data_rows = 0usize;
+    let flush = |current: &mut Vec<&str>, pieces: &mut Vec<Piece>| {
+        if !current.is_empty() {
+            pieces.push(Piece { text: current.join("\n"), fragment: false });
+            current.clear();
+        }
+    };
+    for (i, row) in rows.iter().enumerate() {
+        if u16_len(row) > size {
+            flush(&mut current, &mut pieces);
+            pieces.extend(split_line(row, size));
+            data_rows = 0;
             continue;
         }
-        current.push(row);
-        i += 1;
+        let mut candidate = current.clone();
+        candidate.push(row);
+        if joined_len(&candidate) <= size {
+            current.push(row);
+            data_rows += usize::from(i >= 2);
+            continue;
+        }
+        // does not fit: close the piece (unless it holds only a repeated header)
+        if data_rows > 0 || i < 2 {
+            flush(&mut current, &mut pieces);
+        } else {
+            current.clear();
+        }
+        let mut with_header = header.to_vec();
+        with_header.push(row);
+        if joined_len(&with_header) <= size {
+            current = with_header;
+        } else {
+            current = vec![row];
+        }
+        data_rows = 1;
     }
-    if current.len() > if pieces.is_empty() { 0 } else { 2 } {
-        pieces.push(current.join("\n"));
+    if data_rows > 0 || pieces.is_empty() {
+        flush(&mut current, &mut pieces);
     }
     pieces
 }
 
-fn finish(chunk: &mut Vec<String>, out: &mut Vec<String>) {
+fn split_line_or_whole(text: &str, size: usize) -> Vec<Piece> {
+    if text.contains('\n') || u16_len(text) <= size {
+        vec![Piece { text: text.to_owned(), fragment: false }]
+    } else {
+        split_line(text, size)
+    }
+}
+
+fn finish(chunk: &mut Vec<Piece>, out: &mut Vec<String>) {
     if chunk.is_empty() {
         return;
     }
-    let text = chunk.join("\n");
+    let ends_in_fragment = chunk.last().is_some_and(|p| p.fragment);
+    let text = chunk.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n");
     chunk.clear();
+    if ends_in_fragment {
+        out.push(text);
+        return;
+    }
     let mut lines: Vec<&str> = text.split('\n').collect();
     while lines.last().is_some_and(|l| js_trim(l).is_empty()) {
         lines.pop();
@@ -132,19 +178,21 @@ pub fn markdown_chunks(text: &str, size: usize) -> Vec<String> {
     }
     let size = size.max(1);
     let mut out = Vec::new();
-    let mut chunk: Vec<String> = Vec::new();
+    let mut chunk: Vec<Piece> = Vec::new();
     let mut chunk_len = 0usize;
     for (kind, lines) in units(text) {
         let unit = lines.join("\n");
         let len = u16_len(&unit);
-        let pieces: Vec<String> = if len <= size {
-            vec![unit]
+        let pieces: Vec<Piece> = if len <= size {
+            vec![Piece { text: unit, fragment: false }]
         } else {
             match kind {
                 Kind::Fence => {
+                    // an atomic fenced block: its own chunk, untruncated
                     finish(&mut chunk, &mut out);
                     chunk_len = 0;
-                    out.push(unit);
+                    let mut own = vec![Piece { text: unit, fragment: false }];
+                    finish(&mut own, &mut out);
                     continue;
                 }
                 Kind::Table => split_table(&lines, size),
@@ -152,7 +200,7 @@ pub fn markdown_chunks(text: &str, size: usize) -> Vec<String> {
             }
         };
         for p in pieces {
-            let plen = u16_len(&p);
+            let plen = u16_len(&p.text);
             if chunk.is_empty() || chunk_len + 1 + plen <= size {
                 chunk_len += if chunk.is_empty() { plen } else { 1 + plen };
                 chunk.push(p);
