@@ -114,6 +114,15 @@ fn is_blank(s: &str) -> bool {
     js_trim(s).is_empty()
 }
 
+/// The text block of a turn that also carries images: none when the text is blank (§11.17).
+fn text_block(text: &str, block: Value) -> Vec<Value> {
+    if is_blank(text) {
+        Vec::new()
+    } else {
+        vec![block]
+    }
+}
+
 fn or_default<'s>(s: &'s str, d: &'s str) -> &'s str {
     if s.is_empty() {
         d
@@ -122,7 +131,8 @@ fn or_default<'s>(s: &'s str, d: &'s str) -> &'s str {
     }
 }
 
-/// Only user/assistant entries, reduced to `{role, content}` in the chat shape (§8.2).
+/// Only user/assistant entries, reduced to `{role, content}` in the chat shape (§8.2); images
+/// only ever go in user messages.
 fn chat_history(h: &[Value]) -> Vec<Value> {
     let mut out = Vec::new();
     for e in h {
@@ -136,7 +146,8 @@ fn chat_history(h: &[Value]) -> Vec<Value> {
                         if !is_blank(t) {
                             ps.push(json!({"type": "text", "text": t}));
                         }
-                    } else if is_image_part(p) {
+                    } else if is_image_part(p) && r == "user" {
+                        // OpenAI chat takes text (or refusal) parts only in assistant messages
                         if let Some(u) = image_part_url(p) {
                             ps.push(image_part(u));
                         }
@@ -157,7 +168,7 @@ fn chat_turn(text: &str, images: &[String]) -> Value {
     if images.is_empty() {
         json!({"role": "user", "content": text})
     } else {
-        let mut parts = vec![json!({"type": "text", "text": text})];
+        let mut parts = text_block(text, json!({"type": "text", "text": text}));
         parts.extend(images.iter().map(|u| image_part(u)));
         json!({"role": "user", "content": parts})
     }
@@ -199,7 +210,7 @@ fn responses_turn(text: &str, images: &[String]) -> Value {
     if images.is_empty() {
         json!({"role": "user", "content": text})
     } else {
-        let mut parts = vec![json!({"type": "input_text", "text": text})];
+        let mut parts = text_block(text, json!({"type": "input_text", "text": text}));
         parts.extend(images.iter().map(|u| json!({"type": "input_image", "image_url": u})));
         json!({"role": "user", "content": parts})
     }
@@ -259,7 +270,7 @@ fn anthropic_turn(text: &str, images: &[String]) -> Value {
     if blocks.is_empty() {
         json!({"role": "user", "content": text})
     } else {
-        let mut content = vec![json!({"type": "text", "text": text})];
+        let mut content = text_block(text, json!({"type": "text", "text": text}));
         content.extend(blocks);
         json!({"role": "user", "content": content})
     }
@@ -272,7 +283,7 @@ fn flatten(content: Option<&Value>) -> String {
             .iter()
             .filter_map(|p| {
                 if let Some(t) = part_text(p) {
-                    Some(t.to_owned())
+                    (!is_blank(t)).then(|| t.to_owned())
                 } else if is_image_part(p) {
                     Some("[image]".to_owned())
                 } else {
@@ -372,8 +383,14 @@ fn agent_body(
             if super::entry::is_attach_entry(e) {
                 continue;
             }
-            let mut line = format!("{who}{}", text_of(e));
-            if e.get("content").is_some_and(Value::is_array) && !image_urls_of(e).is_empty() {
+            let text = text_of(e);
+            let has_images = e.get("content").is_some_and(Value::is_array) && !image_urls_of(e).is_empty();
+            if is_blank(&text) && !has_images {
+                // an entry left with no content renders no line (§11.17)
+                continue;
+            }
+            let mut line = format!("{who}{text}");
+            if has_images {
                 line.push_str(BACKFILL_IMAGE_NOTE);
             }
             lines.push(line);

@@ -15,6 +15,12 @@ use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 pub const MAX_SIDE: u32 = 8_192;
 /// At most this many bytes of decoded pixels / decoder allocation (storage-model §6.5).
 pub const MAX_DECODE_BYTES: u64 = 256 * 1024 * 1024;
+/// At most this many pixels (4096², reliability.md §8's tighter option): the worst case — 16-bit
+/// RGBA decoded (128 MiB) plus its 8-bit copy — stays well under the host's 256 MiB budget.
+pub const MAX_PIXELS: u64 = 4096 * 4096;
+/// Allocation allowed while only reading a header (ancillary chunks such as a huge compressed
+/// ICC profile are refused rather than inflated).
+const HEADER_ALLOC: u64 = 8 * 1024 * 1024;
 
 /// The formats we decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,38 +66,48 @@ pub fn sniff(b: &[u8]) -> Option<Format> {
     }
 }
 
-fn limits() -> Limits {
+fn limits(max_alloc: u64) -> Limits {
     let mut l = Limits::default();
     l.max_image_width = Some(MAX_SIDE);
     l.max_image_height = Some(MAX_SIDE);
-    l.max_alloc = Some(MAX_DECODE_BYTES);
+    l.max_alloc = Some(max_alloc);
     l
 }
 
 type Reader<'a> = ImageReader<Cursor<&'a [u8]>>;
 
-fn reader(bytes: &[u8]) -> Result<(Format, Reader<'_>), Rejected> {
+fn reader(bytes: &[u8], max_alloc: u64) -> Result<(Format, Reader<'_>), Rejected> {
     let format = sniff(bytes).ok_or_else(|| {
         Rejected("not a PNG, JPEG, GIF, WebP or BMP image (only these formats are accepted)".into())
     })?;
     let mut r = ImageReader::new(Cursor::new(bytes));
     r.set_format(format.image_format());
-    r.limits(limits());
+    r.limits(limits(max_alloc));
     Ok((format, r))
 }
 
 /// Width and height from the image header, without decoding pixels. `None` when the format is
 /// not one we read or the header is damaged.
 pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
-    let (_, mut r) = reader(bytes).ok()?;
-    r.no_limits();
+    let (_, r) = reader(bytes, HEADER_ALLOC).ok()?;
     r.into_dimensions().ok()
 }
 
 /// Decode the first frame, with the header checked against the limits before any pixel buffer
 /// exists, and EXIF orientation applied.
 pub fn decode(bytes: &[u8]) -> Result<DynamicImage, Rejected> {
-    let (format, r) = reader(bytes)?;
+    // Header first, with a small allocation allowance, so nothing large is inflated before
+    // the dimensions are known.
+    let (w, h) = {
+        let (_, r) = reader(bytes, HEADER_ALLOC)?;
+        r.into_dimensions().map_err(|e| Rejected(format!("cannot read the image header: {e}")))?
+    };
+    if w as u64 * h as u64 > MAX_PIXELS {
+        return Err(Rejected(format!(
+            "image declares {w}×{h} pixels; at most {MAX_PIXELS} pixels are decoded"
+        )));
+    }
+    let (format, r) = reader(bytes, (w as u64 * h as u64 * 8 + HEADER_ALLOC).min(MAX_DECODE_BYTES))?;
     let mut decoder =
         r.into_decoder().map_err(|e| Rejected(format!("cannot read the {format:?} header: {e}")))?;
     let (w, h) = decoder.dimensions();
