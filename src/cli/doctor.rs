@@ -1,10 +1,15 @@
-//! `keepsake-host doctor [--json]`: collect facts into one report, one line per finding.
-//! This issue checks the database side; browser registration checks arrive with the installer.
+//! `keepsake-host doctor [--json] [--user-data-dir DIR]...`: collect facts into one report, one
+//! line per finding. The database side (modes, schema, integrity) and the browser side: every
+//! `dev.keepsake.host.json` in a known location is re-read and checked by Chromium's rules, each
+//! failure named with the text the extension would see and the command that fixes it.
 #![allow(clippy::print_stdout)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
+
+use super::browsers::{self, Env, Platform, MANIFEST_FILE, NOT_FOUND};
+use super::install;
 
 use crate::store::maintenance::sidecar;
 use crate::store::migrate::LATEST;
@@ -14,6 +19,7 @@ use crate::util::paths::log_path_for;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {
     Ok,
+    Info,
     Warn,
     Fail,
 }
@@ -22,19 +28,50 @@ impl Status {
     fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
+            Status::Info => "info",
             Status::Warn => "warn",
             Status::Fail => "fail",
         }
     }
 }
 
+struct Check {
+    name: String,
+    status: Status,
+    detail: String,
+    /// For browser checks: the manifest, the text the extension sees, and the fix.
+    file: Option<String>,
+    browser_error: Option<String>,
+    fix: Option<String>,
+}
+
 struct Report {
-    checks: Vec<(String, Status, String)>,
+    checks: Vec<Check>,
 }
 
 impl Report {
     fn add(&mut self, name: &str, status: Status, detail: impl Into<String>) {
-        self.checks.push((name.into(), status, detail.into()));
+        self.checks.push(Check {
+            name: name.into(),
+            status,
+            detail: detail.into(),
+            file: None,
+            browser_error: None,
+            fix: None,
+        });
+    }
+
+    /// A browser-side finding: one line naming the check, the file, what the extension sees and
+    /// the fix.
+    fn browser(&mut self, name: &str, status: Status, file: &Path, what: &str, seen: &str, fix: &str) {
+        self.checks.push(Check {
+            name: name.into(),
+            status,
+            detail: format!("{}: {what}; the extension sees \"{seen}\". Fix: {fix}", file.display()),
+            file: Some(file.display().to_string()),
+            browser_error: Some(seen.into()),
+            fix: Some(fix.into()),
+        });
     }
 }
 
@@ -137,19 +174,197 @@ fn collect(db: &Path) -> Report {
     r
 }
 
-/// Print the report; exit code 0 when nothing failed, 1 otherwise.
-pub fn run(db: &Path, as_json: bool) -> i32 {
-    let r = collect(db);
-    let failed = r.checks.iter().any(|c| c.1 == Status::Fail);
-    if as_json {
-        let checks: Vec<Value> =
-            r.checks.iter().map(|(n, s, d)| json!({"check": n, "status": s.as_str(), "detail": d})).collect();
-        let doc = json!({"ok": !failed, "version": env!("CARGO_PKG_VERSION"), "checks": checks});
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
-    } else {
-        for (n, s, d) in &r.checks {
-            println!("{:<5} {n}: {d}", s.as_str());
+/// One place a manifest may be.
+struct Place {
+    label: String,
+    file: PathBuf,
+    /// Asked for with `doctor --user-data-dir` (a missing manifest is a failure).
+    explicit: bool,
+}
+
+/// Check one manifest file; returns whether it passed.
+fn check_file(r: &mut Report, env: &Env, label: &str, file: &Path) -> bool {
+    let fix = install::fix_for(env, file);
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            r.browser("manifest read", Status::Fail, file, &format!("cannot be read ({e})"), NOT_FOUND, &fix);
+            return false;
+        }
+    };
+    let (target, problems) = browsers::check_manifest(file, &bytes, env.platform);
+    for p in &problems {
+        r.browser(&format!("manifest {}", p.check), Status::Fail, file, &p.detail, p.browser_error, &fix);
+    }
+    if !problems.is_empty() {
+        return false;
+    }
+    let target = target.unwrap_or_default();
+    r.add("manifest", Status::Ok, format!("{} ({label}) runs {}", file.display(), target.display()));
+    let this = std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok());
+    let there = std::fs::canonicalize(&target).ok();
+    if this.is_some() && there.is_some() && this != there {
+        r.add(
+            "manifest",
+            Status::Info,
+            format!(
+                "{} runs {}, not this binary ({}); re-run install from the binary you want the browser to use",
+                file.display(),
+                target.display(),
+                this.unwrap_or_default().display()
+            ),
+        );
+    }
+    true
+}
+
+/// The browser side: sandboxed browsers, every manifest in a known location, unregistered
+/// browsers.
+fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]) {
+    for w in browsers::sandbox_warnings(env) {
+        r.add("sandboxed browser", Status::Warn, w);
+    }
+    let receipt = install::load_receipt(db).unwrap_or_else(|e| {
+        r.add("install receipt", Status::Warn, e);
+        None
+    });
+    let mut places: Vec<Place> = Vec::new();
+    let mut add = |label: &str, file: PathBuf, explicit: bool| {
+        if let Some(p) = places.iter_mut().find(|p| p.file == file) {
+            p.label = format!("{}, {label}", p.label);
+            p.explicit |= explicit;
+        } else {
+            places.push(Place { label: label.into(), file, explicit });
+        }
+    };
+    let users = browsers::user_locations(env);
+    for l in &users {
+        add(l.browser, l.manifest(), false);
+    }
+    for l in browsers::system_locations(env) {
+        add(&format!("system-wide: {}", l.browser), l.manifest(), false);
+    }
+    for d in user_data_dirs {
+        add(
+            "profile",
+            crate::util::paths::absolute(d).join("NativeMessagingHosts").join(MANIFEST_FILE),
+            true,
+        );
+    }
+    if let Some(rc) = &receipt {
+        for d in &rc.user_data_dirs {
+            add("profile", d.join("NativeMessagingHosts").join(MANIFEST_FILE), false);
         }
     }
-    i32::from(failed)
+    if env.platform == Platform::Windows {
+        for hive in ["HKCU", "HKLM"] {
+            for (browser, key) in browsers::registry_keys() {
+                if let Some(v) = install::reg_get_default(&format!(r"{hive}\{key}")) {
+                    add(&format!(r"{browser} ({hive}\{key})"), PathBuf::from(v), false);
+                }
+            }
+        }
+    }
+
+    let mut found = 0;
+    for p in &places {
+        if std::fs::symlink_metadata(&p.file).is_ok() {
+            found += 1;
+            check_file(r, env, &p.label, &p.file);
+        } else if p.explicit {
+            let profile = p.file.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
+            r.browser(
+                "manifest",
+                Status::Fail,
+                &p.file,
+                "missing",
+                NOT_FOUND,
+                &format!("keepsake-host install --user-data-dir '{}'", profile.display()),
+            );
+        }
+    }
+    let detected: Vec<_> = users.iter().filter(|l| l.in_use()).collect();
+    if found == 0 && (!detected.is_empty() || receipt.is_some()) {
+        r.add(
+            "browser registration",
+            Status::Fail,
+            format!(
+                "no manifest found for any browser{}; the extension sees \"{NOT_FOUND}\". Fix: keepsake-host \
+                 install (or ./install.sh)",
+                if detected.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (in use: {})", detected.iter().map(|l| l.browser).collect::<Vec<_>>().join(", "))
+                }
+            ),
+        );
+    } else if found == 0 && user_data_dirs.is_empty() {
+        r.add(
+            "browser registration",
+            Status::Info,
+            format!(
+                "no manifest found for any browser, and no Chromium-family browser profile in use under {}; \
+                 start your browser once, then run keepsake-host install (or keepsake-host install \
+                 --user-data-dir DIR for a custom profile)",
+                env.tilde(&env.user_base())
+            ),
+        );
+    } else if found > 0 {
+        for l in detected {
+            let covered = std::iter::once(l.manifest())
+                .chain(l.system_dirs.iter().map(|d| d.join(MANIFEST_FILE)))
+                .any(|f| f.exists());
+            if !covered {
+                r.browser(
+                    "browser registration",
+                    Status::Warn,
+                    &l.manifest(),
+                    &format!("{} is installed ({}) but not registered", l.browser, env.tilde(&l.config_dir)),
+                    NOT_FOUND,
+                    "keepsake-host install (or ./install.sh)",
+                );
+            }
+        }
+    }
+}
+
+/// Print the report; exit code 0 when nothing failed, 1 otherwise.
+pub fn run(db: &Path, as_json: bool, user_data_dirs: &[PathBuf]) -> i32 {
+    let mut r = collect(db);
+    match Env::from_process() {
+        Ok(env) => registration(&mut r, &env, db, user_data_dirs),
+        Err(e) => r.add("browser registration", Status::Warn, e),
+    }
+    let failed = r.checks.iter().filter(|c| c.status == Status::Fail).count();
+    if as_json {
+        let checks: Vec<Value> = r
+            .checks
+            .iter()
+            .map(|c| {
+                let mut v = json!({"check": c.name, "status": c.status.as_str(), "detail": c.detail});
+                if let Some(f) = &c.file {
+                    v["file"] = json!(f);
+                }
+                if let Some(b) = &c.browser_error {
+                    v["browserError"] = json!(b);
+                }
+                if let Some(f) = &c.fix {
+                    v["fix"] = json!(f);
+                }
+                v
+            })
+            .collect();
+        let doc = json!({"ok": failed == 0, "version": env!("CARGO_PKG_VERSION"), "checks": checks});
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        for c in &r.checks {
+            println!("{:<5} {}: {}", c.status.as_str(), c.name, c.detail);
+        }
+        if failed == 0 {
+            println!("OK");
+        } else {
+            println!("{failed} problem{} found", if failed == 1 { "" } else { "s" });
+        }
+    }
+    i32::from(failed > 0)
 }

@@ -2,7 +2,9 @@
 //! the database read-only.
 #![allow(clippy::print_stdout)]
 
+pub mod browsers;
 pub mod doctor;
+pub mod install;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -65,6 +67,52 @@ pub enum Command {
     Backup { file: PathBuf },
     /// Check the installation and the database; one line per finding
     Doctor {
+        #[arg(long)]
+        json: bool,
+        /// Also check this browser profile folder (`--user-data-dir` of the browser); repeatable
+        #[arg(long = "user-data-dir", value_name = "DIR")]
+        user_data_dirs: Vec<PathBuf>,
+    },
+    /// Register the host with every detected Chromium-family browser (writes dev.keepsake.host.json)
+    Install {
+        /// Register system-wide (/etc/... on Linux, /Library/... on macOS, HKLM on Windows)
+        #[arg(long)]
+        system: bool,
+        /// Register this browser profile folder (the browser's `--user-data-dir`) instead of the
+        /// detected browsers; repeatable
+        #[arg(long = "user-data-dir", value_name = "DIR")]
+        user_data_dirs: Vec<PathBuf>,
+        /// Allow another extension ID besides Keepsake's own; repeatable
+        #[arg(long = "extension-id", value_name = "ID")]
+        extension_ids: Vec<String>,
+        /// The host binary the browser should run (default: this executable)
+        #[arg(long, value_name = "PATH")]
+        bin: Option<PathBuf>,
+        /// Show what would be written, write nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Print a machine-readable report
+        #[arg(long)]
+        json: bool,
+        /// For installer scripts: --bin was placed by the script, so uninstall deletes it
+        #[arg(long, hide = true)]
+        owns_bin: bool,
+        /// For installer scripts: a folder the script created (uninstall removes it when empty)
+        #[arg(long = "created-dir", value_name = "DIR", hide = true)]
+        created_dirs: Vec<PathBuf>,
+    },
+    /// Remove every manifest (and registry key) install wrote; keeps your data unless --purge-data
+    Uninstall {
+        /// Also remove system-wide manifests
+        #[arg(long)]
+        system: bool,
+        /// Also clean this browser profile folder; repeatable
+        #[arg(long = "user-data-dir", value_name = "DIR")]
+        user_data_dirs: Vec<PathBuf>,
+        /// Also delete the database, its log and the data folder (your chat history)
+        #[arg(long)]
+        purge_data: bool,
+        /// Print a machine-readable report
         #[arg(long)]
         json: bool,
     },
@@ -223,7 +271,32 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             );
             Ok(0)
         }
-        Command::Doctor { json } => Ok(doctor::run(&db, json)),
+        Command::Doctor { json, user_data_dirs } => Ok(doctor::run(&db, json, &user_data_dirs)),
+        Command::Install {
+            system,
+            user_data_dirs,
+            extension_ids,
+            bin,
+            dry_run,
+            json,
+            owns_bin,
+            created_dirs,
+        } => install::install(
+            &db,
+            &install::InstallOpts {
+                system,
+                user_data_dirs,
+                extension_ids,
+                bin,
+                dry_run,
+                json,
+                owns_bin,
+                created_dirs,
+            },
+        ),
+        Command::Uninstall { system, user_data_dirs, purge_data, json } => {
+            install::uninstall(&db, &install::UninstallOpts { system, user_data_dirs, purge_data, json })
+        }
     }
 }
 

@@ -253,7 +253,18 @@ impl Drop for Host {
 
 /// Run the CLI with `--db` and return (exit code, stdout, stderr).
 pub fn cli(db: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).arg("--db").arg(db).args(args).output().expect("run keepsake-host CLI");
+    // browser checks (doctor) look at HOME and the system folders: keep them inside the test's dir
+    let home_dir = tempfile::tempdir().expect("temp home");
+    let home = home_dir.path();
+    let out = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("KEEPSAKE_SYSTEM_ROOT", home.join("sysroot"))
+        .output()
+        .expect("run keepsake-host CLI");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
