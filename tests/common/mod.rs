@@ -260,7 +260,7 @@ pub fn cli(db: &Path, args: &[&str]) -> (i32, String, String) {
         .arg("--db")
         .arg(db)
         .args(args)
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env("KEEPSAKE_SYSTEM_ROOT", home.join("sysroot"))
         .output()
