@@ -114,3 +114,48 @@ fn changelog_and_docs_exist() {
     }
     assert!(read("CHANGELOG.md").contains("## Unreleased"));
 }
+
+/// Every extension source file (JavaScript and HTML), skipping tests and fixtures.
+fn extension_sources() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                if name != "fixtures" && name != "node_modules" {
+                    walk(&p, out);
+                }
+            } else if (name.ends_with(".js") || name.ends_with(".mjs") || name.ends_with(".html"))
+                && !name.contains(".test.")
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("extension"), &mut out);
+    out
+}
+
+#[test]
+fn only_the_port_module_calls_connect_native() {
+    let callers: Vec<String> = extension_sources()
+        .into_iter()
+        .filter(|p| fs::read_to_string(p).unwrap().contains("connectNative"))
+        .map(|p| p.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap().display().to_string())
+        .collect();
+    assert_eq!(callers, vec!["extension/lib/native-port.js".to_owned()], "connectNative callers");
+}
+
+#[test]
+fn the_extension_never_parses_html_strings() {
+    // model output and user text reach the page only as text nodes (lib/markdown.js builds nodes)
+    for p in extension_sources() {
+        let text = fs::read_to_string(&p).unwrap();
+        for banned in
+            ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"]
+        {
+            assert!(!text.contains(banned), "{} uses {banned}", p.display());
+        }
+    }
+}

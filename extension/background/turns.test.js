@@ -1,0 +1,1327 @@
+// node --test extension/background/turns.test.js
+//
+// Unit tests drive createTurns with an in-memory host (FakeHost: the ops turns.js uses, behaving
+// like keepsake-host) and a scripted fake llm. The last group runs the same engine against the
+// REAL keepsake-host binary over stdio frames (skipped when target/debug/keepsake-host is absent).
+
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir, endianness } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import {
+  ImageCache,
+  attachArgsFor,
+  bodyHasImages,
+  collectTokens,
+  createTurns,
+  entryText,
+  errorInfo,
+  fillImageTokens,
+  findUserEntryIndex,
+  installTurnHandlers,
+  mapLimit,
+  newestVideoSrc,
+  pickProvider,
+  redactUrl,
+  simpleBody,
+  stripChoiceBlocks,
+  summaryChunkMessages,
+  summaryMergeMessage,
+  videoPlatform,
+} from './turns.js';
+import { createStorage } from '../lib/storage.js';
+
+const PREFIX = '[Page context attached by Keepsake]';
+// 1×1 PNGs (valid base64, canonical)
+const RED =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
+const BLUE =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGNgYPgPAAEDAQAIicLsAAAAAElFTkSuQmCC';
+const png = (b64) => `data:image/png;base64,${b64}`;
+
+const clone = (v) => (v === undefined ? undefined : JSON.parse(JSON.stringify(v)));
+const tick = () => new Promise((r) => setImmediate(r));
+
+function gate() {
+  let open;
+  const promise = new Promise((r) => (open = r));
+  return { promise, open };
+}
+
+function hostError(code, message = code) {
+  return Object.assign(new Error(message), { code });
+}
+
+function llmError(kind, message, extra = {}) {
+  return Object.assign(new Error(message), { name: 'LlmError', kind, partial: '', ...extra });
+}
+
+// ---------------------------------------------------------------------------------------------
+// FakeHost: the subset of operations turns.js calls, with the host's observable behaviour.
+
+const OVERFLOW = /context[_ ]?(length|window|limit)|maximum context|prompt is too long|too many (input )?tokens/i;
+
+function attachTextOf(e) {
+  return entryText(e);
+}
+function isAttach(e) {
+  return e?.role === 'user' && attachTextOf(e).startsWith(PREFIX);
+}
+function stubFor(e) {
+  const t = attachTextOf(e);
+  const title = /^Title: (.*)$/m.exec(t)?.[1];
+  const url = /^URL: (.*)$/m.exec(t)?.[1];
+  return [
+    PREFIX,
+    "[Keepsake: this attachment was too large for the model's context window and was omitted so the conversation could continue]",
+    ...(title != null ? [`Title: ${title}`] : []),
+    ...(url != null ? [`URL: ${url}`] : []),
+    `Original size: ~${t.length} chars. If you need exact details from this page, ask the user to re-attach it.`,
+  ].join('\n');
+}
+
+class FakeHost {
+  constructor({ settings = {}, threshold = 100_000, chunkSize = 12_000 } = {}) {
+    this.live = [];
+    this.binding = '';
+    this.sessions = new Map(); // id → entries
+    this.settings = settings;
+    this.threshold = threshold;
+    this.chunkSize = chunkSize;
+    this.calls = [];
+    this.fail = {}; // op → error thrown by its next call
+    this.onCall = null; // (op, args) hook
+    this.nextSession = 1;
+    this.nextAttach = 1;
+    const H = this;
+    const op = (name, fn) => async (args = {}) => {
+      const a = clone(args);
+      H.calls.push({ op: name, args: a });
+      H.onCall?.(name, a);
+      await tick();
+      if (H.fail[name]) {
+        const e = H.fail[name];
+        delete H.fail[name];
+        throw e;
+      }
+      return clone(fn.call(H, a));
+    };
+    this.storage = {
+      settings: { get: op('settings.get', H.settingsGet) },
+      history: {
+        get: op('history.get', H.historyGet),
+        append: op('history.append', H.historyAppend),
+        truncateFrom: op('history.truncateFrom', H.truncateFrom),
+        clear: op('history.clear', H.clear),
+        attach: op('history.attach', H.attach),
+      },
+      sessions: {
+        load: op('sessions.load', H.load),
+        appendTo: op('sessions.appendTo', H.appendTo),
+        get: op('sessions.get', H.sessionGet),
+      },
+      attach: {
+        trackChange: op('attach.trackChange', () => ({ changed: false })),
+        summaryPlan: op('attach.summaryPlan', H.summaryPlan),
+        applySummary: op('attach.applySummary', H.applySummary),
+      },
+      request: {
+        build: op('request.build', H.build),
+        isContextOverflow: op('request.isContextOverflow', (a) => OVERFLOW.test(a.message ?? '') && !/rate.?limit/i.test(a.message)),
+        commitRescue: op('request.commitRescue', H.commitRescue),
+      },
+      images: { get: op('images.get', () => { throw hostError('not_found'); }) },
+    };
+  }
+  ops(name) {
+    return this.calls.filter((c) => c.op === name);
+  }
+  opNames() {
+    return this.calls.map((c) => c.op);
+  }
+  settingsGet({ keys }) {
+    const o = {};
+    for (const k of keys) if (k in this.settings) o[k] = this.settings[k];
+    return o;
+  }
+  historyGet() {
+    return { entries: this.live, from: 0, length: this.live.length, activeSessionId: this.binding };
+  }
+  trim() {
+    while (this.live.length > 60) this.live.shift();
+  }
+  historyAppend({ entry, markImagesSeen }) {
+    if (entry?.role !== 'user' && entry?.role !== 'assistant') throw hostError('bad_request');
+    this.live.push(entry);
+    this.trim();
+    if (markImagesSeen) this.markSeen();
+    return { length: this.live.length, index: this.live.length - 1 };
+  }
+  markSeen() {
+    for (const e of this.live) if (bodyHasImages(e.content) && !e.imagesSeen) e.imagesSeen = true;
+  }
+  truncateFrom({ index }) {
+    if (!Number.isInteger(index) || index < 0) throw hostError('bad_request');
+    this.live.splice(index);
+    if (this.live.length === 0) this.binding = '';
+    return { length: this.live.length };
+  }
+  save() {
+    if (this.live.length === 0) return null;
+    if (this.binding && this.sessions.has(this.binding)) {
+      this.sessions.set(this.binding, clone(this.live));
+      return { id: this.binding, created: false };
+    }
+    const id = `sess-${this.nextSession++}`;
+    this.sessions.set(id, clone(this.live));
+    return { id, created: true };
+  }
+  clear({ saveCurrent }) {
+    const saved = saveCurrent ? this.save() : undefined;
+    this.live = [];
+    this.binding = '';
+    return saveCurrent ? { saved } : {};
+  }
+  load({ id, saveCurrent }) {
+    if (!this.sessions.has(id)) throw hostError('not_found');
+    const saved = saveCurrent ? this.save() : undefined;
+    this.live = clone(this.sessions.get(id));
+    this.binding = id;
+    return { length: this.live.length, ...(saveCurrent ? { saved } : {}) };
+  }
+  appendTo({ id, entry }) {
+    if (!id) throw hostError('bad_request');
+    if (id === this.binding || !this.sessions.has(id)) {
+      const r = this.historyAppend({ entry });
+      return { target: 'live', ...r };
+    }
+    const body = this.sessions.get(id);
+    body.push(entry);
+    return { target: 'session', sessionId: id, length: body.length, index: body.length - 1 };
+  }
+  sessionGet({ id }) {
+    if (!this.sessions.has(id)) throw hostError('not_found');
+    return { id, name: id, createdAt: 0, pinned: false, entries: this.sessions.get(id) };
+  }
+  attach({ ctx, videoSrc }) {
+    const text = `${PREFIX}\nURL: ${ctx.url}\nTitle: ${ctx.title}\nMode: ${ctx.mode}\n---\n\n${ctx.body}`;
+    const attachId = `att-${this.nextAttach++}`;
+    const entry = { role: 'user', content: text, attachId, ...(videoSrc ? { videoSrc } : {}) };
+    this.live.push(entry);
+    this.trim();
+    const needed = this.settings.autoSummarizeAttachments !== false && ctx.body.length > this.threshold;
+    return {
+      attachId,
+      length: this.live.length,
+      index: this.live.length - 1,
+      summary: { needed, family: videoSrc ? 'video' : 'generic' },
+    };
+  }
+  summaryPlan({ attachId }) {
+    const e = this.live.find((x) => x.attachId === attachId);
+    if (!e) throw hostError('not_found');
+    const body = e.content.split('\n---\n\n').slice(1).join('\n---\n\n');
+    const chunks = [];
+    for (let i = 0; i < body.length; i += this.chunkSize) chunks.push(body.slice(i, i + this.chunkSize));
+    return {
+      needed: !e.summarized && body.length > this.threshold,
+      family: e.videoSrc ? 'video' : 'generic',
+      originalLength: body.length,
+      chunks,
+    };
+  }
+  applySummary({ attachId, summary }) {
+    if (!summary?.trim()) throw hostError('bad_request');
+    const e = this.live.find((x) => x.attachId === attachId);
+    if (!e) return { applied: false };
+    const head = e.content.split('\n---\n\n')[0];
+    e.content = `${head}\n---\n\n[Keepsake: auto-condensed]\n\n${summary}`;
+    e.summarized = true;
+    return { applied: true };
+  }
+  build(a) {
+    let hist = this.live;
+    let source = 'live';
+    if (a.source?.sessionId && this.sessions.has(a.source.sessionId)) {
+      hist = this.sessions.get(a.source.sessionId);
+      source = 'session';
+    }
+    if (a.upTo != null) hist = hist.slice(0, a.upTo);
+    const refs = a.imageRefs !== undefined && a.imageRefs !== false;
+    const images = (a.turn?.images ?? []).map((u, i) =>
+      refs && typeof u === 'string' && u.startsWith('data:image/') ? `keepsake-turn-image:${i}` : u,
+    );
+    const userText = a.turn?.userText || '(no instruction)';
+    const userEntry = images.length
+      ? { role: 'user', content: [{ type: 'text', text: userText }, ...images.map((url) => ({ type: 'image_url', image_url: { url } }))] }
+      : { role: 'user', content: userText };
+    let h = hist.filter((e) => e.role === 'user' || e.role === 'assistant').map((e) => ({ role: e.role, content: e.content }));
+    let rescue;
+    if (a.rescue) {
+      const overflow = OVERFLOW.test(a.rescue.errorMessage ?? '');
+      const changed = [];
+      h = hist.map((e, i) => {
+        if (overflow && isAttach(e) && attachTextOf(e).length >= 8000) {
+          changed.push({ index: i, attachId: e.attachId ?? null });
+          return { role: e.role, content: stubFor(e) };
+        }
+        return { role: e.role, content: e.content };
+      });
+      rescue = overflow
+        ? changed.length
+          ? { applied: true, changed }
+          : { applied: false, reason: 'nothing_to_stub', changed }
+        : { applied: false, reason: 'not_overflow', changed: [] };
+    }
+    const tail =
+      a.pass?.kind === 'continuation'
+        ? [userEntry, { role: 'assistant', content: a.pass.previousReply }, { role: 'user', content: a.pass.instruction }]
+        : [userEntry];
+    const body = {
+      ...(a.bodyFields ?? {}),
+      messages: [...(a.systemPrompt ? [{ role: 'system', content: a.systemPrompt }] : []), ...h, ...tail],
+    };
+    const out = { body, userEntry, droppedImages: 0, source };
+    if (rescue) out.rescue = rescue;
+    if (refs) out.imageRefs = [...collectTokens(body), ...collectTokens(userEntry)].filter((v, i, l) => l.indexOf(v) === i);
+    return out;
+  }
+  commitRescue({ attachIds, sessionId }) {
+    const list = sessionId && this.sessions.has(sessionId) && sessionId !== this.binding ? this.sessions.get(sessionId) : this.live;
+    let committed = 0;
+    for (const e of list) {
+      if (attachIds.includes(e.attachId) && isAttach(e) && attachTextOf(e).length >= 8000) {
+        e.content = stubFor(e);
+        committed++;
+      }
+    }
+    return { committed };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fake llm: a script of steps, one per streamReply call.
+
+function createFakeLlm(script) {
+  const calls = [];
+  return {
+    calls,
+    async streamReply(opts) {
+      const step = script.shift();
+      if (!step) throw new Error('unexpected llm call');
+      calls.push(opts);
+      return step(opts);
+    },
+  };
+}
+const reply =
+  (deltas, finishReason = 'stop') =>
+  async ({ onDelta }) => {
+    for (const d of deltas) {
+      await tick();
+      onDelta(d);
+    }
+    return { text: deltas.join(''), finishReason, truncated: false };
+  };
+const failWith = (err) => async () => {
+  await tick();
+  throw err;
+};
+/** Streams `deltas`, then waits for the abort signal (→ aborted error) or `until` (→ finish). */
+const hang =
+  (deltas, { until, then = [], finishReason = 'stop' } = {}) =>
+  async ({ onDelta, signal }) => {
+    let text = '';
+    for (const d of deltas) {
+      await tick();
+      onDelta(d);
+      text += d;
+    }
+    const aborted = new Promise((_, rej) => {
+      const fire = () => rej(llmError('aborted', 'The request was aborted', { partial: text }));
+      if (signal.aborted) fire();
+      else signal.addEventListener('abort', fire, { once: true });
+    });
+    if (!until) return aborted;
+    await Promise.race([until, aborted]);
+    for (const d of then) {
+      await tick();
+      onDelta(d);
+      text += d;
+    }
+    return { text, finishReason, truncated: false };
+  };
+
+const PROVIDERS = {
+  providers: [
+    { id: 'p1', name: 'OpenAI', kind: 'chat', baseUrl: 'https://api.example/v1', apiKey: 'k', model: 'gpt-x' },
+    { id: 'p2', name: 'Claude', kind: 'anthropic', baseUrl: 'https://api.anthropic.example', apiKey: 'k2', model: 'c-3' },
+  ],
+  activeProvider: 'p1',
+  activeModel: 'gpt-x',
+  systemPrompt: 'Be brief.',
+};
+
+function setup({ script = [], settings = PROVIDERS, host: hostOpts = {}, chrome } = {}) {
+  const host = new FakeHost({ settings: clone(settings), ...hostOpts });
+  const llm = createFakeLlm(script);
+  const events = [];
+  let n = 0;
+  const turns = createTurns({
+    storage: host.storage,
+    llm,
+    broadcast: (e) => events.push(clone(e)),
+    chrome: chrome ?? {},
+    now: () => 1_700_000_000_000,
+    newId: () => `stream-${++n}`,
+  });
+  return { host, llm, events, turns, types: () => events.map((e) => e.type) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure helpers
+
+describe('pure helpers', () => {
+  test('pickProvider: active card, model override, labels; errors', () => {
+    const p = pickProvider({ ...PROVIDERS, activeProvider: 'p2', activeModel: 'c-4' });
+    assert.deepEqual(p.provider, { kind: 'anthropic', baseUrl: 'https://api.anthropic.example', apiKey: 'k2', model: 'c-4' });
+    assert.equal(p.label, 'Claude · c-4');
+    assert.deepEqual(p.key, { name: 'Claude', model: 'c-4' });
+    assert.equal(pickProvider({ ...PROVIDERS, activeProvider: 'gone', activeModel: '' }).provider.model, 'gpt-x');
+    assert.throws(() => pickProvider({}), { code: 'no_provider' });
+    assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'agent', baseUrl: 'x' }] }), { code: 'unsupported' });
+    assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'chat', baseUrl: '' }] }), { code: 'no_provider' });
+  });
+
+  test('fillImageTokens fills data URLs and Anthropic base64 sources', () => {
+    const map = new Map([
+      ['keepsake-turn-image:0', { mime: 'image/png', data: RED }],
+      ['keepsake-image:sha256:' + 'a'.repeat(64), { mime: 'image/jpeg', data: BLUE }],
+    ]);
+    const v = {
+      a: [{ type: 'image_url', image_url: { url: 'keepsake-turn-image:0' } }],
+      b: { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: 'keepsake-image:sha256:' + 'a'.repeat(64) } },
+      c: 'keepsake-turn-image:0 is not a token when embedded',
+    };
+    const f = fillImageTokens(v, map);
+    assert.equal(f.a[0].image_url.url, png(RED));
+    assert.equal(f.b.source.data, BLUE);
+    assert.equal(f.b.source.media_type, 'image/jpeg');
+    assert.equal(f.c, v.c);
+    assert.equal(collectTokens(f).size, 0);
+    assert.throws(() => fillImageTokens({ x: 'keepsake-turn-image:9' }, map), { code: 'image_unavailable' });
+  });
+
+  test('stripChoiceBlocks removes only trailing choice blocks', () => {
+    assert.equal(stripChoiceBlocks('Answer.\n\n```choices\n["a","b"]\n```\n'), 'Answer.\n');
+    assert.equal(stripChoiceBlocks('Answer.\n<choices>\n- a\n</choices>'), 'Answer.');
+    const keep = 'Code:\n```js\nx()\n```';
+    assert.equal(stripChoiceBlocks(keep), keep);
+    const mid = '```choices\n[1]\n```\nthen text';
+    assert.equal(stripChoiceBlocks(mid), mid);
+  });
+
+  test('findUserEntryIndex, newestVideoSrc, entryText', () => {
+    const entries = [
+      { role: 'user', content: 'q' },
+      { role: 'user', content: `${PREFIX}\nURL: u`, videoSrc: { platform: 'youtube', url: 'u', tabId: 1 } },
+      { role: 'assistant', content: 'a', videoSrc: { platform: 'html5', url: 'v', tabId: 2 } },
+      { role: 'user', content: [{ type: 'text', text: 'q' }, { type: 'image_url', image_url: { url: 'x' } }] },
+    ];
+    assert.equal(findUserEntryIndex(entries, 'q', 3), 3);
+    assert.equal(findUserEntryIndex(entries, 'q', 1), 3);
+    assert.equal(findUserEntryIndex(entries.slice(0, 3), 'q', 5), 0);
+    assert.equal(findUserEntryIndex(entries, 'nope', 0), -1);
+    assert.deepEqual(newestVideoSrc(entries), { platform: 'html5', url: 'v', tabId: 2 });
+    assert.equal(newestVideoSrc([{ role: 'user', content: 'x' }]), null);
+  });
+
+  test('attach args: redaction, video, changedSince', () => {
+    assert.equal(redactUrl('https://user:pw@example.com/a?b#c'), 'https://example.com/a?b#c');
+    assert.equal(videoPlatform('https://www.youtube.com/watch?v=1'), 'youtube');
+    assert.equal(videoPlatform('https://www.bilibili.com/video/BV1'), 'bilibili');
+    assert.equal(videoPlatform('https://example.com/v.mp4'), 'html5');
+    const a = attachArgsFor(
+      { title: ' T ', url: 'https://x/', text: 'body', hasVideo: true },
+      { tabId: 7, tabUrl: 'https://u:p@www.youtube.com/watch?v=1', changedSince: '2024-01-01 10:00' },
+    );
+    assert.deepEqual(a, {
+      ctx: { url: 'https://www.youtube.com/watch?v=1', title: 'T', mode: 'full', body: 'body', changedSince: '2024-01-01 10:00' },
+      videoSrc: { platform: 'youtube', url: 'https://www.youtube.com/watch?v=1', tabId: 7 },
+    });
+    assert.equal(attachArgsFor({ title: '', text: '' }, { tabUrl: 'https://e/' }).ctx.title, 'https://e/');
+  });
+
+  test('summary messages and simple bodies', () => {
+    assert.deepEqual(summaryChunkMessages(['only']), ['only']);
+    assert.deepEqual(summaryChunkMessages(['a', 'b']), ['[Segment 1/2]\na', '[Segment 2/2]\nb']);
+    assert.equal(summaryMergeMessage(['x', 'y']), '[Segment 1]\nx\n\n[Segment 2]\ny');
+    assert.deepEqual(simpleBody({ kind: 'anthropic', model: 'm' }, 'S', 'U'), {
+      model: 'm',
+      stream: true,
+      max_tokens: 4096,
+      system: 'S',
+      messages: [{ role: 'user', content: 'U' }],
+    });
+    assert.deepEqual(simpleBody({ kind: 'responses', model: 'm' }, 'S', 'U').input, [{ role: 'user', content: 'U' }]);
+    assert.equal(simpleBody({ kind: 'chat', model: 'm' }, 'S', 'U').messages[0].role, 'system');
+  });
+
+  test('errorInfo codes', () => {
+    assert.deepEqual(errorInfo(llmError('http', 'bad', { status: 400 })), { code: 'http_400', message: 'bad', kind: 'http', status: 400 });
+    assert.equal(errorInfo(llmError('aborted', 'x'), { stopped: true }).code, 'stopped');
+    assert.equal(errorInfo(hostError('busy')).kind, 'storage');
+  });
+
+  test('ImageCache hashes canonical data URLs into image references, LRU-bounded', async () => {
+    const c = new ImageCache({ maxChars: RED.length + BLUE.length });
+    const r1 = await c.addDataUrl(png(RED));
+    assert.match(r1, /^keepsake-image:sha256:[0-9a-f]{64}$/);
+    assert.deepEqual(c.get(r1), { mime: 'image/png', data: RED });
+    assert.equal(await c.addDataUrl('https://x/y.png'), null);
+    const r2 = await c.addDataUrl(png(BLUE));
+    await c.addDataUrl(png(RED)); // touch
+    c.put('keepsake-image:sha256:' + 'b'.repeat(64), { mime: 'image/png', data: 'AAAA' });
+    assert.ok(c.get(r1) && !c.get(r2), 'least recently used dropped');
+  });
+
+  test('mapLimit keeps order and bounds concurrency', async () => {
+    let active = 0;
+    let peak = 0;
+    const out = await mapLimit([1, 2, 3, 4, 5], 2, async (x) => {
+      active++;
+      peak = Math.max(peak, active);
+      await tick();
+      active--;
+      return x * 2;
+    });
+    assert.deepEqual(out, [2, 4, 6, 8, 10]);
+    assert.equal(peak, 2);
+    await assert.rejects(mapLimit([1, 2], 2, async (x) => { if (x === 2) throw new Error('boom'); return x; }), /boom/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Turns against the fake host
+
+describe('chat.send', () => {
+  test('happy path: user entry before streaming, reply after, events in order', async () => {
+    let liveAtCall;
+    const { host, llm, events, turns, types } = setup({
+      script: [
+        async (o) => {
+          liveAtCall = clone(host.live);
+          return reply(['Hel', 'lo ', '\n'])(o);
+        },
+      ],
+    });
+    host.live.push({ role: 'user', content: `${PREFIX}\nURL: v\n---\n\nx`, attachId: 'a0', videoSrc: { platform: 'youtube', url: 'v', tabId: 3 } });
+    const r = await turns.send({ text: 'hi', images: [png(RED)] });
+    assert.deepEqual(r, { streamId: 'stream-1', userIndex: 1, length: 2, droppedImages: 0 });
+    await turns.idle();
+
+    // the user entry went in once, before the model was called, with the image bytes filled in
+    assert.equal(liveAtCall.length, 2);
+    assert.deepEqual(liveAtCall[1], {
+      role: 'user',
+      content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: png(RED) } }],
+    });
+    // the build asked for image references; the body sent had no tokens left
+    const build = host.ops('request.build')[0].args;
+    assert.deepEqual(build.imageRefs, []);
+    assert.equal(build.systemPrompt, 'Be brief.');
+    assert.deepEqual(build.bodyFields, { model: 'gpt-x', stream: true });
+    assert.deepEqual(build.turn, { userText: 'hi', images: [png(RED)] });
+    assert.equal(collectTokens(llm.calls[0].body).size, 0);
+    assert.equal(llm.calls[0].body.messages.at(-1).content[1].image_url.url, png(RED));
+    assert.deepEqual(llm.calls[0].provider, { kind: 'chat', baseUrl: 'https://api.example/v1', apiKey: 'k', model: 'gpt-x' });
+
+    // one assistant entry, stamped, videoSrc copied from the newest entry carrying one
+    assert.equal(host.live.length, 3);
+    assert.deepEqual(host.live[2], {
+      role: 'assistant',
+      content: 'Hello',
+      providerLabel: 'OpenAI · gpt-x',
+      providerKey: { name: 'OpenAI', model: 'gpt-x' },
+      videoSrc: { platform: 'youtube', url: 'v', tabId: 3 },
+    });
+    const appends = host.ops('history.append');
+    assert.equal(appends.length, 2);
+    assert.equal(appends[1].args.markImagesSeen, true, 'the turn carried images');
+    assert.equal(host.live[1].imagesSeen, true);
+
+    assert.deepEqual(types(), ['chat.start', 'chat.delta', 'chat.delta', 'chat.delta', 'chat.done']);
+    assert.deepEqual(events[0], { type: 'chat.start', streamId: 'stream-1', userIndex: 1 });
+    assert.deepEqual(events[2], { type: 'chat.delta', streamId: 'stream-1', delta: 'lo ', length: 6 });
+    assert.deepEqual(events.at(-1), { type: 'chat.done', streamId: 'stream-1', index: 2, length: 3, finishReason: 'stop', target: 'live' });
+    assert.deepEqual(turns.state(), { stream: null, background: [] });
+  });
+
+  test('no images anywhere → no markImagesSeen; choice block stripped', async () => {
+    const { host, turns } = setup({ script: [reply(['Pick one.\n```choices\n["a"]\n```'])] });
+    await turns.send({ text: 'q' });
+    await turns.idle();
+    const last = host.ops('history.append').at(-1).args;
+    assert.equal(last.markImagesSeen, undefined);
+    assert.equal(host.live[1].content, 'Pick one.');
+  });
+
+  test('anthropic: max_tokens in bodyFields', async () => {
+    const { host, turns } = setup({ script: [reply(['ok'])], settings: { ...PROVIDERS, activeProvider: 'p2', activeModel: '' } });
+    await turns.send({ text: 'q' });
+    await turns.idle();
+    assert.deepEqual(host.ops('request.build')[0].args.bodyFields, { model: 'c-3', stream: true, max_tokens: 4096 });
+    assert.equal(host.live[1].providerLabel, 'Claude · c-3');
+  });
+
+  test('a second send while streaming is busy; a failed append starts nothing', async () => {
+    const g = gate();
+    const { host, llm, turns } = setup({ script: [hang(['a'], { until: g.promise })] });
+    await turns.send({ text: 'one' });
+    await assert.rejects(turns.send({ text: 'two' }), { code: 'busy' });
+    g.open();
+    await turns.idle();
+    host.fail['history.append'] = hostError('host_exited');
+    await assert.rejects(turns.send({ text: 'three' }), { code: 'host_exited' });
+    assert.equal(llm.calls.length, 1);
+    assert.equal(host.live.length, 2);
+  });
+
+  test('no provider → error before anything is written', async () => {
+    const { host, turns } = setup({ settings: {} });
+    await assert.rejects(turns.send({ text: 'x' }), { code: 'no_provider' });
+    assert.equal(host.ops('history.append').length, 0);
+  });
+});
+
+describe('abort salvage', () => {
+  test('stop → the trimmed partial is appended with interrupted: true', async () => {
+    const { host, events, turns } = setup({ script: [hang(['  Partial ', 'text\n'])] });
+    const { streamId } = await turns.send({ text: 'q', images: [png(RED)] });
+    while (!events.some((e) => e.type === 'chat.delta' && e.length === 15)) await tick();
+    assert.equal(turns.state().stream.text, '  Partial text\n');
+    const r = await turns.stop({ streamId });
+    assert.deepEqual(r, { stopped: true, salvagedIndex: 1 });
+    assert.deepEqual(host.live[1], {
+      role: 'assistant',
+      content: 'Partial text',
+      interrupted: true,
+      providerLabel: 'OpenAI · gpt-x',
+      providerKey: { name: 'OpenAI', model: 'gpt-x' },
+    });
+    const salvage = host.ops('history.append').at(-1).args;
+    assert.equal(salvage.markImagesSeen, undefined, 'never stamped after an abort');
+    assert.equal(host.live[0].imagesSeen, undefined);
+    const err = events.at(-1);
+    assert.equal(err.type, 'chat.error');
+    assert.equal(err.salvagedIndex, 1);
+    assert.equal(err.error.code, 'stopped');
+    assert.equal(err.error.kind, 'aborted');
+    assert.deepEqual(await turns.stop({ streamId }), { stopped: false });
+  });
+
+  test('blank partial → nothing appended', async () => {
+    const { host, events, turns } = setup({ script: [hang([' ', '\n'])] });
+    const { streamId } = await turns.send({ text: 'q' });
+    while (!events.some((e) => e.type === 'chat.delta' && e.length === 2)) await tick();
+    assert.deepEqual(await turns.stop({ streamId }), { stopped: true, salvagedIndex: null });
+    assert.equal(host.live.length, 1);
+    assert.equal(host.ops('history.append').length, 1);
+    assert.deepEqual(events.at(-1).salvagedIndex, null);
+  });
+
+  test('a stream that ends before the terminal event is salvaged as interrupted', async () => {
+    const { host, events, turns } = setup({ script: [async ({ onDelta }) => (onDelta('cut off'), { text: 'cut off', finishReason: 'other', truncated: true })] });
+    await turns.send({ text: 'q', images: [png(RED)] });
+    await turns.idle();
+    assert.equal(host.live[1].interrupted, true);
+    assert.equal(host.live[0].imagesSeen, undefined);
+    assert.equal(events.at(-1).error.code, 'truncated');
+    assert.equal(events.at(-1).salvagedIndex, 1);
+  });
+
+  test('idle timeout / network error with text → salvaged; http error without text → nothing', async () => {
+    const idle = async ({ onDelta }) => {
+      onDelta('half an answer');
+      throw llmError('idle', 'No data for 60 s', { partial: 'half an answer' });
+    };
+    const { host, events, turns } = setup({
+      script: [idle, failWith(llmError('http', 'Internal Server Error', { status: 500 }))],
+    });
+    await turns.send({ text: 'q' });
+    await turns.idle();
+    assert.equal(host.live[1].interrupted, true);
+    assert.equal(host.live[1].content, 'half an answer');
+    assert.equal(events.at(-1).error.code, 'idle');
+    await turns.send({ text: 'again' });
+    await turns.idle();
+    assert.equal(host.live.length, 3, 'only the user entry');
+    assert.deepEqual(events.at(-1).error, { code: 'http_500', message: 'Internal Server Error', kind: 'http', status: 500 });
+    assert.equal(host.ops('request.isContextOverflow').length, 1, 'checked, not an overflow');
+    assert.equal(host.ops('request.build').length, 2, 'no rescue rebuild');
+  });
+});
+
+describe('overflow rescue', () => {
+  const big = `${PREFIX}\nURL: https://big\nTitle: Big\nMode: full\n---\n\n${'x'.repeat(9000)}`;
+
+  test('overflow → one rescue rebuild → success → commitRescue', async () => {
+    const { host, llm, events, turns } = setup({
+      script: [failWith(llmError('http', "This model's maximum context length is 8192 tokens", { status: 400 })), reply(['Fine'])],
+    });
+    host.live.push({ role: 'user', content: big, attachId: 'big-1' }, { role: 'assistant', content: 'seen' });
+    const { streamId, userIndex } = await turns.send({ text: 'q' });
+    await turns.idle();
+    const builds = host.ops('request.build');
+    assert.equal(builds.length, 2);
+    assert.deepEqual(builds[1].args.rescue, { errorMessage: "This model's maximum context length is 8192 tokens" });
+    assert.equal(builds[1].args.upTo, userIndex);
+    assert.ok(llm.calls[1].body.messages[1].content.includes('too large for the model'));
+    assert.equal(llm.calls[1].body.messages.filter((m) => m.content === 'q').length, 1, 'the turn is not duplicated');
+    assert.deepEqual(
+      events.find((e) => e.type === 'chat.progress'),
+      { type: 'chat.progress', streamId, stage: 'rescue', done: 0, total: 1 },
+    );
+    const names = host.opNames();
+    assert.ok(names.lastIndexOf('request.commitRescue') > names.lastIndexOf('history.append'), 'committed after the reply');
+    assert.deepEqual(host.ops('request.commitRescue')[0].args, { attachIds: ['big-1'] });
+    assert.ok(host.live[0].content.includes('too large for the model'));
+    assert.equal(host.live.at(-1).content, 'Fine');
+    assert.equal(events.at(-1).type, 'chat.done');
+  });
+
+  test('at most one rescue per turn; a failed retry shows the original error and commits nothing', async () => {
+    const first = llmError('http', 'prompt is too long: 300000 tokens', { status: 400 });
+    const { host, llm, events, turns } = setup({
+      script: [failWith(first), failWith(llmError('http', 'prompt is too long again', { status: 400 }))],
+    });
+    host.live.push({ role: 'user', content: big, attachId: 'big-1' });
+    await turns.send({ text: 'q' });
+    await turns.idle();
+    assert.equal(llm.calls.length, 2);
+    assert.equal(host.ops('request.build').length, 2);
+    assert.equal(host.ops('request.commitRescue').length, 0);
+    assert.equal(events.at(-1).error.message, first.message);
+    assert.equal(host.live.length, 2);
+    assert.equal(host.live[0].content, big);
+  });
+
+  test('rescue not applicable (nothing to stub) → the error is shown', async () => {
+    const { host, llm, events, turns } = setup({ script: [failWith(llmError('http', 'context_length_exceeded', { status: 400 }))] });
+    await turns.send({ text: 'q' });
+    await turns.idle();
+    assert.equal(llm.calls.length, 1);
+    assert.equal(host.ops('request.build').length, 2);
+    assert.equal(events.at(-1).error.code, 'http_400');
+  });
+});
+
+describe('continuation', () => {
+  test('finishReason length → one continuation pass, combined text appended once', async () => {
+    const { host, llm, events, turns } = setup({
+      script: [reply(['Part one'], 'length'), reply([' and two'], 'length')],
+    });
+    const { userIndex } = await turns.send({ text: 'long please' });
+    await turns.idle();
+    assert.equal(llm.calls.length, 2, 'at most one continuation');
+    const b = host.ops('request.build')[1].args;
+    assert.equal(b.pass.kind, 'continuation');
+    assert.equal(b.pass.previousReply, 'Part one');
+    assert.equal(b.upTo, userIndex);
+    assert.equal(host.live.length, 2);
+    assert.equal(host.live[1].content, 'Part one and two');
+    assert.ok(events.some((e) => e.type === 'chat.progress' && e.stage === 'continuation'));
+    assert.equal(events.at(-1).finishReason, 'length');
+    assert.equal(events.filter((e) => e.type === 'chat.delta').at(-1).length, 'Part one and two'.length);
+  });
+
+  test('a failing continuation keeps the first part', async () => {
+    const { host, turns } = setup({
+      script: [reply(['Part one'], 'length'), failWith(llmError('http', 'Bad gateway', { status: 502 }))],
+    });
+    await turns.send({ text: 'q' });
+    await turns.idle();
+    assert.equal(host.live[1].content, 'Part one');
+    assert.equal(host.live[1].interrupted, undefined);
+  });
+});
+
+describe('sessions and background streams', () => {
+  test('load during a stream hands it off; the reply goes to sessions.appendTo(origin)', async () => {
+    const g = gate();
+    const { host, events, turns } = setup({ script: [hang(['A'], { until: g.promise, then: ['B'] })] });
+    host.sessions.set('S', [{ role: 'user', content: 'other' }]);
+    const { streamId } = await turns.send({ text: 'q' });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    const r = await turns.loadSession({ id: 'S' });
+    assert.deepEqual(r.saved, { id: 'sess-1', created: true });
+    assert.equal(r.handedOff, streamId);
+    assert.equal(r.stream, null);
+    assert.deepEqual(host.ops('sessions.load')[0].args, { id: 'S', saveCurrent: true });
+    assert.equal(turns.state().stream, null);
+    assert.equal(turns.state().background[0].originSessionId, 'sess-1');
+    assert.equal(turns.state().background[0].bg, true);
+    const seen = events.length;
+    g.open();
+    await turns.idle();
+    assert.equal(events.length, seen, 'no delta/done pushed for a background stream');
+    assert.deepEqual(host.ops('sessions.appendTo')[0].args.id, 'sess-1');
+    assert.deepEqual(host.sessions.get('sess-1').map((e) => e.content), ['q', 'AB']);
+    assert.deepEqual(host.live, [{ role: 'user', content: 'other' }], 'the loaded session is untouched');
+    assert.equal(host.ops('history.append').length, 1);
+  });
+
+  test('a background stream that is stopped is salvaged into its origin session', async () => {
+    const { host, events, turns } = setup({ script: [hang(['partial'])] });
+    const { streamId } = await turns.send({ text: 'q' });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    await turns.newSession();
+    assert.deepEqual(host.ops('history.clear')[0].args, { saveCurrent: true });
+    const r = await turns.stop({ streamId });
+    assert.deepEqual(r, { stopped: true, salvagedIndex: 1 });
+    assert.deepEqual(host.sessions.get('sess-1')[1].interrupted, true);
+    assert.equal(host.live.length, 0);
+  });
+
+  test('loading the origin session again re-attaches the stream', async () => {
+    const g = gate();
+    const { host, events, turns } = setup({ script: [hang(['A'], { until: g.promise, then: ['B'] })] });
+    host.sessions.set('S', [{ role: 'user', content: 'other' }]);
+    const { streamId } = await turns.send({ text: 'q' });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    await turns.loadSession({ id: 'S' });
+    const back = await turns.loadSession({ id: 'sess-1' });
+    assert.equal(back.stream.streamId, streamId);
+    assert.equal(back.stream.bg, false);
+    assert.equal(turns.state().stream.streamId, streamId);
+    g.open();
+    await turns.idle();
+    assert.equal(events.at(-1).type, 'chat.done');
+    assert.deepEqual(host.live.map((e) => e.content), ['q', 'AB']);
+    assert.equal(host.binding, 'sess-1');
+  });
+
+  test('loading the bound session itself keeps the stream in view', async () => {
+    const g = gate();
+    const { host, events, turns } = setup({ script: [hang(['A'], { until: g.promise, then: ['B'] })] });
+    host.sessions.set('S', [{ role: 'user', content: 'first' }]);
+    host.live = clone(host.sessions.get('S'));
+    host.binding = 'S';
+    const { streamId } = await turns.send({ text: 'q' });
+    const r = await turns.loadSession({ id: 'S' });
+    assert.deepEqual(r.saved, { id: 'S', created: false });
+    assert.equal(r.stream.streamId, streamId);
+    assert.equal(turns.state().stream.bg, false);
+    g.open();
+    await turns.idle();
+    assert.equal(events.at(-1).type, 'chat.done');
+    assert.deepEqual(host.live.map((e) => e.content), ['first', 'q', 'AB']);
+  });
+
+  test('new session with nothing to save drops the stream: no salvage', async () => {
+    const { host, events, turns } = setup({ script: [hang(['some text'])] });
+    await turns.send({ text: 'q' });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    host.live = []; // e.g. the user deleted the entries meanwhile
+    const r = await turns.newSession();
+    assert.equal(r.saved, null);
+    assert.ok(r.dropped);
+    await turns.idle();
+    assert.equal(host.ops('history.append').length, 1);
+    assert.equal(host.ops('sessions.appendTo').length, 0);
+    assert.equal(events.at(-1).error.code, 'dropped');
+  });
+
+  test('load of an unknown session changes nothing; the stream stays in view', async () => {
+    const g = gate();
+    const { host, turns } = setup({ script: [hang(['A'], { until: g.promise })] });
+    const { streamId } = await turns.send({ text: 'q' });
+    await assert.rejects(turns.loadSession({ id: 'nope' }), { code: 'not_found' });
+    assert.equal(turns.state().stream.streamId, streamId);
+    g.open();
+    await turns.idle();
+    assert.equal(host.live[1].content, 'A');
+  });
+});
+
+describe('chat.resend', () => {
+  test('truncates first, then sends', async () => {
+    const { host, turns } = setup({ script: [reply(['new answer'])] });
+    host.live.push({ role: 'user', content: 'old q' }, { role: 'assistant', content: 'old a' });
+    const r = await turns.resend({ fromIndex: 0, text: 'new q', images: [] });
+    await turns.idle();
+    assert.equal(r.userIndex, 0);
+    const names = host.opNames();
+    assert.ok(names.indexOf('history.truncateFrom') < names.indexOf('request.build'));
+    assert.deepEqual(host.live.map((e) => e.content), ['new q', 'new answer']);
+  });
+
+  test('on truncate failure nothing else happens', async () => {
+    const { host, llm, turns } = setup({ script: [reply(['x'])] });
+    host.live.push({ role: 'user', content: 'old q' });
+    host.fail['history.truncateFrom'] = hostError('busy');
+    await assert.rejects(turns.resend({ fromIndex: 0, text: 'new' }), { code: 'busy' });
+    assert.deepEqual(host.opNames(), ['history.truncateFrom']);
+    assert.equal(llm.calls.length, 0);
+    assert.deepEqual(host.live, [{ role: 'user', content: 'old q' }]);
+  });
+});
+
+function fakeChrome({ page, tabUrl = 'https://example.com/article', seekResult = true } = {}) {
+  const calls = [];
+  return {
+    calls,
+    windows: { WINDOW_ID_CURRENT: -2 },
+    tabs: {
+      get: async (tabId) => ({ id: tabId, url: tabUrl, title: 'Tab title' }),
+      captureVisibleTab: async (windowId, opts) => {
+        calls.push({ captureVisibleTab: [windowId, opts] });
+        return png(RED);
+      },
+    },
+    scripting: {
+      executeScript: async (inj) => {
+        calls.push({ executeScript: inj });
+        if (inj.func.name === 'extractReadablePage') return [{ result: page }];
+        if (inj.func.name === 'seekLargestVideo') return [{ result: seekResult }];
+        throw new Error('unexpected func');
+      },
+    },
+  };
+}
+
+describe('chat.attachPage and auto-summary', () => {
+  const longText = 'word '.repeat(600).trim(); // 2,999 chars
+
+  test('attach without summary', async () => {
+    const chrome = fakeChrome({ page: { title: 'Article', url: 'https://example.com/article', text: 'short body', hasVideo: false } });
+    const { host, llm, turns } = setup({ chrome });
+    const r = await turns.attachPage({ tabId: 5 });
+    assert.deepEqual(r, { attachId: 'att-1', index: 0, length: 1, title: 'Article', url: 'https://example.com/article', chars: 10, summarized: false });
+    assert.deepEqual(host.ops('history.attach')[0].args, {
+      ctx: { url: 'https://example.com/article', title: 'Article', mode: 'full', body: 'short body' },
+    });
+    assert.equal(llm.calls.length, 0);
+    assert.equal(chrome.calls[0].executeScript.target.tabId, 5);
+  });
+
+  test('N chunks → N parallel calls + 1 merge → applySummary', async () => {
+    const chrome = fakeChrome({
+      page: { title: 'Talk', url: 'https://www.youtube.com/watch?v=1', text: longText, hasVideo: true },
+      tabUrl: 'https://www.youtube.com/watch?v=1',
+    });
+    const seenBodies = [];
+    const summarizer = (tag) => async (o) => {
+      seenBodies.push(o.body);
+      return { text: ` ${tag} `, finishReason: 'stop' };
+    };
+    const { host, llm, events, turns } = setup({
+      chrome,
+      host: { threshold: 1000, chunkSize: 1000 },
+      settings: { ...PROVIDERS, autoSummarizeAttachments: true },
+      script: [summarizer('s1'), summarizer('s2'), summarizer('s3'), summarizer('merged')],
+    });
+    const r = await turns.attachPage({ tabId: 9 });
+    assert.equal(r.summarized, true);
+    assert.equal(llm.calls.length, 4);
+    const users = seenBodies.map((b) => b.messages.at(-1).content);
+    assert.ok(users[0].startsWith('[Segment 1/3]\n'));
+    assert.ok(users[2].startsWith('[Segment 3/3]\n'));
+    assert.equal(users[3], '[Segment 1]\ns1\n\n[Segment 2]\ns2\n\n[Segment 3]\ns3');
+    assert.match(seenBodies[0].messages[0].content, /\[mm:ss\]/, 'video family keeps timestamps');
+    assert.deepEqual(host.ops('attach.applySummary')[0].args, { attachId: 'att-1', summary: 'merged' });
+    assert.equal(host.live[0].summarized, true);
+    assert.deepEqual(host.live[0].videoSrc, { platform: 'youtube', url: 'https://www.youtube.com/watch?v=1', tabId: 9 });
+    const prog = events.filter((e) => e.type === 'chat.progress').map((e) => [e.stage, e.done, e.total]);
+    assert.deepEqual(prog[0], ['summary', 0, 4]);
+    assert.deepEqual(prog.at(-1), ['summary', 4, 4]);
+  });
+
+  test('one chunk → one call; a failed call → no applySummary', async () => {
+    const chrome = fakeChrome({ page: { title: 'A', url: 'https://a/', text: longText, hasVideo: false } });
+    const { host, llm, turns } = setup({
+      chrome,
+      host: { threshold: 1000, chunkSize: 5000 },
+      script: [async () => ({ text: 'short summary', finishReason: 'stop' })],
+    });
+    const r = await turns.attachPage({ tabId: 1 });
+    assert.equal(r.summarized, true);
+    assert.equal(llm.calls.length, 1);
+    assert.equal(llm.calls[0].body.messages.at(-1).content, longText);
+
+    const h2 = setup({
+      chrome,
+      host: { threshold: 1000, chunkSize: 1000 },
+      script: [async () => ({ text: 'ok' }), failWith(llmError('network', 'Failed to fetch')), async () => ({ text: 'ok' })],
+    });
+    const r2 = await h2.turns.attachPage({ tabId: 1 });
+    assert.equal(r2.summarized, false);
+    assert.equal(r2.summaryError.code, 'network');
+    assert.equal(h2.host.ops('attach.applySummary').length, 0);
+    assert.ok(!host.ops('attach.applySummary').length || host.live[0].summarized);
+  });
+
+  test('autoSummarizeAttachments false → no LLM call', async () => {
+    const chrome = fakeChrome({ page: { title: 'A', url: 'https://a/', text: longText } });
+    const { llm, turns } = setup({
+      chrome,
+      host: { threshold: 1000 },
+      settings: { ...PROVIDERS, autoSummarizeAttachments: false },
+    });
+    const r = await turns.attachPage({ tabId: 1 });
+    assert.equal(r.summarized, false);
+    assert.equal(llm.calls.length, 0);
+  });
+
+  test('scripting failure → attach_failed, nothing stored', async () => {
+    const chrome = fakeChrome({});
+    chrome.scripting.executeScript = async () => {
+      throw new Error('Cannot access a chrome:// URL');
+    };
+    const { host, turns } = setup({ chrome });
+    await assert.rejects(turns.attachPage({ tabId: 1 }), { code: 'attach_failed' });
+    assert.equal(host.ops('history.attach').length, 0);
+  });
+});
+
+describe('with the real lib/llm.js over a fake fetch', () => {
+  const sse = (obj) => `data: ${JSON.stringify(obj)}\n\n`;
+  function sseFetch(chunks, { hang = false, seen = [] } = {}) {
+    return async (url, init) => {
+      seen.push({ url, body: JSON.parse(init.body) });
+      const enc = new TextEncoder();
+      const body = new ReadableStream({
+        start(ctrl) {
+          for (const c of chunks) ctrl.enqueue(enc.encode(c));
+          if (!hang) ctrl.close();
+          else init.signal?.addEventListener('abort', () => ctrl.error(new DOMException('aborted', 'AbortError')));
+        },
+      });
+      return new Response(body, { status: 200, headers: { 'content-type': 'text/event-stream' } });
+    };
+  }
+
+  test('chat completions stream → reply appended', async () => {
+    const seen = [];
+    const host = new FakeHost({ settings: clone(PROVIDERS) });
+    const events = [];
+    const turns = createTurns({
+      storage: host.storage,
+      broadcast: (e) => events.push(e),
+      chrome: {},
+      fetchImpl: sseFetch(
+        [
+          sse({ choices: [{ delta: { content: 'Hel' } }] }),
+          sse({ choices: [{ delta: { content: 'lo' } }] }),
+          sse({ choices: [{ delta: {}, finish_reason: 'stop' }] }),
+          'data: [DONE]\n\n',
+        ],
+        { seen },
+      ),
+    });
+    await turns.send({ text: 'hi' });
+    await turns.idle();
+    assert.equal(seen[0].url, 'https://api.example/v1/chat/completions');
+    assert.equal(seen[0].body.model, 'gpt-x');
+    assert.equal(seen[0].body.messages.at(-1).content, 'hi');
+    assert.equal(host.live[1].content, 'Hello');
+    assert.deepEqual(events.filter((e) => e.type === 'chat.delta').map((e) => e.delta), ['Hel', 'lo']);
+    assert.equal(events.at(-1).type, 'chat.done');
+  });
+
+  test('stop during a real stream salvages the partial text', async () => {
+    const host = new FakeHost({ settings: clone(PROVIDERS) });
+    const events = [];
+    const turns = createTurns({
+      storage: host.storage,
+      broadcast: (e) => events.push(e),
+      chrome: {},
+      fetchImpl: sseFetch([sse({ choices: [{ delta: { content: 'Half of it' } }] })], { hang: true }),
+    });
+    const { streamId } = await turns.send({ text: 'hi' });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    assert.deepEqual(await turns.stop({ streamId }), { stopped: true, salvagedIndex: 1 });
+    assert.deepEqual(
+      { content: host.live[1].content, interrupted: host.live[1].interrupted },
+      { content: 'Half of it', interrupted: true },
+    );
+    assert.equal(events.at(-1).error.code, 'stopped');
+  });
+});
+
+describe('tab helpers and wiring', () => {
+  test('screenshot and seek', async () => {
+    const chrome = fakeChrome({});
+    const { turns } = setup({ chrome });
+    assert.deepEqual(await turns.screenshot({}), { dataUrl: png(RED) });
+    assert.deepEqual(chrome.calls[0].captureVisibleTab, [-2, { format: 'png' }]);
+    await turns.screenshot({ windowId: 4 });
+    assert.equal(chrome.calls[1].captureVisibleTab[0], 4);
+    assert.deepEqual(await turns.seek({ tabId: 3, seconds: 75 }), { ok: true });
+    assert.deepEqual(chrome.calls[2].executeScript.args, [75]);
+    await assert.rejects(turns.seek({ tabId: 3, seconds: -1 }), { code: 'bad_request' });
+  });
+
+  test('keep-alive pings an extension API only while a stream runs', async () => {
+    const g = gate();
+    const host = new FakeHost({ settings: clone(PROVIDERS) });
+    const intervals = new Map();
+    let pings = 0;
+    const turns = createTurns({
+      storage: host.storage,
+      llm: createFakeLlm([hang(['x'], { until: g.promise })]),
+      chrome: { runtime: { getPlatformInfo: async () => (pings++, {}) } },
+      timers: {
+        setInterval: (fn, ms) => (intervals.set(1, { fn, ms }), 1),
+        clearInterval: (id) => intervals.delete(id),
+      },
+    });
+    await turns.send({ text: 'q' });
+    assert.equal(intervals.get(1).ms, 20_000);
+    intervals.get(1).fn();
+    assert.equal(pings, 1);
+    g.open();
+    await turns.idle();
+    assert.equal(intervals.size, 0);
+  });
+
+  test('installTurnHandlers registers every chat handler', async () => {
+    const kinds = new Map();
+    const host = new FakeHost({ settings: PROVIDERS });
+    installTurnHandlers((k, fn) => kinds.set(k, fn), { port: null, storage: host.storage, broadcast: () => {} }, { chrome: {} });
+    assert.deepEqual(
+      [...kinds.keys()].sort(),
+      ['chat.attachPage', 'chat.loadSession', 'chat.newSession', 'chat.resend', 'chat.screenshot', 'chat.seek', 'chat.send', 'chat.state', 'chat.stop'],
+    );
+    assert.deepEqual(await kinds.get('chat.state')({ kind: 'chat.state' }), { stream: null, background: [] });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Against the real keepsake-host (stdio frames, like Chrome)
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const BIN = join(HERE, '..', '..', 'target', 'debug', 'keepsake-host');
+
+function startRealHost() {
+  const dir = mkdtempSync(join(tmpdir(), 'keepsake-turns-'));
+  const child = spawn(BIN, ['chrome-extension://ejaedcjldiggibmnammkkoekohjgefkk/'], {
+    env: { ...process.env, KEEPSAKE_DB: join(dir, 'keepsake.db') },
+    stdio: ['pipe', 'pipe', 'ignore'],
+  });
+  const le = endianness() === 'LE';
+  let buf = Buffer.alloc(0);
+  const pending = new Map();
+  const chunks = new Map();
+  let nextId = 1;
+  child.stdout.on('data', (d) => {
+    buf = Buffer.concat([buf, d]);
+    for (;;) {
+      if (buf.length < 4) return;
+      const n = le ? buf.readUInt32LE(0) : buf.readUInt32BE(0);
+      if (buf.length < 4 + n) return;
+      const msg = JSON.parse(buf.subarray(4, 4 + n).toString('utf8'));
+      buf = buf.subarray(4 + n);
+      if (msg.event) continue;
+      let reply = msg;
+      if (msg.chunk) {
+        const list = chunks.get(msg.id) ?? [];
+        list.push(msg.data);
+        chunks.set(msg.id, list);
+        if (list.length < msg.chunk.count) continue;
+        chunks.delete(msg.id);
+        reply = JSON.parse(list.join(''));
+      }
+      const p = pending.get(reply.id);
+      if (!p) continue;
+      pending.delete(reply.id);
+      if (reply.ok) p.resolve(reply.result);
+      else p.reject(Object.assign(new Error(reply.error.message), { code: reply.error.code }));
+    }
+  });
+  const call = (op, args = {}) =>
+    new Promise((resolve, reject) => {
+      const id = nextId++;
+      pending.set(id, { resolve, reject });
+      const body = Buffer.from(JSON.stringify({ id, op, args }), 'utf8');
+      const head = Buffer.alloc(4);
+      if (le) head.writeUInt32LE(body.length);
+      else head.writeUInt32BE(body.length);
+      child.stdin.write(Buffer.concat([head, body]));
+    });
+  const close = async () => {
+    child.stdin.end();
+    await new Promise((r) => child.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { call, close, storage: createStorage(call) };
+}
+
+describe('against the real keepsake-host', { skip: !existsSync(BIN) && 'target/debug/keepsake-host not built' }, () => {
+  async function withHost(fn) {
+    const h = startRealHost();
+    try {
+      await h.storage.settings.set({ map: { ...PROVIDERS, autoSummarizeAttachments: true } });
+      await fn(h);
+    } finally {
+      await h.close();
+    }
+  }
+  function realSetup(h, script, extra = {}) {
+    const llm = createFakeLlm(script);
+    h.builds = [];
+    const build = h.storage.request.build;
+    const storage = {
+      ...h.storage,
+      request: {
+        ...h.storage.request,
+        build: async (args) => {
+          const r = await build(args);
+          h.builds.push({ args, result: r });
+          return r;
+        },
+      },
+    };
+    const events = [];
+    let n = 0;
+    const turns = createTurns({
+      storage,
+      llm,
+      broadcast: (e) => events.push(e),
+      chrome: extra.chrome ?? {},
+      newId: () => `rs-${++n}`,
+    });
+    return { llm, events, turns };
+  }
+
+  test('send with an image: placeholders filled, blob stored, seen after success; held refs reused', async () => {
+    await withHost(async (h) => {
+      let inline;
+      const { llm, turns } = realSetup(h, [
+        reply(['Looks red.']),
+        failWith(llmError('http', 'Internal error', { status: 500 })),
+        async (o) => {
+          inline = await h.storage.request.build({
+            kind: 'chat',
+            turn: { userText: 'compare', images: [] },
+            systemPrompt: 'Be brief.',
+            bodyFields: { model: 'gpt-x', stream: true },
+            upTo: 3,
+          });
+          return reply(['Both.'])(o);
+        },
+      ]);
+      await turns.send({ text: 'what colour?', images: [png(RED)] });
+      await turns.idle();
+      const body = llm.calls[0].body;
+      assert.equal(collectTokens(body).size, 0);
+      const user = body.messages.at(-1);
+      assert.deepEqual(user.content[1], { type: 'image_url', image_url: { url: png(RED) } });
+      assert.equal(body.messages[0].content, 'Be brief.');
+      const stored = await h.storage.history.get({ images: 'ref' });
+      assert.equal(stored.entries.length, 2);
+      assert.match(stored.entries[0].content[1].image_url.url, /^keepsake-image:sha256:[0-9a-f]{64}$/);
+      assert.equal(stored.entries[0].imagesSeen, true);
+      assert.equal(stored.entries[1].content, 'Looks red.');
+      assert.equal(stored.entries[1].providerLabel, 'OpenAI · gpt-x');
+
+      // a failed turn leaves its image unseen: the next build keeps it as a held reference
+      await turns.send({ text: 'and this?', images: [png(BLUE)] });
+      await turns.idle();
+      await turns.send({ text: 'compare' });
+      await turns.idle();
+      const third = llm.calls[2].body;
+      assert.equal(collectTokens(third).size, 0);
+      assert.ok(JSON.stringify(third).includes(png(BLUE)), 'the unseen image is sent, filled from the held bytes');
+      const held = h.builds.at(-1);
+      assert.equal(held.args.imageRefs.length, 2, 'both turn images are held');
+      assert.deepEqual(
+        held.result.imageRefs.map((t) => t.slice(0, 22)),
+        ['keepsake-image:sha256:'],
+        'the host left the held reference in the body instead of shipping its bytes',
+      );
+      assert.equal(JSON.stringify(third), JSON.stringify(inline.body), 'filled body equals the inline build');
+      const after = await h.storage.history.get({ images: 'ref' });
+      assert.deepEqual(after.entries.map((e) => e.role), ['user', 'assistant', 'user', 'user', 'assistant']);
+      assert.equal(after.entries[2].imagesSeen, true);
+    });
+  });
+
+  test('anthropic: the turn image goes out as bare base64', async () => {
+    await withHost(async (h) => {
+      await h.storage.settings.set({ map: { activeProvider: 'p2', activeModel: 'c-3' } });
+      const { llm, turns } = realSetup(h, [reply(['ok'])]);
+      await turns.send({ text: 'see', images: [png(RED)] });
+      await turns.idle();
+      const msg = llm.calls[0].body.messages.at(-1);
+      assert.deepEqual(msg.content[1], { type: 'image', source: { type: 'base64', media_type: 'image/png', data: RED } });
+      assert.equal(llm.calls[0].body.max_tokens, 4096);
+    });
+  });
+
+  test('overflow rescue → commitRescue stubs the stored attach', async () => {
+    await withHost(async (h) => {
+      const a = await h.storage.history.attach({
+        ctx: { url: 'https://big.example/', title: 'Big', mode: 'full', body: 'lorem ipsum '.repeat(1000) },
+      });
+      const { llm, turns } = realSetup(h, [
+        failWith(llmError('http', 'context_length_exceeded: too many tokens', { status: 400 })),
+        reply(['Short answer']),
+      ]);
+      await turns.send({ text: 'summarise' });
+      await turns.idle();
+      assert.equal(llm.calls.length, 2);
+      assert.ok(JSON.stringify(llm.calls[1].body).includes('too large for the model'));
+      assert.equal(llm.calls[1].body.messages.filter((m) => m.role === 'user').length, 2, 'no duplicated turn');
+      const stored = await h.storage.history.get({});
+      assert.equal(stored.entries[0].attachId, a.attachId);
+      assert.ok(stored.entries[0].content.includes('too large for the model'));
+      assert.equal(stored.entries.at(-1).content, 'Short answer');
+    });
+  });
+
+  test('auto-summary with the host plan: N chunks → N + 1 calls → applySummary', async () => {
+    await withHost(async (h) => {
+      await h.storage.settings.set({ map: { summarizeThresholdChars: 1000 } });
+      const lines = Array.from({ length: 600 }, (_, i) => `Line ${i}: ${'content '.repeat(6)}`).join('\n');
+      const chrome = fakeChrome({ page: { title: 'Long', url: 'https://long.example/', text: lines, hasVideo: false } });
+      const script = [];
+      for (let i = 0; i < 10; i++) script.push(async () => ({ text: `summary ${i}`, finishReason: 'stop' }));
+      const { llm, turns } = realSetup(h, script, { chrome });
+      const r = await turns.attachPage({ tabId: 2 });
+      const plan = await h.storage.attach.summaryPlan({ attachId: r.attachId }).catch(() => null);
+      assert.equal(r.summarized, true);
+      const n = llm.calls.length - 1;
+      assert.ok(n >= 2, `several chunks (${n})`);
+      assert.ok(llm.calls[n].body.messages.at(-1).content.startsWith('[Segment 1]\n'));
+      const stored = await h.storage.history.get({});
+      assert.equal(stored.entries[0].summarized, true);
+      assert.ok(stored.entries[0].content.includes('auto-condensed'));
+      assert.equal(plan?.needed ?? false, false, 'summarized entries need no further summary');
+    });
+  });
+
+  test('hand-off: load during a stream routes the reply to the saved session', async () => {
+    await withHost(async (h) => {
+      await h.storage.history.append({ entry: { role: 'user', content: 'other session' } });
+      const other = await h.storage.sessions.save({});
+      await h.storage.history.clear({});
+      const g = gate();
+      const { events, turns } = realSetup(h, [hang(['A'], { until: g.promise, then: ['B'] })]);
+      await turns.send({ text: 'q' });
+      while (!events.some((e) => e.type === 'chat.delta')) await tick();
+      const r = await turns.loadSession({ id: other.session.id });
+      assert.equal(r.saved.created, true);
+      g.open();
+      await turns.idle();
+      const saved = await h.storage.sessions.get({ id: r.saved.id });
+      assert.deepEqual(saved.entries.map((e) => e.content), ['q', 'AB']);
+      const live = await h.storage.history.get({});
+      assert.deepEqual(live.entries.map((e) => e.content), ['other session']);
+    });
+  });
+});

@@ -1,0 +1,214 @@
+// Smoke test against the real host: NativePort talks to `keepsake-host serve` over real pipes
+// through an adapter that behaves like Chrome's native port (4-byte little-endian length + UTF-8
+// JSON; a frame over 1,048,576 bytes closes the port with Chrome's message; an invalid JSON frame is
+// dropped silently; process exit → `Native host has exited.`). Skipped when the binary is not built.
+
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { NativePort } from './native-port.js';
+import { createStorage } from './storage.js';
+import { OPS } from './protocol.js';
+import { fakeEvent } from '../test-support/fakes.js';
+
+const BIN = fileURLToPath(new URL('../../target/debug/keepsake-host', import.meta.url));
+const SKIP = existsSync(BIN) ? false : `keepsake-host is not built at ${BIN} (run cargo build)`;
+const MAX_FRAME = 1_048_576;
+const MAX_OUTBOUND = 64 * 1024 * 1024;
+const MSG_EXITED = 'Native host has exited.';
+const MSG_IO = 'Error when communicating with the native messaging host.';
+
+/** A chrome.runtime.Port look-alike over a child process's stdio. */
+class ProcessPort {
+  onMessage = fakeEvent();
+  onDisconnect = fakeEvent();
+  frames = []; // byte length of every frame received
+  #buf = Buffer.alloc(0);
+  #closed = false;
+
+  constructor(child, env) {
+    this.child = child;
+    this.env = env;
+    child.stdout.on('data', (d) => this.#onData(d));
+    child.on('exit', () => this.#closeWith(MSG_EXITED));
+    child.stdin.on('error', () => {}); // EPIPE after a kill
+  }
+
+  postMessage(msg) {
+    if (this.#closed) throw new Error('Attempting to use a disconnected port object');
+    const body = Buffer.from(JSON.stringify(msg), 'utf8');
+    if (body.length > MAX_OUTBOUND) throw new Error('Message exceeded maximum allowed size of 64MiB.');
+    const head = Buffer.alloc(4);
+    head.writeUInt32LE(body.length, 0);
+    this.child.stdin.write(Buffer.concat([head, body]));
+  }
+
+  disconnect() {
+    if (this.#closed) return;
+    this.#closed = true; // our own disconnect does not fire onDisconnect (as in Chrome)
+    this.child.stdin.end();
+  }
+
+  #onData(d) {
+    this.#buf = Buffer.concat([this.#buf, d]);
+    while (!this.#closed && this.#buf.length >= 4) {
+      const n = this.#buf.readUInt32LE(0);
+      if (n > MAX_FRAME) return this.#closeWith(MSG_IO);
+      if (this.#buf.length < 4 + n) return;
+      const body = this.#buf.subarray(4, 4 + n);
+      this.#buf = this.#buf.subarray(4 + n);
+      this.frames.push(n);
+      let msg;
+      try {
+        msg = JSON.parse(body.toString('utf8'));
+      } catch {
+        continue; // Chrome drops invalid frames silently
+      }
+      this.onMessage.fire(msg, this);
+    }
+  }
+
+  #closeWith(message) {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.env.lastError = message;
+    try {
+      this.onDisconnect.fire(this);
+    } finally {
+      this.env.lastError = undefined;
+    }
+    if (this.child.exitCode === null) this.child.kill('SIGKILL');
+  }
+}
+
+const dirs = [];
+const children = [];
+after(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** A NativePort whose connect() spawns `keepsake-host serve` on a temp database. */
+function realHost() {
+  const dir = mkdtempSync(join(tmpdir(), 'keepsake-ext-'));
+  dirs.push(dir);
+  const db = join(dir, 'data', 'keepsake.db');
+  const env = { lastError: undefined };
+  const ports = [];
+  const connect = () => {
+    const child = spawn(BIN, ['serve'], {
+      env: { ...process.env, KEEPSAKE_DB: db },
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    children.push(child);
+    const p = new ProcessPort(child, env);
+    ports.push(p);
+    return p;
+  };
+  const np = new NativePort({ connect, idleMs: 600_000, backoffMs: [50], lastError: () => env.lastError });
+  return { np, db, ports, storage: createStorage(np.request.bind(np)) };
+}
+
+function nextEvent(np, name, pred = () => true, ms = 10_000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`no ${name} event within ${ms} ms`));
+    }, ms);
+    const off = np.on(name, (e) => {
+      if (!pred(e)) return;
+      clearTimeout(timer);
+      off();
+      resolve(e);
+    });
+  });
+}
+
+test('hello over real pipes: protocol 1, our database, every operation known to both sides', { skip: SKIP }, async () => {
+  const { np, db } = realHost();
+  try {
+    const hello = await np.open();
+    assert.equal(np.state, 'open');
+    assert.equal(hello.name, 'keepsake-host');
+    assert.equal(hello.protocolVersion, 1);
+    assert.equal(hello.dbPath, db);
+    assert.equal(hello.dbError, null);
+    assert.deepEqual([...hello.ops].sort(), [...OPS].sort(), 'host ops == protocol.js ops');
+  } finally {
+    np.close();
+  }
+});
+
+test('settings.set / settings.get round trip, with its changed event', { skip: SKIP }, async () => {
+  const { np, storage } = realHost();
+  try {
+    const event = nextEvent(np, 'changed', (e) => e.clientRequestId === 'smoke-1');
+    assert.deepEqual(await storage.settings.set({ map: { theme: 'dark', n: 3 }, clientRequestId: 'smoke-1' }), {});
+    const ev = await event;
+    assert.deepEqual(ev.areas.settings.sort(), ['n', 'theme']);
+    assert.equal(typeof ev.seq, 'number');
+    assert.deepEqual(await storage.settings.get({ keys: ['theme', 'n', 'absent'] }), { theme: 'dark', n: 3 });
+    // a replayed id is not applied again and returns the recorded result
+    assert.deepEqual(await storage.settings.set({ map: { theme: 'light' }, clientRequestId: 'smoke-1' }), {});
+    assert.deepEqual(await storage.settings.get({ keys: ['theme'] }), { theme: 'dark' });
+    await assert.rejects(storage.settings.get({ keys: [] }), (e) => e.code === 'bad_request');
+    await assert.rejects(np.request('no.such'), (e) => e.code === 'unknown_op');
+  } finally {
+    np.close();
+  }
+});
+
+test('a reply over 1 MiB arrives in chunks under the frame cap and is reassembled exactly', { skip: SKIP }, async () => {
+  const { np, storage, ports } = realHost();
+  try {
+    // multi-byte characters, quotes, backslashes and control characters: the worst case for cutting
+    const big = 'é😀世"\\\n\u0001x'.repeat(200_000);
+    await storage.settings.set({ map: { big } });
+    const before = ports[0].frames.length;
+    const got = await storage.settings.get({ keys: ['big'] });
+    assert.equal(got.big.length, big.length);
+    assert.ok(got.big === big, 'reassembled value equals the stored one');
+    const frames = ports[0].frames.slice(before);
+    assert.ok(frames.length > 1, `chunked (${frames.length} frames)`);
+    assert.ok(Math.max(...frames) <= MAX_FRAME, `every frame ≤ 1 MiB (max ${Math.max(...frames)})`);
+    assert.equal(np.state, 'open');
+  } finally {
+    np.close();
+  }
+});
+
+test('killing the host mid-request rejects the pending call; the next request reconnects', { skip: SKIP }, async () => {
+  const { np, storage, ports } = realHost();
+  try {
+    await storage.settings.set({ map: { kept: true } });
+    const states = [];
+    np.on('state', (s) => states.push(s.state));
+    const pending = np.request('settings.get', { keys: ['kept'] });
+    ports[0].child.kill('SIGKILL');
+    await assert.rejects(pending, (e) => e.code === 'host_exited' && e.browserMessage === MSG_EXITED);
+    assert.equal(np.state, 'error');
+    assert.deepEqual(states, ['error']);
+    assert.equal(np.lastError.code, 'host_exited');
+
+    assert.deepEqual(await storage.settings.get({ keys: ['kept'] }), { kept: true });
+    assert.equal(ports.length, 2, 'a new host process');
+    assert.equal(np.state, 'open');
+  } finally {
+    np.close();
+  }
+});
+
+test('closing the port ends the host process normally', { skip: SKIP }, async () => {
+  const { np, ports } = realHost();
+  await np.open();
+  const child = ports[0].child;
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  np.close();
+  assert.equal(await exited, 0);
+  assert.equal(np.state, 'idle');
+});

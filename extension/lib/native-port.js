@@ -1,0 +1,454 @@
+// THE ONLY connectNative CALLER. One long-lived port to keepsake-host (platform.md §5–§7,
+// PROTOCOL.md §1–§4): lazy connect with a `host.hello` handshake, request ids with per-request
+// timeouts, chunked-reply reassembly, typed errors for every way the browser closes the port,
+// reconnect with backoff on the next request, and an idle disconnect so the worker and the host
+// can sleep.
+
+import {
+  HOST_NAME,
+  PROTOCOL_VERSION,
+  ClientErrorCode,
+  HostError,
+  codeForDisconnect,
+  isOutboundTooLarge,
+  timeoutFor as defaultTimeoutFor,
+} from './protocol.js';
+
+export { HostError } from './protocol.js';
+
+/** Delays (ms) before the 1st, 2nd, 3rd, 4th+ reconnect after consecutive failures. */
+export const DEFAULT_BACKOFF_MS = Object.freeze([250, 1000, 4000, 15000]);
+
+/** The real clock; tests inject their own `{now, setTimeout, clearTimeout}`. */
+export const systemClock = Object.freeze({
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle),
+});
+
+function defaultConnect() {
+  return chrome.runtime.connectNative(HOST_NAME);
+}
+
+function defaultLastError() {
+  return globalThis.chrome?.runtime?.lastError?.message;
+}
+
+/**
+ * Join the `data` pieces of a chunked reply (PROTOCOL.md §3) into the reply's JSON text. The host
+ * cuts pieces at character boundaries; plain string concatenation also rejoins a UTF-16 surrogate
+ * pair split across two pieces.
+ * @param {string[]} pieces
+ * @returns {string}
+ */
+export function joinChunks(pieces) {
+  return pieces.join('');
+}
+
+/**
+ * Turn a reply envelope into its result, or throw its error as a HostError.
+ * @param {{ok?: boolean, result?: any, error?: {code?: string, message?: string}}} reply
+ * @param {string} op
+ * @returns {any}
+ */
+export function unwrapReply(reply, op) {
+  if (reply && reply.ok === true) return reply.result;
+  const e = reply?.error ?? {};
+  throw new HostError(e.code ?? 'internal', e.message ?? `${op} failed`, { op });
+}
+
+/**
+ * The error for a synchronous `postMessage` exception: Chrome's 64 MiB cap is
+ * `too_large_outbound` (the port stays usable); a dead port is `disconnected`; anything else (a
+ * value the browser cannot serialise) is `bad_request`.
+ * @param {unknown} e
+ * @param {string} op
+ * @returns {HostError}
+ */
+export function postError(e, op) {
+  const message = String(e?.message ?? e);
+  if (isOutboundTooLarge(e)) {
+    return new HostError(ClientErrorCode.TOO_LARGE_OUTBOUND, `${op}: the request is over the browser's 64 MiB limit`, {
+      browserMessage: message,
+      op,
+    });
+  }
+  if (/disconnected port/i.test(message)) {
+    return new HostError(ClientErrorCode.DISCONNECTED, message, { browserMessage: message, op });
+  }
+  return new HostError('bad_request', `${op}: cannot send the request: ${message}`, { op });
+}
+
+/**
+ * The port to keepsake-host. See extension/README.md for the contract.
+ *
+ * Events: `'changed'` (the host's `{event: 'changed', seq, areas, clientRequestId?}` frame),
+ * `'state'` (`{state, error?, hello?}`); any other host event frame is emitted under its own name.
+ */
+export class NativePort {
+  #connect;
+  #idleMs;
+  #timeoutFor;
+  #backoffMs;
+  #clock;
+  #lastErrorOf;
+
+  #port = null;
+  #state = 'idle';
+  #hello = null;
+  #error = null;
+  #pending = new Map();
+  #nextId = 1;
+  #listeners = new Map();
+  #opening = null;
+  #active = 0;
+  #idleTimer = null;
+  #failures = 0;
+  #lastFailureAt = 0;
+  #cancelWait = null;
+
+  /**
+   * @param {object} [o]
+   * @param {() => any} [o.connect] returns a Port-like object (default: chrome.runtime.connectNative)
+   * @param {number} [o.idleMs] disconnect after this long with nothing pending
+   * @param {(op: string) => number} [o.timeoutFor] per-operation timeout (ms)
+   * @param {number[]} [o.backoffMs] reconnect delays after consecutive failures
+   * @param {{now(): number, setTimeout(fn: Function, ms: number): any, clearTimeout(h: any): void}} [o.clock]
+   * @param {() => string|undefined} [o.lastError] reads chrome.runtime.lastError.message
+   */
+  constructor({
+    connect = defaultConnect,
+    idleMs = 60_000,
+    timeoutFor = defaultTimeoutFor,
+    backoffMs = DEFAULT_BACKOFF_MS,
+    clock = systemClock,
+    lastError = defaultLastError,
+  } = {}) {
+    this.#connect = connect;
+    this.#idleMs = idleMs;
+    this.#timeoutFor = timeoutFor;
+    this.#backoffMs = backoffMs.length ? backoffMs : [0];
+    this.#clock = clock;
+    this.#lastErrorOf = lastError;
+  }
+
+  /** 'idle' | 'connecting' | 'open' | 'error' */
+  get state() {
+    return this.#state;
+  }
+
+  /** The last `host.hello` result (kept after a disconnect), or null. */
+  get hello() {
+    return this.#hello;
+  }
+
+  /** The last connection error (cleared by a successful handshake), or null. */
+  get lastError() {
+    return this.#error;
+  }
+
+  /** Number of requests sent and not yet answered. */
+  get pendingCount() {
+    return this.#pending.size;
+  }
+
+  /**
+   * Send one operation; connects (and handshakes) first when needed.
+   * @param {string} op
+   * @param {object} [args]
+   * @param {{timeoutMs?: number}} [opts]
+   * @returns {Promise<any>} the result; rejects with a HostError
+   */
+  async request(op, args = {}, { timeoutMs } = {}) {
+    this.#active++;
+    this.#cancelIdle();
+    try {
+      await this.#ensureOpen();
+      return await this.#send(op, args ?? {}, timeoutMs ?? this.#timeoutFor(op));
+    } finally {
+      this.#active--;
+      this.#armIdle();
+    }
+  }
+
+  /**
+   * Connect and handshake now (without sending anything else).
+   * @returns {Promise<object>} the `host.hello` result
+   */
+  async open() {
+    this.#active++;
+    this.#cancelIdle();
+    try {
+      await this.#ensureOpen();
+      return this.#hello;
+    } finally {
+      this.#active--;
+      this.#armIdle();
+    }
+  }
+
+  /** Disconnect now; pending requests reject with `disconnected`. */
+  close() {
+    this.#cancelIdle();
+    const err = new HostError(ClientErrorCode.DISCONNECTED, 'the connection to the Keepsake host was closed');
+    this.#cancelWait?.(err);
+    const port = this.#port;
+    this.#port = null;
+    if (port) safeDisconnect(port);
+    this.#rejectAll(err);
+    if (this.#state !== 'idle') this.#setState('idle');
+  }
+
+  /** Forget past failures so the next request connects without waiting. */
+  resetBackoff() {
+    this.#failures = 0;
+  }
+
+  /**
+   * Listen to 'changed' or 'state' (or any other host event name).
+   * @param {string} event
+   * @param {(payload: any) => void} fn
+   * @returns {() => void} unsubscribe
+   */
+  on(event, fn) {
+    if (!this.#listeners.has(event)) this.#listeners.set(event, new Set());
+    this.#listeners.get(event).add(fn);
+    return () => this.#listeners.get(event)?.delete(fn);
+  }
+
+  // ---- connection -----------------------------------------------------------------------------
+
+  #ensureOpen() {
+    if (this.#port && this.#state === 'open') return Promise.resolve();
+    if (!this.#opening) {
+      this.#opening = this.#open().finally(() => {
+        this.#opening = null;
+      });
+    }
+    return this.#opening;
+  }
+
+  async #open() {
+    const wait = this.#backoffRemaining();
+    if (wait > 0) await this.#sleep(wait);
+    const port = this.#attach();
+    this.#setState('connecting');
+    let hello;
+    try {
+      hello = await this.#send('host.hello', {}, this.#timeoutFor('host.hello'));
+    } catch (err) {
+      this.#fail(port, err);
+      throw err;
+    }
+    if (port !== this.#port) {
+      throw new HostError(ClientErrorCode.DISCONNECTED, 'the port closed during the handshake');
+    }
+    this.#hello = hello;
+    if (hello?.protocolVersion !== PROTOCOL_VERSION) {
+      const err = new HostError(
+        ClientErrorCode.PROTOCOL_MISMATCH,
+        `keepsake-host ${hello?.version ?? '?'} speaks protocol ${hello?.protocolVersion}; this extension speaks ${PROTOCOL_VERSION}`,
+        { detail: hello },
+      );
+      this.#fail(port, err);
+      throw err;
+    }
+    this.#failures = 0;
+    this.#error = null;
+    this.#setState('open');
+  }
+
+  #attach() {
+    let port;
+    try {
+      port = this.#connect();
+    } catch (e) {
+      const message = String(e?.message ?? e);
+      const err = new HostError(codeForDisconnect(message), `cannot connect to the Keepsake host: ${message}`, {
+        browserMessage: message,
+      });
+      this.#recordFailure(err);
+      throw err;
+    }
+    this.#port = port;
+    port.onMessage.addListener((msg) => this.#onMessage(port, msg));
+    port.onDisconnect.addListener(() => this.#onDisconnect(port));
+    return port;
+  }
+
+  /** A handshake failed on `port`: drop the port (if still ours) and surface the error. */
+  #fail(port, err) {
+    if (port !== this.#port) return; // already handled by onDisconnect or close()
+    this.#port = null;
+    safeDisconnect(port);
+    this.#rejectAll(err);
+    this.#recordFailure(err);
+  }
+
+  #recordFailure(err) {
+    this.#failures++;
+    this.#lastFailureAt = this.#clock.now();
+    this.#error = err;
+    this.#setState('error', err);
+  }
+
+  #backoffRemaining() {
+    if (this.#failures === 0) return 0;
+    const i = Math.min(this.#failures - 1, this.#backoffMs.length - 1);
+    return Math.max(0, this.#lastFailureAt + this.#backoffMs[i] - this.#clock.now());
+  }
+
+  #sleep(ms) {
+    return new Promise((resolve, reject) => {
+      const handle = this.#clock.setTimeout(() => {
+        this.#cancelWait = null;
+        resolve();
+      }, ms);
+      this.#cancelWait = (err) => {
+        this.#clock.clearTimeout(handle);
+        this.#cancelWait = null;
+        reject(err);
+      };
+    });
+  }
+
+  #onDisconnect(port) {
+    // Read lastError inside the callback: Chrome sets it only there (and logs it if unread).
+    const message = this.#lastErrorOf() ?? null;
+    if (port !== this.#port) return;
+    this.#port = null;
+    this.#cancelIdle();
+    const err = new HostError(codeForDisconnect(message), message || 'the Keepsake host disconnected', {
+      browserMessage: message,
+    });
+    this.#rejectAll(err);
+    this.#recordFailure(err);
+  }
+
+  // ---- idle -----------------------------------------------------------------------------------
+
+  #armIdle() {
+    if (this.#idleTimer || this.#active > 0 || this.#pending.size > 0) return;
+    if (!this.#port || this.#state !== 'open') return;
+    this.#idleTimer = this.#clock.setTimeout(() => {
+      this.#idleTimer = null;
+      if (this.#active > 0 || this.#pending.size > 0 || !this.#port) return;
+      const port = this.#port;
+      this.#port = null;
+      safeDisconnect(port);
+      this.#setState('idle');
+    }, this.#idleMs);
+  }
+
+  #cancelIdle() {
+    if (this.#idleTimer === null) return;
+    this.#clock.clearTimeout(this.#idleTimer);
+    this.#idleTimer = null;
+  }
+
+  // ---- requests -------------------------------------------------------------------------------
+
+  #send(op, args, timeoutMs) {
+    const port = this.#port;
+    if (!port) return Promise.reject(new HostError(ClientErrorCode.DISCONNECTED, `${op}: not connected`, { op }));
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const entry = { op, resolve, reject, pieces: null, timer: null };
+      entry.timer = this.#clock.setTimeout(() => {
+        const msg = `${op}: no reply from the Keepsake host within ${timeoutMs} ms`;
+        this.#settleError(id, new HostError(ClientErrorCode.TIMEOUT, msg, { op }));
+      }, timeoutMs);
+      this.#pending.set(id, entry);
+      try {
+        port.postMessage({ id, op, args });
+      } catch (e) {
+        this.#settleError(id, postError(e, op));
+      }
+    });
+  }
+
+  #onMessage(port, msg) {
+    if (port !== this.#port || !msg || typeof msg !== 'object') return;
+    if (!Object.hasOwn(msg, 'id')) {
+      if (typeof msg.event === 'string') this.#emit(msg.event, msg);
+      return;
+    }
+    // `id: null` answers a frame the host could not decode; it cannot be matched to a request,
+    // which then times out.
+    const entry = this.#pending.get(msg.id);
+    if (!entry) return; // a late reply after its timeout
+    if (msg.chunk) this.#onChunk(msg.id, entry, msg);
+    else this.#settleReply(msg.id, entry, msg);
+  }
+
+  #onChunk(id, entry, msg) {
+    const { index, count } = msg.chunk;
+    entry.pieces ??= [];
+    if (index !== entry.pieces.length || typeof msg.data !== 'string' || !(count > index)) {
+      this.#settleError(id, new HostError(ClientErrorCode.HOST_IO, `${entry.op}: malformed chunked reply`, { op: entry.op }));
+      return;
+    }
+    entry.pieces.push(msg.data);
+    if (entry.pieces.length < count) return;
+    let reply;
+    try {
+      reply = JSON.parse(joinChunks(entry.pieces));
+    } catch (e) {
+      this.#settleError(id, new HostError(ClientErrorCode.HOST_IO, `${entry.op}: chunked reply is not JSON: ${e.message}`, { op: entry.op }));
+      return;
+    }
+    this.#settleReply(id, entry, reply);
+  }
+
+  #settleReply(id, entry, reply) {
+    this.#clock.clearTimeout(entry.timer);
+    this.#pending.delete(id);
+    try {
+      entry.resolve(unwrapReply(reply, entry.op));
+    } catch (err) {
+      entry.reject(err);
+    }
+  }
+
+  #settleError(id, err) {
+    const entry = this.#pending.get(id);
+    if (!entry) return;
+    this.#clock.clearTimeout(entry.timer);
+    this.#pending.delete(id);
+    entry.reject(err);
+  }
+
+  #rejectAll(err) {
+    for (const [id, entry] of [...this.#pending]) {
+      const own = new HostError(err.code, err.message, { browserMessage: err.browserMessage, detail: err.detail, op: entry.op });
+      this.#settleError(id, own);
+    }
+  }
+
+  // ---- events ---------------------------------------------------------------------------------
+
+  #setState(state, error) {
+    this.#state = state;
+    const payload = { state, hello: this.#hello };
+    if (error) payload.error = error;
+    this.#emit('state', payload);
+  }
+
+  #emit(event, payload) {
+    for (const fn of [...(this.#listeners.get(event) ?? [])]) {
+      try {
+        fn(payload);
+      } catch (e) {
+        console.error(`keepsake: a '${event}' listener threw`, e);
+      }
+    }
+  }
+}
+
+function safeDisconnect(port) {
+  try {
+    port.disconnect();
+  } catch {
+    // already closed
+  }
+}

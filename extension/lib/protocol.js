@@ -1,0 +1,353 @@
+// The extension's mirror of PROTOCOL.md: host name, operation names (read / write), error codes,
+// per-operation timeouts and user-facing explanations. `protocol.test.js` parses PROTOCOL.md and
+// fails when an operation or an error code is missing here, so a new host operation is one line in
+// READ_OPS or WRITE_OPS (storage.js generates its methods from these lists).
+
+/** Native messaging host name (platform.md §8: `dev.keepsake.host.json`). */
+export const HOST_NAME = 'dev.keepsake.host';
+
+/** Wire protocol version this extension speaks (`host.hello` → `protocolVersion`). */
+export const PROTOCOL_VERSION = 1;
+
+/** Operations that change nothing (PROTOCOL.md §7 rows without "W"); they refuse `clientRequestId`. */
+export const READ_OPS = Object.freeze([
+  'host.hello',
+  'settings.get',
+  'history.get',
+  'history.meta',
+  'attach.summaryPlan',
+  'images.get',
+  'images.thumbnail',
+  'request.isContextOverflow',
+  'request.build',
+  'sessions.list',
+  'sessions.get',
+  'sessions.export',
+  'changes.since',
+]);
+
+/** Write operations (PROTOCOL.md §7 rows marked "W"): accept `clientRequestId`, may emit `changed`. */
+export const WRITE_OPS = Object.freeze([
+  'settings.set',
+  'settings.remove',
+  'history.setBinding',
+  'history.append',
+  'history.replace',
+  'history.clear',
+  'history.removeAt',
+  'history.truncateFrom',
+  'history.removeByAttachId',
+  'history.removeLastPageContext',
+  'history.markImagesSeen',
+  'history.attach',
+  'history.boundImages',
+  'attach.trackChange',
+  'attach.applySummary',
+  'request.commitRescue',
+  'sessions.save',
+  'sessions.load',
+  'sessions.rename',
+  'sessions.pin',
+  'sessions.delete',
+  'sessions.clearAll',
+  'sessions.appendTo',
+  'storage.import',
+]);
+
+/** Every operation name. */
+export const OPS = Object.freeze([...READ_OPS, ...WRITE_OPS]);
+
+const WRITE_SET = new Set(WRITE_OPS);
+
+/**
+ * Whether `op` is a write (accepts `clientRequestId`).
+ * @param {string} op
+ * @returns {boolean}
+ */
+export function isWriteOp(op) {
+  return WRITE_SET.has(op);
+}
+
+/** Host error codes (PROTOCOL.md §5, append-only). */
+export const ErrorCode = Object.freeze({
+  BAD_REQUEST: 'bad_request',
+  NOT_FOUND: 'not_found',
+  CONFLICT: 'conflict',
+  BUSY: 'busy',
+  TOO_LARGE: 'too_large',
+  UNSUPPORTED: 'unsupported',
+  INTERNAL: 'internal',
+  UNKNOWN_OP: 'unknown_op',
+  DB_CORRUPT: 'db_corrupt',
+  DB_TOO_NEW: 'db_too_new',
+  IMAGE_REJECTED: 'image_rejected',
+});
+
+/** Codes produced on the extension side (the port, the browser, the worker bridge). */
+export const ClientErrorCode = Object.freeze({
+  /** No reply within the operation's timeout (Chrome drops invalid frames silently, platform.md §3). */
+  TIMEOUT: 'timeout',
+  /** The port closed without a recognised browser message, or we closed it. */
+  DISCONNECTED: 'disconnected',
+  /** `Specified native messaging host not found.` (or Windows' "is not registered"). */
+  HOST_NOT_FOUND: 'host_not_found',
+  /** `Access to the specified native messaging host is forbidden.` */
+  HOST_FORBIDDEN: 'host_forbidden',
+  /** `Native host has exited.` / `Failed to start native messaging host.` */
+  HOST_EXITED: 'host_exited',
+  /** `Error when communicating with the native messaging host.` */
+  HOST_IO: 'host_io',
+  /** `port.postMessage` threw `Message exceeded maximum allowed size of 64MiB.` */
+  TOO_LARGE_OUTBOUND: 'too_large_outbound',
+  /** `host.hello` reported a protocolVersion this extension does not speak. */
+  PROTOCOL_MISMATCH: 'protocol_mismatch',
+});
+
+/** Every host error code, as strings. */
+export const HOST_ERROR_CODES = Object.freeze(Object.values(ErrorCode));
+/** Every client-side error code, as strings. */
+export const CLIENT_ERROR_CODES = Object.freeze(Object.values(ClientErrorCode));
+
+/**
+ * Codes after which a write is retried once with the same `clientRequestId` (the host applies a
+ * replayed id at most once, PROTOCOL.md §2).
+ */
+export const RETRYABLE_WRITE_CODES = Object.freeze([
+  ClientErrorCode.TIMEOUT,
+  ClientErrorCode.DISCONNECTED,
+  ClientErrorCode.HOST_EXITED,
+  ClientErrorCode.HOST_IO,
+]);
+
+/**
+ * An error from the host, the port or the browser, always with a code.
+ * `browserMessage` is `chrome.runtime.lastError.message` when the browser produced it.
+ */
+export class HostError extends Error {
+  /**
+   * @param {string} code one of ErrorCode / ClientErrorCode (unknown host codes pass through)
+   * @param {string} [message]
+   * @param {{detail?: any, browserMessage?: string|null, op?: string}} [extra]
+   */
+  constructor(code, message, { detail, browserMessage, op } = {}) {
+    super(message || code);
+    this.name = 'HostError';
+    this.code = code;
+    this.detail = detail ?? null;
+    this.browserMessage = browserMessage ?? null;
+    this.op = op ?? null;
+  }
+
+  /** The shape sent between the worker and pages. */
+  toJSON() {
+    return { code: this.code, message: this.message, browserMessage: this.browserMessage, detail: this.detail };
+  }
+
+  /**
+   * Rebuild a HostError from its wire shape (`{code, message, browserMessage}`); a HostError is
+   * returned as is, any other error becomes `disconnected` with its message.
+   * @param {any} obj
+   * @returns {HostError}
+   */
+  static from(obj) {
+    if (obj instanceof HostError) return obj;
+    if (obj && typeof obj === 'object' && typeof obj.code === 'string') {
+      return new HostError(obj.code, obj.message, { browserMessage: obj.browserMessage, detail: obj.detail });
+    }
+    const message = obj instanceof Error ? obj.message : String(obj);
+    return new HostError(ClientErrorCode.DISCONNECTED, message);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timeouts
+//
+// Every request has its own timeout because Chrome silently drops a host frame that is not valid
+// JSON (platform.md §3). The host serves one request at a time, so a timeout also covers the wait
+// behind an earlier request on the same port.
+//
+//   host.hello              15 s   the host opens and migrates the database before it answers
+//   other reads             10 s   one read transaction, small results
+//   other writes            30 s   the write lock may take the host's 10 s busy timeout first
+//   history.get, sessions.get, images.get, sessions.list
+//                           30 s   may return many MiB (inline images; full-text search), chunked
+//                                  at ~20 ms per MiB, or run a full-text scan
+//   request.build, history.attach, history.boundImages, images.thumbnail, storage.import,
+//   sessions.export        120 s   image decoding, thumbnailing, whole-database documents
+// ---------------------------------------------------------------------------------------------
+
+/** Default timeout of a read (ms). */
+export const READ_TIMEOUT_MS = 10_000;
+/** Default timeout of a write (ms): above the host's 10 s busy timeout. */
+export const WRITE_TIMEOUT_MS = 30_000;
+/** Timeout of large reads (ms). */
+export const LARGE_TIMEOUT_MS = 30_000;
+/** Timeout of image and whole-document work (ms). */
+export const SLOW_TIMEOUT_MS = 120_000;
+/** Timeout of the `host.hello` handshake (ms). */
+export const HELLO_TIMEOUT_MS = 15_000;
+
+/** Operations whose timeout differs from the read/write default. */
+export const OP_TIMEOUTS_MS = Object.freeze({
+  'host.hello': HELLO_TIMEOUT_MS,
+  'history.get': LARGE_TIMEOUT_MS,
+  'sessions.get': LARGE_TIMEOUT_MS,
+  'sessions.list': LARGE_TIMEOUT_MS,
+  'images.get': LARGE_TIMEOUT_MS,
+  'request.build': SLOW_TIMEOUT_MS,
+  'history.attach': SLOW_TIMEOUT_MS,
+  'history.boundImages': SLOW_TIMEOUT_MS,
+  'images.thumbnail': SLOW_TIMEOUT_MS,
+  'storage.import': SLOW_TIMEOUT_MS,
+  'sessions.export': SLOW_TIMEOUT_MS,
+});
+
+/**
+ * The timeout (ms) of one operation.
+ * @param {string} op
+ * @returns {number}
+ */
+export function timeoutFor(op) {
+  if (Object.hasOwn(OP_TIMEOUTS_MS, op)) return OP_TIMEOUTS_MS[op];
+  return isWriteOp(op) ? WRITE_TIMEOUT_MS : READ_TIMEOUT_MS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browser messages (platform.md §7) → codes
+// ---------------------------------------------------------------------------------------------
+
+const DISCONNECT_PATTERNS = [
+  [/native messaging host not found/i, ClientErrorCode.HOST_NOT_FOUND],
+  [/native messaging host .* is not registered/i, ClientErrorCode.HOST_NOT_FOUND],
+  [/access to the specified native messaging host is forbidden/i, ClientErrorCode.HOST_FORBIDDEN],
+  [/native host has exited/i, ClientErrorCode.HOST_EXITED],
+  [/failed to start native messaging host/i, ClientErrorCode.HOST_EXITED],
+  [/error when communicating with the native messaging host/i, ClientErrorCode.HOST_IO],
+];
+
+/**
+ * Map `chrome.runtime.lastError.message` seen in `onDisconnect` to a client error code.
+ * Unknown or missing messages (including `Invalid native messaging host name specified.`, which is
+ * our own bug, not an installation problem) give `disconnected`.
+ * @param {string|null|undefined} message
+ * @returns {string}
+ */
+export function codeForDisconnect(message) {
+  if (!message) return ClientErrorCode.DISCONNECTED;
+  for (const [re, code] of DISCONNECT_PATTERNS) if (re.test(message)) return code;
+  return ClientErrorCode.DISCONNECTED;
+}
+
+/** Whether a `postMessage` exception is Chrome's 64 MiB outbound cap (platform.md §2). */
+export function isOutboundTooLarge(error) {
+  return /exceeded maximum allowed size/i.test(String(error?.message ?? error));
+}
+
+// ---------------------------------------------------------------------------------------------
+// User-facing explanations
+// ---------------------------------------------------------------------------------------------
+
+const INSTALL = './install.sh (or keepsake-host install), then reload the extension';
+
+/** code → {title, detail, fix}; `fix` is the one command that fixes it, or null when a retry does. */
+const EXPLANATIONS = Object.freeze({
+  host_not_found: {
+    title: 'The Keepsake host is not installed for this browser',
+    detail: 'The browser found no usable dev.keepsake.host manifest (missing, malformed, or its path points to a missing file).',
+    fix: `Run ${INSTALL}`,
+  },
+  host_forbidden: {
+    title: 'The Keepsake host does not allow this extension',
+    detail: 'The host manifest exists but its allowed_origins does not list this extension ID (or a browser policy blocks it).',
+    fix: 'keepsake-host install (the manifest does not list this extension ID)',
+  },
+  host_exited: {
+    title: 'The Keepsake host stopped',
+    detail: 'The host process exited or could not start (crash, missing execute bit, damaged binary).',
+    fix: 'keepsake-host doctor',
+  },
+  host_io: {
+    title: 'Communication with the Keepsake host broke',
+    detail: 'The browser closed the port: a reply over 1 MiB, stray output on the host stdout, or a pipe error. Details are in keepsake-host.log beside the database.',
+    fix: 'keepsake-host doctor',
+  },
+  disconnected: {
+    title: 'Disconnected from the Keepsake host',
+    detail: 'The connection closed; it is reopened on the next request.',
+    fix: null,
+  },
+  timeout: {
+    title: 'The Keepsake host did not answer in time',
+    detail: 'The request may still complete; writes are retried safely with the same request id.',
+    fix: null,
+  },
+  too_large_outbound: {
+    title: 'Too large to send to the host',
+    detail: 'The browser refuses messages over 64 MiB to a native host.',
+    fix: 'keepsake-host import <file> (for large imports)',
+  },
+  protocol_mismatch: {
+    title: 'The Keepsake host and the extension do not match',
+    detail: 'The host speaks another protocol version; update both to the same release.',
+    fix: `Run ${INSTALL}`,
+  },
+  bad_request: {
+    title: 'The host refused the request',
+    detail: 'The request was malformed or out of range (an extension bug).',
+    fix: null,
+  },
+  not_found: { title: 'Not found', detail: 'It may have been deleted elsewhere.', fix: null },
+  conflict: { title: 'Conflicting request', detail: 'A request id was reused, or the target already exists.', fix: null },
+  busy: {
+    title: 'The database is busy',
+    detail: 'Another process held the write lock for 10 s; nothing was applied. Try again.',
+    fix: null,
+  },
+  too_large: { title: 'Too large to store', detail: 'Over a host limit (image 32 MiB, frame 64 MiB).', fix: null },
+  unsupported: { title: 'Not supported by this host', detail: 'The host cannot serve this request.', fix: null },
+  internal: {
+    title: 'The Keepsake host hit an internal error',
+    detail: 'Details are in keepsake-host.log beside the database.',
+    fix: 'keepsake-host doctor',
+  },
+  unknown_op: {
+    title: 'The Keepsake host is older than the extension',
+    detail: 'It does not know this operation.',
+    fix: `Run ${INSTALL}`,
+  },
+  db_corrupt: {
+    title: 'The Keepsake database is damaged',
+    detail: 'The SQLite file failed its checks.',
+    fix: 'keepsake-host doctor',
+  },
+  db_too_new: {
+    title: 'The database was written by a newer Keepsake host',
+    detail: 'Update the host before using this database.',
+    fix: `Run ${INSTALL}`,
+  },
+  image_rejected: {
+    title: 'The image could not be used',
+    detail: 'Not PNG/JPEG/GIF/WebP/BMP, too large, or undecodable.',
+    fix: null,
+  },
+});
+
+/**
+ * The user-facing explanation of an error: a one-line title, a detail line (with the host's or
+ * the browser's own message appended) and the one command that fixes it (null when retrying is
+ * the fix).
+ * @param {{code?: string, message?: string, browserMessage?: string|null}|Error} err
+ * @returns {{title: string, detail: string, fix: string|null}}
+ */
+export function explainHostError(err) {
+  const code = err?.code ?? ClientErrorCode.DISCONNECTED;
+  const base = EXPLANATIONS[code] ?? { title: `Keepsake host error (${code})`, detail: '', fix: null };
+  const said = err?.browserMessage || err?.message || '';
+  const detail = said && said !== code ? joinSentences(base.detail, said) : base.detail;
+  return { title: base.title, detail, fix: base.fix };
+}
+
+function joinSentences(a, b) {
+  if (!a) return b;
+  return `${a} (${b})`;
+}

@@ -1,0 +1,67 @@
+// Typed client over any `call(op, args, opts)` transport: the worker passes
+// `port.request.bind(port)`, pages pass `hostCall` from bridge.js. One method per host operation,
+// generated from protocol.js, named exactly after the operation: `s.history.append(args)`.
+
+import { OPS, RETRYABLE_WRITE_CODES, isWriteOp } from './protocol.js';
+
+const RETRYABLE = new Set(RETRYABLE_WRITE_CODES);
+
+function defaultNewId() {
+  return crypto.randomUUID();
+}
+
+/**
+ * Whether a failed write may be sent again with the same `clientRequestId`.
+ * @param {unknown} err
+ * @returns {boolean}
+ */
+export function isRetryableWriteError(err) {
+  return RETRYABLE.has(err?.code);
+}
+
+/**
+ * `args` with a `clientRequestId` (a new UUID unless the caller gave one).
+ * @param {object|undefined} args
+ * @param {() => string} newId
+ * @returns {object}
+ */
+export function withClientRequestId(args, newId) {
+  const a = args ?? {};
+  if (typeof a.clientRequestId === 'string' && a.clientRequestId) return a;
+  return { ...a, clientRequestId: newId() };
+}
+
+function readMethod(call, op) {
+  return (args = {}, opts) => call(op, args ?? {}, opts);
+}
+
+function writeMethod(call, op, newId) {
+  return async (args = {}, opts) => {
+    const a = withClientRequestId(args, newId);
+    try {
+      return await call(op, a, opts);
+    } catch (err) {
+      if (!isRetryableWriteError(err)) throw err;
+      // at-most-once: the host returns the recorded result if the first attempt landed
+      return call(op, a, opts);
+    }
+  };
+}
+
+/**
+ * Build the storage client.
+ * @param {(op: string, args: object, opts?: object) => Promise<any>} call
+ * @param {{newId?: () => string, ops?: readonly string[]}} [options]
+ * @returns {Record<string, Record<string, (args?: object, opts?: object) => Promise<any>>>}
+ */
+export function createStorage(call, { newId = defaultNewId, ops = OPS } = {}) {
+  const s = {};
+  for (const op of ops) {
+    const dot = op.indexOf('.');
+    const area = op.slice(0, dot);
+    const name = op.slice(dot + 1);
+    s[area] ??= {};
+    s[area][name] = isWriteOp(op) ? writeMethod(call, op, newId) : readMethod(call, op);
+  }
+  return s;
+}
