@@ -490,7 +490,7 @@ export function createTurns(deps) {
     chrome = globalThis.chrome,
     llm = { streamReply: defaultStreamReply },
     now = () => Date.now(),
-    timers = { setInterval: globalThis.setInterval, clearInterval: globalThis.clearInterval },
+    timers = { setInterval: (fn, ms) => globalThis.setInterval(fn, ms), clearInterval: (t) => globalThis.clearInterval(t) },
     fetchImpl,
     imageCache = new ImageCache(),
     keepAliveMs = KEEPALIVE_MS,

@@ -1,0 +1,130 @@
+// Provider cards and settings validation for the options page. Pure (no DOM, no chrome.*).
+
+export const KINDS = Object.freeze([
+  { value: 'chat', label: 'OpenAI-compatible (chat completions)' },
+  { value: 'responses', label: 'OpenAI Responses' },
+  { value: 'anthropic', label: 'Anthropic Messages' },
+]);
+
+export const PRESETS = Object.freeze([
+  { id: 'openai', name: 'OpenAI', kind: 'chat', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
+  { id: 'ollama', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', model: 'llama3.2', needsKey: false },
+  { id: 'lmstudio', name: 'LM Studio', kind: 'chat', baseUrl: 'http://localhost:1234/v1', model: '', needsKey: false },
+  { id: 'openrouter', name: 'OpenRouter', kind: 'chat', baseUrl: 'https://openrouter.ai/api/v1', model: 'openai/gpt-4o-mini', needsKey: true },
+  { id: 'openai-responses', name: 'OpenAI Responses', kind: 'responses', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
+  { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true },
+  { id: 'custom', name: 'Custom', kind: 'chat', baseUrl: '', model: '', needsKey: false },
+]);
+
+const KIND_SET = new Set(KINDS.map((k) => k.value));
+
+/** A new card from a preset id (unknown → custom); `newId` makes the card id. */
+export function cardFromPreset(presetId, newId, existingNames = []) {
+  const p = PRESETS.find((x) => x.id === presetId) || PRESETS[PRESETS.length - 1];
+  return { id: newId(), name: uniqueName(p.name, existingNames), kind: p.kind, baseUrl: p.baseUrl, apiKey: '', model: p.model };
+}
+
+/** "OpenAI", "OpenAI 2", "OpenAI 3"… avoiding names already used. */
+export function uniqueName(base, existing) {
+  const used = new Set(existing.map((n) => String(n).trim().toLowerCase()));
+  if (!used.has(base.toLowerCase())) return base;
+  for (let i = 2; ; i++) if (!used.has(`${base} ${i}`.toLowerCase())) return `${base} ${i}`;
+}
+
+/** Trim fields and drop trailing slashes from the base URL. */
+export function normalizeCard(card) {
+  const str = (v) => (typeof v === 'string' ? v.trim() : '');
+  return {
+    ...card,
+    id: str(card?.id),
+    name: str(card?.name),
+    kind: KIND_SET.has(card?.kind) ? card.kind : 'chat',
+    baseUrl: str(card?.baseUrl).replace(/\/+$/, ''),
+    apiKey: str(card?.apiKey),
+    model: str(card?.model),
+  };
+}
+
+/** Field errors of a card: {} when valid. `others` = the other cards (names must be unique). */
+export function validateCard(card, others = []) {
+  const c = normalizeCard(card);
+  const errors = {};
+  if (!c.name) errors.name = 'Give the provider a name.';
+  else if (others.some((o) => o && o.id !== c.id && String(o.name || '').trim().toLowerCase() === c.name.toLowerCase())) errors.name = 'Another provider already has this name.';
+  if (!KIND_SET.has(card?.kind)) errors.kind = 'Choose an API kind.';
+  if (!c.baseUrl) errors.baseUrl = 'Enter the API base URL.';
+  else {
+    let u = null;
+    try { u = new URL(c.baseUrl); } catch { u = null; }
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) errors.baseUrl = 'The base URL must start with http:// or https://.';
+  }
+  if (!c.model) errors.model = 'Enter a model name.';
+  return errors;
+}
+
+/** Stored providers list, read defensively (defaults hold no LLM cards, storage-model §9). */
+export function readProviders(value) {
+  if (!Array.isArray(value)) return [];
+  return value.filter((p) => p && typeof p === 'object' && typeof p.id === 'string' && p.id);
+}
+
+/** Put `card` into `list` (replace by id, else append). */
+export function upsertCard(list, card) {
+  const i = list.findIndex((p) => p.id === card.id);
+  if (i < 0) return [...list, card];
+  const next = [...list];
+  next[i] = card;
+  return next;
+}
+
+/**
+ * The settings to write when a card is deleted: drop it; if it was active, the first remaining card
+ * becomes active (or none).
+ */
+export function afterDelete(list, id, activeProvider, activeModel) {
+  const providers = list.filter((p) => p.id !== id);
+  if (activeProvider !== id) return { providers, activeProvider, activeModel };
+  const next = providers[0];
+  return { providers, activeProvider: next ? next.id : '', activeModel: next ? next.model || '' : '' };
+}
+
+/**
+ * A whole number ≥ 0 from a form field. Empty → `emptyValue`.
+ * → {ok: true, value} | {ok: false, error}
+ */
+export function parseWholeNumber(text, { emptyValue = 0, max = Number.MAX_SAFE_INTEGER } = {}) {
+  const s = String(text ?? '').trim().replace(/[,_\s]/g, '');
+  if (s === '') return { ok: true, value: emptyValue };
+  if (!/^\d+$/.test(s)) return { ok: false, error: 'Enter a whole number (0 or more, no decimals).' };
+  const v = Number(s);
+  if (!Number.isSafeInteger(v) || v > max) return { ok: false, error: `Enter a number up to ${max}.` };
+  return { ok: true, value: v };
+}
+
+/** Keys this page reads (storage-model §9 explicit key list, the part the options page edits). */
+export const OPTION_KEYS = Object.freeze(['providers', 'activeProvider', 'activeModel', 'systemPrompt', 'autoSummarizeAttachments', 'summarizeThresholdChars', 'maxSessions']);
+
+/** Effective values with defaults overlaid (stored values win). */
+export function withDefaults(stored) {
+  const s = stored && typeof stored === 'object' ? stored : {};
+  return {
+    providers: readProviders(s.providers),
+    activeProvider: typeof s.activeProvider === 'string' ? s.activeProvider : '',
+    activeModel: typeof s.activeModel === 'string' ? s.activeModel : '',
+    systemPrompt: typeof s.systemPrompt === 'string' ? s.systemPrompt : '',
+    autoSummarizeAttachments: typeof s.autoSummarizeAttachments === 'boolean' ? s.autoSummarizeAttachments : true,
+    summarizeThresholdChars: Number.isSafeInteger(s.summarizeThresholdChars) && s.summarizeThresholdChars >= 0 ? s.summarizeThresholdChars : 0,
+    maxSessions: Number.isSafeInteger(s.maxSessions) && s.maxSessions >= 0 ? s.maxSessions : 50,
+  };
+}
+
+/** Keys of a chrome.storage.local dump that look like Keepsake/browsa data (for the import preview). */
+export function summarizeBrowserDump(dump) {
+  const d = dump && typeof dump === 'object' ? dump : {};
+  const keys = Object.keys(d);
+  const sessions = Array.isArray(d.savedSessions) ? d.savedSessions.length : 0;
+  const history = Array.isArray(d.history) ? d.history.length : 0;
+  const bodies = keys.filter((k) => k.startsWith('session_')).length;
+  const settings = keys.filter((k) => k !== 'history' && k !== 'savedSessions' && k !== 'activeSessionId' && !k.startsWith('session_')).length;
+  return { keys: keys.length, sessions, history, bodies, settings, empty: keys.length === 0 };
+}

@@ -1,0 +1,73 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  PRESETS, cardFromPreset, uniqueName, normalizeCard, validateCard, readProviders, upsertCard, afterDelete,
+  parseWholeNumber, withDefaults, summarizeBrowserDump,
+} from './providers.js';
+
+let n = 0;
+const newId = () => `id-${++n}`;
+
+test('presets cover the documented endpoints', () => {
+  const by = Object.fromEntries(PRESETS.map((p) => [p.id, p]));
+  assert.equal(by.ollama.baseUrl, 'http://localhost:11434/v1');
+  assert.equal(by.lmstudio.baseUrl, 'http://localhost:1234/v1');
+  assert.equal(by.openrouter.baseUrl, 'https://openrouter.ai/api/v1');
+  assert.equal(by.anthropic.baseUrl, 'https://api.anthropic.com');
+  assert.equal(by.anthropic.kind, 'anthropic');
+  assert.equal(by['openai-responses'].kind, 'responses');
+});
+
+test('cards from presets get unique names and ids', () => {
+  const a = cardFromPreset('ollama', newId, []);
+  assert.deepEqual(a, { id: 'id-1', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', apiKey: '', model: 'llama3.2' });
+  const b = cardFromPreset('ollama', newId, ['ollama']);
+  assert.equal(b.name, 'Ollama 2');
+  assert.equal(uniqueName('X', ['x', 'X 2']), 'X 3');
+  assert.equal(cardFromPreset('nope', newId).name, 'Custom');
+});
+
+test('normalize and validate', () => {
+  assert.deepEqual(normalizeCard({ id: ' a ', name: ' N ', kind: 'zzz', baseUrl: 'http://h/v1//', apiKey: ' k ', model: ' m ' }),
+    { id: 'a', name: 'N', kind: 'chat', baseUrl: 'http://h/v1', apiKey: 'k', model: 'm' });
+  assert.deepEqual(validateCard({ id: 'a', name: 'N', kind: 'chat', baseUrl: 'http://localhost:1/v1', model: 'm' }), {});
+  const e = validateCard({ id: 'a', name: '', kind: 'bad', baseUrl: 'ftp://x', model: '' });
+  assert.deepEqual(Object.keys(e).sort(), ['baseUrl', 'kind', 'model', 'name']);
+  assert.equal(validateCard({ id: 'a', name: 'Same', kind: 'chat', baseUrl: 'https://x', model: 'm' }, [{ id: 'b', name: 'same' }]).name, 'Another provider already has this name.');
+  assert.equal(validateCard({ id: 'a', name: 'N', kind: 'chat', baseUrl: 'not a url', model: 'm' }).baseUrl !== undefined, true);
+});
+
+test('list helpers', () => {
+  assert.deepEqual(readProviders([{ id: 'a' }, null, { id: '' }, 'x', { name: 'no id' }]), [{ id: 'a' }]);
+  assert.deepEqual(readProviders('x'), []);
+  assert.deepEqual(upsertCard([{ id: 'a', v: 1 }], { id: 'a', v: 2 }), [{ id: 'a', v: 2 }]);
+  assert.deepEqual(upsertCard([{ id: 'a' }], { id: 'b' }), [{ id: 'a' }, { id: 'b' }]);
+  const list = [{ id: 'a', model: 'ma' }, { id: 'b', model: 'mb' }];
+  assert.deepEqual(afterDelete(list, 'a', 'a', 'ma'), { providers: [{ id: 'b', model: 'mb' }], activeProvider: 'b', activeModel: 'mb' });
+  assert.deepEqual(afterDelete(list, 'b', 'a', 'x'), { providers: [{ id: 'a', model: 'ma' }], activeProvider: 'a', activeModel: 'x' });
+  assert.deepEqual(afterDelete([{ id: 'a' }], 'a', 'a', 'x'), { providers: [], activeProvider: '', activeModel: '' });
+});
+
+test('whole numbers', () => {
+  assert.deepEqual(parseWholeNumber(''), { ok: true, value: 0 });
+  assert.deepEqual(parseWholeNumber(' 100,000 '), { ok: true, value: 100000 });
+  assert.equal(parseWholeNumber('1.5').ok, false);
+  assert.equal(parseWholeNumber('-3').ok, false);
+  assert.equal(parseWholeNumber('abc').ok, false);
+  assert.equal(parseWholeNumber('99999999999999999999').ok, false);
+  assert.deepEqual(parseWholeNumber('', { emptyValue: 50 }), { ok: true, value: 50 });
+});
+
+test('defaults overlay', () => {
+  assert.deepEqual(withDefaults({}), { providers: [], activeProvider: '', activeModel: '', systemPrompt: '', autoSummarizeAttachments: true, summarizeThresholdChars: 0, maxSessions: 50 });
+  const w = withDefaults({ autoSummarizeAttachments: false, summarizeThresholdChars: 5.5, maxSessions: 0 });
+  assert.equal(w.autoSummarizeAttachments, false);
+  assert.equal(w.summarizeThresholdChars, 0);
+  assert.equal(w.maxSessions, 0);
+});
+
+test('browser dump summary', () => {
+  assert.deepEqual(summarizeBrowserDump({}), { keys: 0, sessions: 0, history: 0, bodies: 0, settings: 0, empty: true });
+  const s = summarizeBrowserDump({ history: [1, 2], savedSessions: [{ id: 'a' }], session_a: [], activeSessionId: 'a', providers: [], theme: 'x' });
+  assert.deepEqual(s, { keys: 6, sessions: 1, history: 2, bodies: 1, settings: 2, empty: false });
+});

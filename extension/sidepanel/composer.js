@@ -1,0 +1,216 @@
+// The composer: textarea (Enter sends, Shift+Enter new line), image tray with the per-turn caps gate
+// (lib/caps.js pickTurnImages, storage-model §6.4), paste / drop / file-picker images, and a draft that
+// survives panel reloads in chrome.storage.session (`composerDraft`). What is being sent stays in the
+// composer until the worker confirmed it; on any failure nothing is lost.
+
+import { pickTurnImages } from '../lib/caps.js';
+import { h, iconButton, replaceChildren, debounce, readAsDataUrl } from './dom.js';
+import { DRAFT_KEY, draftToStore, draftFromStore, draftAfterSend, canSend, refusalNote } from './draft.js';
+
+const sessionStore = () => globalThis.chrome?.storage?.session;
+
+/**
+ * createComposer({form, input, tray, note, send, stop, fileInput, onSend, onStop, dropZone})
+ * onSend({text, images}) → Promise (rejects when the worker did not confirm).
+ */
+export function createComposer({ form, input, tray, note, send, stop, fileInput, dropZone, onSend, onStop }) {
+  let images = [];
+  let sending = false;
+  let streaming = false;
+  let noteTimer = 0;
+
+  // ---- note line ---------------------------------------------------------------------------
+  function showNote(text, { sticky = false, kind = 'info' } = {}) {
+    clearTimeout(noteTimer);
+    note.textContent = text;
+    note.dataset.kind = kind;
+    note.hidden = !text;
+    if (text && !sticky) noteTimer = setTimeout(() => { note.hidden = true; note.textContent = ''; }, 8000);
+  }
+
+  // ---- draft persistence -------------------------------------------------------------------
+  const persist = debounce(async () => {
+    const store = sessionStore();
+    if (!store) return;
+    const value = draftToStore({ text: input.value, images });
+    try {
+      if (value) await store.set({ [DRAFT_KEY]: value });
+      else await store.remove(DRAFT_KEY);
+    } catch (err) {
+      console.warn('keepsake: could not keep the draft', err);
+    }
+  }, 300);
+
+  async function restore() {
+    const store = sessionStore();
+    if (!store) return;
+    try {
+      const got = await store.get(DRAFT_KEY);
+      const d = draftFromStore(got?.[DRAFT_KEY]);
+      if (d.text && !input.value) input.value = d.text;
+      if (d.images.length && images.length === 0) addImages(d.images, { quiet: true });
+      autosize();
+      renderTray();
+      updateButtons();
+    } catch (err) {
+      console.warn('keepsake: could not read the draft', err);
+    }
+  }
+
+  // ---- image tray --------------------------------------------------------------------------
+  /**
+   * Add one image if pickTurnImages keeps it next to the ones already in the tray (feeding images one
+   * by one keeps exactly what pickTurnImages would keep, storage-model §6.4). → null | refusal reason
+   */
+  function gate(url) {
+    const before = images.length;
+    const r = pickTurnImages([...images, url]);
+    if (r.images.length === before + 1) {
+      images = r.images;
+      return null;
+    }
+    return (r.reasons && r.reasons[r.reasons.length - 1]) || 'budget';
+  }
+
+  function addImages(urls, { quiet = false } = {}) {
+    let added = 0;
+    const reasons = [];
+    for (const url of urls) {
+      const refusal = gate(url);
+      if (refusal === null) added += 1;
+      else reasons.push(refusal);
+    }
+    if (reasons.length && !quiet) showNote(refusalNote(reasons), { kind: 'warn', sticky: true });
+    else if (added && note.dataset.kind === 'warn') showNote('');
+    renderTray();
+    updateButtons();
+    persist();
+    return added;
+  }
+
+  function removeImage(i) {
+    images = images.filter((_, k) => k !== i);
+    renderTray();
+    updateButtons();
+    persist();
+    input.focus();
+  }
+
+  function renderTray() {
+    replaceChildren(tray, images.map((url, i) => h('div', { class: 'tray-item', testid: 'tray-item' },
+      h('img', { src: url, alt: `Image ${i + 1} to send` }),
+      iconButton('x', `Remove image ${i + 1}`, { class: 'icon-btn tray-x', testid: 'tray-remove', on: { click: () => removeImage(i) } }))));
+    tray.hidden = images.length === 0;
+    tray.dataset.count = String(images.length);
+  }
+
+  async function addFiles(files) {
+    const list = [...files].filter((f) => f && /^image\//i.test(f.type));
+    if (list.length === 0) return 0;
+    const urls = [];
+    for (const f of list) {
+      try { urls.push(await readAsDataUrl(f)); } catch (err) { showNote(`Could not read ${f.name || 'the image'}: ${err?.message || err}`, { kind: 'warn' }); }
+    }
+    return addImages(urls);
+  }
+
+  // ---- sending -----------------------------------------------------------------------------
+  function updateButtons() {
+    send.disabled = sending || streaming || !canSend({ text: input.value, images });
+    send.setAttribute('aria-busy', sending ? 'true' : 'false');
+    send.classList.toggle('busy', sending);
+    stop.hidden = !streaming;
+    form.dataset.state = streaming ? 'streaming' : sending ? 'sending' : 'idle';
+  }
+
+  async function submit() {
+    if (sending || streaming) return;
+    const draft = { text: input.value, images: [...images] };
+    if (!canSend(draft)) {
+      showNote('Type a message or add an image first.');
+      return;
+    }
+    const checked = pickTurnImages(draft.images);
+    if (checked.images.length !== draft.images.length) {
+      images = checked.images;
+      renderTray();
+      showNote(refusalNote(checked.reasons), { kind: 'warn', sticky: true });
+      return;
+    }
+    sending = true;
+    updateButtons();
+    try {
+      await onSend(draft);
+      const after = draftAfterSend(draft, { text: input.value, images });
+      input.value = after.text;
+      images = after.images;
+      renderTray();
+      autosize();
+      showNote('');
+      persist.flush();
+    } catch {
+      // the caller explained the failure; the draft stays exactly as it is
+    } finally {
+      sending = false;
+      updateButtons();
+    }
+  }
+
+  function autosize() {
+    input.style.height = 'auto';
+    input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
+  }
+
+  // ---- listeners ---------------------------------------------------------------------------
+  form.addEventListener('submit', (e) => { e.preventDefault(); submit(); });
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
+      e.preventDefault();
+      submit();
+    }
+  });
+  input.addEventListener('input', () => { autosize(); updateButtons(); persist(); });
+  input.addEventListener('paste', (e) => {
+    const files = [...(e.clipboardData?.items || [])].filter((it) => it.kind === 'file' && /^image\//i.test(it.type)).map((it) => it.getAsFile()).filter(Boolean);
+    if (files.length) {
+      e.preventDefault();
+      addFiles(files);
+    }
+  });
+  stop.addEventListener('click', () => onStop());
+  fileInput.addEventListener('change', async () => {
+    await addFiles(fileInput.files || []);
+    fileInput.value = '';
+  });
+  const zone = dropZone || form;
+  zone.addEventListener('dragover', (e) => {
+    if ([...(e.dataTransfer?.types || [])].includes('Files')) {
+      e.preventDefault();
+      zone.classList.add('dragging');
+    }
+  });
+  zone.addEventListener('dragleave', (e) => { if (e.target === zone) zone.classList.remove('dragging'); });
+  zone.addEventListener('drop', (e) => {
+    zone.classList.remove('dragging');
+    if (e.dataTransfer?.files?.length) {
+      e.preventDefault();
+      addFiles(e.dataTransfer.files);
+    }
+  });
+
+  renderTray();
+  updateButtons();
+  autosize();
+
+  return {
+    restore,
+    addImages,
+    addFiles,
+    showNote,
+    focus: () => input.focus(),
+    setStreaming(v) { streaming = !!v; updateButtons(); },
+    get images() { return [...images]; },
+    get text() { return input.value; },
+    get sending() { return sending; },
+  };
+}

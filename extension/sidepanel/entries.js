@@ -1,0 +1,141 @@
+// Pure helpers over stored history entries (storage-model §2). No DOM, no chrome.* — tested in node.
+
+export const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
+export const LEGACY_PREFIX = '[Page context attached by browsa]';
+export const IMAGE_REF_PREFIX = 'keepsake-image:sha256:';
+
+const isTextPart = (p) => p && typeof p === 'object' && (p.type === 'text' || p.type === 'input_text') && typeof p.text === 'string';
+const isImagePart = (p) => p && typeof p === 'object' && p.type === 'image_url';
+
+/** URL of an image part (object or bare-string form), or ''. */
+export function imagePartUrl(part) {
+  if (!isImagePart(part)) return '';
+  const iu = part.image_url;
+  if (typeof iu === 'string') return iu;
+  if (iu && typeof iu.url === 'string') return iu.url;
+  return '';
+}
+
+/** entryText (§2.1, §11.3): string content, or every text/input_text part joined with \n. */
+export function entryText(entry) {
+  if (!entry || typeof entry !== 'object') return '';
+  const c = entry.content;
+  if (typeof c === 'string') return c;
+  if (Array.isArray(c)) return c.filter(isTextPart).map((p) => p.text).join('\n');
+  return '';
+}
+
+/** Image URLs of an entry, in part order. */
+export function entryImages(entry) {
+  if (!entry || !Array.isArray(entry.content)) return [];
+  return entry.content.filter(isImagePart).map(imagePartUrl).filter(Boolean);
+}
+
+/**
+ * Display parts in order: consecutive text parts merged, images kept in place.
+ * → [{kind: 'text', text} | {kind: 'image', url, n}] (n = 1-based image number in the entry).
+ */
+export function displayParts(entry) {
+  if (!entry || typeof entry !== 'object') return [];
+  const c = entry.content;
+  if (typeof c === 'string') return c ? [{ kind: 'text', text: c }] : [];
+  if (!Array.isArray(c)) return [];
+  const out = [];
+  let n = 0;
+  for (const p of c) {
+    if (isTextPart(p)) {
+      const last = out[out.length - 1];
+      if (last && last.kind === 'text') last.text += '\n' + p.text;
+      else out.push({ kind: 'text', text: p.text });
+    } else if (isImagePart(p)) {
+      const url = imagePartUrl(p);
+      n += 1;
+      if (url) out.push({ kind: 'image', url, n });
+    }
+  }
+  return out;
+}
+
+/** Attach text for the prefix test (§2.3): string content or the first text part's text. */
+function attachHead(entry) {
+  const c = entry && entry.content;
+  if (typeof c === 'string') return c;
+  if (Array.isArray(c)) {
+    const first = c.find(isTextPart);
+    return first ? first.text : '';
+  }
+  return '';
+}
+
+export function startsWithPrefix(text) {
+  return typeof text === 'string' && (text.startsWith(PAGE_CONTEXT_PREFIX) || text.startsWith(LEGACY_PREFIX));
+}
+
+/** §2.3: a user entry whose attach text starts with a page-context prefix. */
+export function isAttachEntry(entry) {
+  return !!entry && entry.role === 'user' && startsWithPrefix(attachHead(entry));
+}
+
+/**
+ * What an attach chip shows: {attachId, title, url, mode, chars, summarized, images}.
+ * chars = length of the body part (the page text) when the §2.4 header can be found, else of the whole text.
+ */
+export function describeAttach(entry) {
+  const text = entryText(entry); // §11.2: measures use all text parts
+  const lines = text.split('\n');
+  const lineAfter = (label) => {
+    const line = lines.find((l) => l.startsWith(label));
+    return line === undefined ? '' : line.slice(label.length);
+  };
+  const url = lineAfter('URL: ').trim();
+  const title = lineAfter('Title: ').trim();
+  let modeLine = lineAfter('Mode: ');
+  const mode = modeLine.split(' | ')[0].replace(/ \(fallback to full\)$/, '').trim();
+  let chars = text.length;
+  const modeIdx = lines.findIndex((l) => l.startsWith('Mode: '));
+  if (modeIdx >= 0) {
+    const sepIdx = lines.findIndex((l, i) => i > modeIdx && l === '---');
+    if (sepIdx >= 0) {
+      let bodyLines = lines.slice(sepIdx + 1);
+      if (bodyLines.length && bodyLines[0] === '') bodyLines = bodyLines.slice(1);
+      chars = bodyLines.join('\n').length;
+    }
+  }
+  return {
+    attachId: typeof entry.attachId === 'string' ? entry.attachId : '',
+    title,
+    url,
+    mode,
+    chars,
+    summarized: entry.summarized === true,
+    images: entryImages(entry).length,
+  };
+}
+
+/** Index of the last assistant entry, or -1. */
+export function lastAssistantIndex(entries) {
+  for (let i = entries.length - 1; i >= 0; i--) if (entries[i] && entries[i].role === 'assistant') return i;
+  return -1;
+}
+
+/** For regenerate: the nearest user entry before `index` that is not an attach entry, or -1. */
+export function precedingUserIndex(entries, index) {
+  for (let i = Math.min(index, entries.length) - 1; i >= 0; i--) {
+    const e = entries[i];
+    if (e && e.role === 'user' && !isAttachEntry(e)) return i;
+  }
+  return -1;
+}
+
+/** videoSrc of the newest entry carrying one (what the next reply will be stamped with), or null. */
+export function newestVideoSrc(entries) {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const v = entries[i] && entries[i].videoSrc;
+    if (v && typeof v === 'object') return v;
+  }
+  return null;
+}
+
+export function isImageRef(url) {
+  return typeof url === 'string' && url.startsWith(IMAGE_REF_PREFIX) && /^[0-9a-f]{64}$/.test(url.slice(IMAGE_REF_PREFIX.length));
+}

@@ -1,0 +1,86 @@
+// Display formatting shared by the side panel and the options page. Pure.
+
+/** 1234567 → "1,234,567" whatever the locale (storage-model §1 "grouped"). */
+export function grouped(n) {
+  const v = Math.trunc(Number(n) || 0);
+  const sign = v < 0 ? '-' : '';
+  return sign + String(Math.abs(v)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+export function formatChars(n) {
+  return `${grouped(n)} ${Math.trunc(Number(n) || 0) === 1 ? 'char' : 'chars'}`;
+}
+
+export function formatBytes(n) {
+  const v = Number(n) || 0;
+  if (v < 1024) return `${v} B`;
+  if (v < 1024 * 1024) return `${(v / 1024).toFixed(1)} KiB`;
+  if (v < 1024 * 1024 * 1024) return `${(v / (1024 * 1024)).toFixed(1)} MiB`;
+  return `${(v / (1024 * 1024 * 1024)).toFixed(2)} GiB`;
+}
+
+/** Host of a URL for compact display, or the input when it does not parse. */
+export function shortUrl(url) {
+  try {
+    const u = new URL(url);
+    const path = u.pathname === '/' ? '' : u.pathname;
+    const s = u.host + path;
+    return s.length > 60 ? s.slice(0, 59) + '…' : s;
+  } catch {
+    return typeof url === 'string' ? url : '';
+  }
+}
+
+/** Session timestamp: "14:05" today, else "2026-01-31 14:05". */
+export function formatWhen(ms, now = Date.now()) {
+  const d = new Date(Number(ms) || 0);
+  const n = new Date(now);
+  const pad = (x) => String(x).padStart(2, '0');
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  const sameDay = d.getFullYear() === n.getFullYear() && d.getMonth() === n.getMonth() && d.getDate() === n.getDate();
+  return sameDay ? time : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}`;
+}
+
+/** storage.import result → short human lines (PROTOCOL.md storage.import). */
+export function describeImportResult(r) {
+  if (!r || typeof r !== 'object') return ['The host returned no result.'];
+  const lines = [];
+  const n = (x) => Number(x) || 0;
+  lines.push(`Sessions: ${n(r.sessionsImported)} imported, ${n(r.sessionsSkipped)} skipped.`);
+  lines.push(`Settings: ${n(r.settingsImported)} imported, ${n(r.settingsSkipped)} skipped.`);
+  const live = {
+    replaced: 'Live conversation: imported as the current chat.',
+    archived: 'Live conversation: saved as a session (the current chat was kept).',
+    unchanged: 'Live conversation: already identical, unchanged.',
+    absent: 'Live conversation: none in the document.',
+  }[r.live];
+  if (live) lines.push(live);
+  lines.push(`Images stored: ${n(r.imagesStored)}.`);
+  if (n(r.overCap) > 0) lines.push(`Sessions over the maxSessions cap: ${n(r.overCap)} (the next save evicts the oldest unpinned ones).`);
+  const warnings = Array.isArray(r.warnings) ? r.warnings.filter((w) => typeof w === 'string') : [];
+  for (const w of warnings.slice(0, 20)) lines.push(`Warning: ${w}`);
+  if (warnings.length > 20) lines.push(`… and ${warnings.length - 20} more warnings.`);
+  return lines;
+}
+
+/** True when an import changed nothing (a re-run). */
+export function importWasNoop(r) {
+  return !!r && !(Number(r.sessionsImported) || Number(r.settingsImported) || Number(r.imagesStored)) && (r.live === 'unchanged' || r.live === 'absent');
+}
+
+/** A human label for chat.progress stages. */
+export function progressText(ev) {
+  const stage = ev && ev.stage;
+  const label = {
+    summary: 'Condensing the attached page',
+    rescue: 'Context too long — retrying with large attachments omitted',
+    bounding: 'Shrinking older images',
+    continuation: 'Continuing the reply',
+  }[stage] || 'Working';
+  const total = Number(ev?.total) || 0;
+  const done = Number(ev?.done) || 0;
+  let s = label;
+  if (total > 0) s += ` (${Math.min(done, total)}/${total})`;
+  if (ev?.note) s += ` — ${ev.note}`;
+  return s + '…';
+}

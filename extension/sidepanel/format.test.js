@@ -1,0 +1,43 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { grouped, formatChars, shortUrl, describeImportResult, importWasNoop, progressText, formatBytes, formatWhen } from './format.js';
+
+test('grouped numbers', () => {
+  assert.equal(grouped(0), '0');
+  assert.equal(grouped(1234567), '1,234,567');
+  assert.equal(grouped(-1000), '-1,000');
+  assert.equal(formatChars(1), '1 char');
+  assert.equal(formatChars(12000), '12,000 chars');
+  assert.equal(formatBytes(2048), '2.0 KiB');
+});
+
+test('shortUrl', () => {
+  assert.equal(shortUrl('https://example.com/'), 'example.com');
+  assert.equal(shortUrl('https://example.com/a/b?q=1'), 'example.com/a/b');
+  assert.equal(shortUrl('not a url'), 'not a url');
+});
+
+test('formatWhen', () => {
+  const now = new Date(2026, 1, 3, 15, 0).getTime();
+  assert.equal(formatWhen(new Date(2026, 1, 3, 9, 5).getTime(), now), '09:05');
+  assert.equal(formatWhen(new Date(2025, 11, 31, 23, 59).getTime(), now), '2025-12-31 23:59');
+});
+
+test('import results', () => {
+  const r = { sessionsImported: 2, sessionsSkipped: 1, settingsImported: 3, settingsSkipped: 0, live: 'archived', imagesStored: 4, overCap: 0, warnings: ['bad item'] };
+  const lines = describeImportResult(r);
+  assert.equal(lines[0], 'Sessions: 2 imported, 1 skipped.');
+  assert.equal(lines[1], 'Settings: 3 imported, 0 skipped.');
+  assert.match(lines[2], /saved as a session/);
+  assert.equal(lines[3], 'Images stored: 4.');
+  assert.equal(lines[4], 'Warning: bad item');
+  assert.equal(importWasNoop(r), false);
+  assert.equal(importWasNoop({ sessionsImported: 0, settingsImported: 0, imagesStored: 0, live: 'unchanged' }), true);
+  assert.deepEqual(describeImportResult(null), ['The host returned no result.']);
+});
+
+test('progress text', () => {
+  assert.equal(progressText({ stage: 'summary', done: 1, total: 3 }), 'Condensing the attached page (1/3)…');
+  assert.equal(progressText({ stage: 'bounding' }), 'Shrinking older images…');
+  assert.equal(progressText({ stage: 'rescue', note: 'x' }), 'Context too long — retrying with large attachments omitted — x…');
+});

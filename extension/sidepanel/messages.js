@@ -1,0 +1,350 @@
+// The chat transcript: one bubble per stored entry (an index mirror, storage-model §9), attach entries
+// as compact chips, and the streaming bubble of the in-flight reply. Model output goes through
+// renderMarkdown (DOM nodes), user text through text nodes.
+
+import { renderMarkdown } from '../lib/markdown.js';
+import { h, icon, iconButton, replaceChildren } from './dom.js';
+import { entryKey, planReconcile } from './mirror.js';
+import {
+  displayParts, isAttachEntry, describeAttach, entryText, lastAssistantIndex, newestVideoSrc,
+} from './entries.js';
+import { formatChars, shortUrl } from './format.js';
+
+function providerText(entry) {
+  if (typeof entry.providerLabel === 'string' && entry.providerLabel) return entry.providerLabel;
+  const k = entry.providerKey;
+  if (k && typeof k === 'object') return [k.name, k.model].filter((x) => typeof x === 'string' && x).join(' · ');
+  return '';
+}
+
+function markdownInto(el, text, pills) {
+  try {
+    replaceChildren(el, renderMarkdown(text, document, { pills }));
+  } catch (err) {
+    console.error('renderMarkdown failed', err);
+    replaceChildren(el, h('div', { class: 'msg-text', text }));
+  }
+}
+
+/**
+ * createMessageList({list, streamHost, scroller, images, actions})
+ * actions: onCopy(text), onDelete(index), onResend(index, text, images) → Promise, onRegenerate(index),
+ *          onUndoAttach(attachId, index), onSeek(seconds, tabId), loadInlineImages(index, key) → Promise<[dataUrl]>
+ */
+export function createMessageList({ list, streamHost, scroller, emptyState, images, actions }) {
+  /** @type {{key: string, entry: object, el: HTMLElement, index: number, editing?: boolean}[]} */
+  let rows = [];
+  let entries = [];
+  let stream = null; // {id, text, el, body, raf, pills}
+  let busyStream = false;
+
+  // ---- scrolling ---------------------------------------------------------------------------
+  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
+  const toBottom = () => { scroller.scrollTop = scroller.scrollHeight; };
+
+  // ---- images ------------------------------------------------------------------------------
+  function imageNode(url, n) {
+    const img = h('img', { class: 'msg-image', alt: `Image ${n}`, testid: 'bubble-image', decoding: 'async' });
+    const wrap = h('button', {
+      type: 'button', class: 'msg-image-btn loading', 'aria-label': `Open image ${n}`,
+      on: { click: () => openLightbox(url, n) },
+    }, img);
+    images.display(url).then((d) => {
+      wrap.classList.remove('loading');
+      if (d.link) {
+        wrap.replaceWith(h('a', { class: 'msg-image-link', href: d.link, target: '_blank', rel: 'noreferrer noopener', text: `Image ${n}: ${shortUrl(d.link)}` }));
+      } else {
+        const stick = nearBottom();
+        if (stick) img.addEventListener('load', toBottom, { once: true });
+        img.src = d.src;
+      }
+    }).catch((err) => {
+      wrap.classList.remove('loading');
+      wrap.replaceWith(h('span', { class: 'msg-image-missing', text: `[image ${n} unavailable: ${err?.message || 'error'}]` }));
+    });
+    return wrap;
+  }
+
+  let lightbox = null;
+  async function openLightbox(url, n) {
+    closeLightbox();
+    const img = h('img', { alt: `Image ${n}` });
+    const close = iconButton('x', 'Close image', { testid: 'lightbox-close', on: { click: closeLightbox } });
+    lightbox = h('div', {
+      class: 'lightbox', testid: 'lightbox', role: 'dialog', 'aria-label': `Image ${n}`, tabindex: '-1',
+      on: {
+        click: (e) => { if (e.target === lightbox) closeLightbox(); },
+        keydown: (e) => { if (e.key === 'Escape') closeLightbox(); },
+      },
+    }, close, img);
+    document.body.append(lightbox);
+    lightbox.focus();
+    try { img.src = await images.full(url); } catch { img.alt = `Image ${n} unavailable`; }
+  }
+  function closeLightbox() {
+    if (lightbox) { lightbox.remove(); lightbox = null; }
+  }
+
+  // ---- rows --------------------------------------------------------------------------------
+  function buildAttachChip(row) {
+    const a = describeAttach(row.entry);
+    const label = a.mode === 'screenshot' ? 'Screenshot' : a.title || shortUrl(a.url) || 'Attached page';
+    const size = [formatChars(a.chars), a.images ? `${a.images} image${a.images === 1 ? '' : 's'}` : ''].filter(Boolean).join(' · ');
+    const undo = a.attachId
+      ? iconButton('x', 'Remove attached page', { class: 'icon-btn chip-x', testid: 'attach-undo', on: { click: () => actions.onUndoAttach(a.attachId, row.index, undo) } })
+      : iconButton('x', 'Remove this entry', { class: 'icon-btn chip-x', testid: 'attach-delete', on: { click: () => actions.onDelete(row.index, undo) } });
+    const title = a.url
+      ? h('a', { class: 'chip-title', href: a.url, target: '_blank', rel: 'noreferrer noopener', title: a.url, text: label })
+      : h('span', { class: 'chip-title', text: label });
+    return h('div', {
+      class: 'chip', testid: 'attach-chip', role: 'group', 'aria-label': `Attached: ${label}`,
+      dataset: { index: row.index, role: 'user', kind: 'attach', attachId: a.attachId || undefined },
+    },
+    h('span', { class: 'chip-icon' }, icon(a.mode === 'screenshot' ? 'camera' : 'page')),
+    h('span', { class: 'chip-main' },
+      title,
+      h('span', { class: 'chip-info', testid: 'attach-info' },
+        a.url ? h('span', { class: 'chip-url', text: shortUrl(a.url) }) : null,
+        a.url ? h('span', { class: 'chip-sep', text: ' · ' }) : null,
+        h('span', { class: 'chip-size', text: size })),
+      a.summarized ? h('span', { class: 'badge badge-muted', testid: 'summarized-badge', text: 'Condensed' }) : null),
+    undo);
+  }
+
+  function buildBubble(row) {
+    const { entry } = row;
+    const role = entry.role === 'assistant' ? 'assistant' : 'user';
+    const body = h('div', { class: 'msg-body' });
+    const pills = role === 'assistant' && !!entry.videoSrc;
+    for (const part of displayParts(entry)) {
+      if (part.kind === 'image') body.append(imageNode(part.url, part.n));
+      else if (role === 'assistant') { const md = h('div', { class: 'md' }); markdownInto(md, part.text, pills); body.append(md); }
+      else body.append(h('div', { class: 'msg-text', text: part.text }));
+    }
+    const metaBits = [];
+    if (entry.interrupted === true) metaBits.push(h('span', { class: 'badge badge-warn', testid: 'interrupted-badge', text: 'Interrupted' }));
+    const prov = role === 'assistant' ? providerText(entry) : '';
+    if (prov) metaBits.push(h('span', { class: 'msg-provider', text: prov }));
+    const actionsBar = h('div', { class: 'msg-actions', role: 'toolbar', 'aria-label': 'Message actions' },
+      iconButton('copy', 'Copy', { testid: 'msg-copy', on: { click: (e) => actions.onCopy(entryText(row.entry), e.currentTarget) } }),
+      role === 'user' ? iconButton('edit', 'Edit and resend', { testid: 'msg-edit', on: { click: () => startEdit(row) } }) : null,
+      role === 'assistant' ? iconButton('refresh', 'Regenerate', { testid: 'msg-regenerate', class: 'icon-btn regen', on: { click: (e) => actions.onRegenerate(row.index, e.currentTarget) } }) : null,
+      iconButton('trash', 'Delete message', { testid: 'msg-delete', on: { click: (e) => actions.onDelete(row.index, e.currentTarget) } }));
+    const el = h('article', {
+      class: `msg msg-${role}`, testid: 'bubble', 'aria-label': role === 'user' ? 'You' : 'Assistant',
+      dataset: { role, index: row.index, interrupted: entry.interrupted === true ? 'true' : undefined },
+    },
+    body,
+    h('div', { class: 'msg-foot' }, metaBits.length ? h('div', { class: 'msg-meta' }, metaBits) : null, actionsBar));
+    return el;
+  }
+
+  function buildRow(row) {
+    row.el = isAttachEntry(row.entry) ? buildAttachChip(row) : buildBubble(row);
+    return row;
+  }
+
+  // ---- edit & resend -----------------------------------------------------------------------
+  async function startEdit(row) {
+    if (row.editing || stream) return;
+    row.editing = true;
+    const el = row.el;
+    el.classList.add('editing');
+    const ta = h('textarea', { class: 'edit-input', testid: 'edit-input', 'aria-label': 'Edit message', rows: 3 });
+    ta.value = entryText(row.entry);
+    const tray = h('div', { class: 'tray edit-tray', testid: 'edit-image-tray' });
+    const status = h('div', { class: 'edit-status', role: 'status' });
+    let imgs = [];
+    const renderTray = () => {
+      replaceChildren(tray, imgs.map((url, i) => h('div', { class: 'tray-item' },
+        h('img', { src: url, alt: `Image ${i + 1}` }),
+        iconButton('x', `Remove image ${i + 1}`, { class: 'icon-btn tray-x', testid: 'edit-image-remove', on: { click: () => { imgs.splice(i, 1); renderTray(); } } }))));
+      tray.hidden = imgs.length === 0;
+    };
+    const save = h('button', { type: 'button', class: 'btn btn-primary btn-small', testid: 'edit-save', text: 'Save & resend' });
+    const cancel = h('button', { type: 'button', class: 'btn btn-small', testid: 'edit-cancel', text: 'Cancel' });
+    const editor = h('div', { class: 'editor', testid: 'editor' }, ta, tray, status, h('div', { class: 'editor-bar' }, cancel, save));
+    const finish = () => { row.editing = false; editor.remove(); el.classList.remove('editing'); };
+    cancel.addEventListener('click', finish);
+    const doSave = async () => {
+      if (save.disabled) return;
+      if (!ta.value.trim() && imgs.length === 0) { status.textContent = 'Write something or keep an image.'; return; }
+      save.disabled = true;
+      save.setAttribute('aria-busy', 'true');
+      status.textContent = 'Sending…';
+      try {
+        await actions.onResend(row.index, ta.value, imgs);
+        finish();
+      } catch (err) {
+        status.textContent = `Not sent: ${err?.message || err}. Nothing was changed.`;
+      } finally {
+        save.disabled = false;
+        save.removeAttribute('aria-busy');
+      }
+    };
+    save.addEventListener('click', doSave);
+    ta.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); doSave(); }
+      else if (e.key === 'Escape') { e.preventDefault(); finish(); }
+    });
+    el.append(editor);
+    renderTray();
+    ta.focus();
+    try {
+      imgs = await actions.loadInlineImages(row.index, row.key);
+      renderTray();
+    } catch (err) {
+      status.textContent = `Images could not be read back: ${err?.message || err}`;
+      save.disabled = true;
+    }
+  }
+
+  // ---- reconcile ---------------------------------------------------------------------------
+  function refreshActions() {
+    // Regenerate only the newest reply when nothing follows it (a later attach would be truncated too).
+    const last = lastAssistantIndex(entries);
+    const regenIndex = last === entries.length - 1 ? last : -1;
+    for (const r of rows) {
+      const regen = r.el.querySelector('.regen');
+      if (regen) regen.hidden = r.index !== regenIndex || !!stream || busyStream;
+      const edit = r.el.querySelector('[data-testid="msg-edit"]');
+      if (edit) edit.hidden = !!stream;
+    }
+  }
+
+  /** Render the stored list; returns {kind, reused, added}. */
+  function render(newEntries) {
+    const stick = nearBottom();
+    const keys = newEntries.map(entryKey);
+    const plan = planReconcile(rows.map((r) => r.key), keys);
+    const keep = new Set(plan.reuse.filter((j) => j >= 0));
+    rows.forEach((r, j) => { if (!keep.has(j)) r.el.remove(); });
+    const next = keys.map((key, i) => {
+      const j = plan.reuse[i];
+      if (j >= 0) {
+        const r = rows[j];
+        r.index = i;
+        r.el.dataset.index = String(i);
+        return r;
+      }
+      return buildRow({ key, entry: newEntries[i], index: i, el: null });
+    });
+    next.forEach((r, i) => {
+      if (list.children[i] !== r.el) list.insertBefore(r.el, list.children[i] || null);
+    });
+    while (list.children.length > next.length) list.lastElementChild.remove();
+    rows = next;
+    entries = newEntries;
+    if (stream) stream.pills = !!newestVideoSrc(entries);
+    refreshActions();
+    updateEmpty();
+    if (stick || plan.kind === 'reset') toBottom();
+    return { kind: plan.kind, reused: plan.reused, added: next.length - plan.reused };
+  }
+
+  function updateEmpty() {
+    if (emptyState) emptyState.hidden = rows.length > 0 || !!stream;
+  }
+
+  // ---- streaming ---------------------------------------------------------------------------
+  function startStream(id, text = '') {
+    if (stream && stream.id === id) return stream;
+    endStream();
+    const body = h('div', { class: 'msg-body md' });
+    const typing = h('span', { class: 'typing', 'aria-label': 'Assistant is typing' }, h('i'), h('i'), h('i'));
+    const el = h('article', {
+      class: 'msg msg-assistant streaming', testid: 'bubble', 'aria-live': 'polite', 'aria-busy': 'true',
+      dataset: { role: 'assistant', streaming: 'true', streamId: id },
+    }, body, typing);
+    streamHost.prepend(el);
+    stream = { id, text: '', el, body, typing, raf: 0, pills: !!newestVideoSrc(entries) };
+    if (text) setStreamText(text);
+    refreshActions();
+    updateEmpty();
+    toBottom();
+    return stream;
+  }
+
+  function flush() {
+    if (!stream) return;
+    stream.raf = 0;
+    const stick = nearBottom();
+    markdownInto(stream.body, stream.text, stream.pills);
+    stream.typing.hidden = stream.text.length > 0;
+    if (stick) toBottom();
+  }
+  function schedule() {
+    if (stream && !stream.raf) stream.raf = requestAnimationFrame(flush);
+  }
+  function appendDelta(id, delta) {
+    if (!stream || stream.id !== id) return false;
+    stream.text += delta;
+    schedule();
+    return true;
+  }
+  function setStreamText(text) {
+    if (!stream) return;
+    stream.text = text;
+    schedule();
+  }
+  function endStream() {
+    if (!stream) return;
+    if (stream.raf) cancelAnimationFrame(stream.raf);
+    stream.el.remove();
+    stream = null;
+    refreshActions();
+    updateEmpty();
+  }
+
+  // ---- notices -----------------------------------------------------------------------------
+  function notice(text, { kind = 'error', detail = '', testid = 'chat-notice' } = {}) {
+    const el = h('div', { class: `notice notice-${kind}`, testid, role: kind === 'error' ? 'alert' : 'status' },
+      h('div', { class: 'notice-text' }, h('strong', { text }), detail ? h('div', { class: 'notice-detail', text: detail }) : null),
+      iconButton('x', 'Dismiss', { testid: 'notice-dismiss', on: { click: () => el.remove() } }));
+    streamHost.append(el);
+    toBottom();
+    return el;
+  }
+  function clearNotices() {
+    for (const n of [...streamHost.querySelectorAll('.notice')]) n.remove();
+  }
+
+  // ---- pills -------------------------------------------------------------------------------
+  scroller.addEventListener('click', (e) => {
+    const copyBtn = e.target.closest && e.target.closest('[data-md-copy]');
+    if (copyBtn) {
+      const code = copyBtn.parentElement?.querySelector('code');
+      if (code) actions.onCopy(code.textContent || '', copyBtn);
+      return;
+    }
+    const pill = e.target.closest && e.target.closest('.ts-pill, .md-pill, button[data-seconds]');
+    if (!pill) return;
+    e.preventDefault();
+    const seconds = Number(pill.dataset.seconds);
+    if (!Number.isFinite(seconds)) return;
+    const bubble = pill.closest('[data-testid="bubble"]');
+    let tabId;
+    if (bubble && bubble.dataset.streaming) tabId = newestVideoSrc(entries)?.tabId;
+    else {
+      const r = rows.find((x) => x.el === bubble);
+      tabId = r?.entry?.videoSrc?.tabId;
+    }
+    actions.onSeek(seconds, typeof tabId === 'number' ? tabId : undefined);
+  });
+
+  return {
+    render,
+    startStream,
+    appendDelta,
+    setStreamText,
+    endStream,
+    notice,
+    clearNotices,
+    closeLightbox,
+    get stream() { return stream; },
+    get entries() { return entries; },
+    get length() { return rows.length; },
+    setBusy(b) { busyStream = b; refreshActions(); },
+    rowAt(i) { return rows[i]; },
+  };
+}

@@ -1,0 +1,574 @@
+// Side panel entry: wires the transcript, the composer, the sessions drawer and the host banner to
+// the worker (lib/bridge.js). The panel never talks to the native port; every call goes through the
+// worker and carries the port's per-operation timeout, so nothing here can hang.
+
+import { hostCall, workerCall as rawWorkerCall, onWorkerEvent } from '../lib/bridge.js';
+import { createStorage } from '../lib/storage.js';
+import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
+import { icon, copyText } from './dom.js';
+import { createBanner, isConnectionError } from './banner.js';
+import { createMessageList } from './messages.js';
+import { createComposer } from './composer.js';
+import { createDrawer } from './drawer.js';
+import { createImageCache } from './images.js';
+import { entryImages, entryText, precedingUserIndex } from './entries.js';
+import { entryKey } from './mirror.js';
+import { formatChars, progressText } from './format.js';
+
+const $ = (id) => document.getElementById(id);
+
+// ---- busy indicator: a spinner only while something is pending ----------------------------------
+let pending = 0;
+const busyEl = $('busy');
+function tracked(fn) {
+  return async (...args) => {
+    pending += 1;
+    busyEl.hidden = false;
+    try {
+      return await fn(...args);
+    } finally {
+      pending -= 1;
+      busyEl.hidden = pending === 0;
+    }
+  };
+}
+const workerCall = tracked(rawWorkerCall);
+const storage = createStorage(tracked(hostCall));
+
+for (const el of document.querySelectorAll('[data-icon]')) el.prepend(icon(el.dataset.icon));
+
+// ---- errors -------------------------------------------------------------------------------------
+const banner = createBanner($('host-banner'), { onRetry: retryHost });
+
+const KNOWN_CODES = new Set([...HOST_ERROR_CODES, ...CLIENT_ERROR_CODES]);
+
+/** One line explaining an error: host/port codes through explainHostError, worker codes by message. */
+function explainLine(err) {
+  if (err && KNOWN_CODES.has(err.code)) {
+    const ex = explainHostError(err);
+    return `${ex.title}.${ex.detail ? ` ${ex.detail}` : ''}`;
+  }
+  return String(err?.message || err || 'Unknown error');
+}
+
+/** Show a failure where it belongs (banner for the host connection) and return a one-line text. */
+function report(err, what) {
+  if (isConnectionError(err)) banner.show(err);
+  return `${what}: ${explainLine(err)}`;
+}
+
+function noticeFor(err, what) {
+  if (isConnectionError(err)) {
+    banner.show(err);
+    return;
+  }
+  messages.notice(what, { detail: explainLine(err) });
+}
+
+async function retryHost() {
+  try {
+    const st = await workerCall('host.reconnect');
+    applyHostState(st);
+    if (st?.state === 'open' && !st.dbError) await resyncAll();
+  } catch (err) {
+    report(err, 'Retry failed');
+  }
+}
+
+function applyHostState(st) {
+  if (!st || typeof st !== 'object') return;
+  if (st.dbError) banner.show(st.dbError);
+  else if (st.state === 'error' && st.error) banner.show(st.error);
+  else if (st.state === 'open') banner.hide();
+}
+
+// ---- transcript -----------------------------------------------------------------------------------
+const images = createImageCache({ storage });
+const messages = createMessageList({
+  list: $('messages'),
+  streamHost: $('stream-host'),
+  scroller: $('scroller'),
+  emptyState: $('empty-state'),
+  images,
+  actions: {
+    onCopy: async (text, button) => {
+      const ok = await copyText(text);
+      if (button) {
+        button.classList.toggle('copied', ok);
+        button.title = ok ? 'Copied' : 'Copy failed';
+        setTimeout(() => { button.classList.remove('copied'); button.title = 'Copy'; }, 1500);
+      }
+    },
+    onDelete: deleteAt,
+    onResend: resend,
+    onRegenerate: regenerate,
+    onUndoAttach: undoAttach,
+    onSeek: seek,
+    loadInlineImages,
+  },
+});
+
+let activeSessionId = '';
+let sessionName = '';
+let bgOrigins = new Set(); // sessions that originate an in-flight background stream
+const finished = new Set(); // streamIds that already reported done/error
+
+// History reads are coalesced: a burst of `changed` events costs one or two reads.
+let refreshing = null;
+let refreshAgain = false;
+function refreshHistory() {
+  if (refreshing) {
+    refreshAgain = true;
+    return refreshing;
+  }
+  refreshing = (async () => {
+    do {
+      refreshAgain = false;
+      try {
+        const r = await storage.history.get({ images: 'ref' });
+        messages.render(Array.isArray(r?.entries) ? r.entries : []);
+        setBinding(typeof r?.activeSessionId === 'string' ? r.activeSessionId : '');
+      } catch (err) {
+        report(err, 'Could not read the conversation');
+        if (!isConnectionError(err)) noticeFor(err, 'Could not read the conversation');
+      }
+    } while (refreshAgain);
+  })().finally(() => { refreshing = null; });
+  return refreshing;
+}
+
+function setBinding(id) {
+  if (id === activeSessionId && (sessionName || !id)) return;
+  activeSessionId = id;
+  updateTitle();
+  drawer.rerender();
+}
+
+let titleSeq = 0;
+async function updateTitle() {
+  const my = ++titleSeq;
+  const titleEl = $('session-title');
+  if (!activeSessionId) {
+    sessionName = '';
+    titleEl.textContent = 'New chat';
+    titleEl.title = 'Not saved yet';
+    document.title = 'Keepsake';
+    return;
+  }
+  try {
+    const rows = await storage.sessions.list({});
+    if (my !== titleSeq) return;
+    const row = Array.isArray(rows) ? rows.find((r) => r.id === activeSessionId) : null;
+    sessionName = row?.name || '';
+    titleEl.textContent = sessionName || 'New chat';
+    titleEl.title = sessionName ? `Session: ${sessionName}` : '';
+    document.title = sessionName ? `${sessionName} — Keepsake` : 'Keepsake';
+  } catch (err) {
+    report(err, 'Could not read the session name');
+  }
+}
+
+// ---- streaming ----------------------------------------------------------------------------------
+function beginStream(streamId, text = '') {
+  if (!streamId || finished.has(streamId)) return;
+  const existing = messages.stream;
+  if (existing && existing.id === streamId) {
+    if (text && text.length > existing.text.length) messages.setStreamText(text);
+    return;
+  }
+  messages.startStream(streamId, text);
+  composer.setStreaming(true);
+}
+
+function endStreamView() {
+  messages.endStream();
+  composer.setStreaming(false);
+}
+
+let resyncing = null;
+function resyncStream() {
+  resyncing ??= (async () => {
+    try {
+      const r = await workerCall('chat.state');
+      applyStreamState(r?.stream ?? null, r?.background);
+    } catch (err) {
+      report(err, 'Could not read the reply in progress');
+    } finally {
+      resyncing = null;
+    }
+  })();
+  return resyncing;
+}
+
+function applyStreamState(s, background = []) {
+  bgOrigins = new Set((Array.isArray(background) ? background : []).map((b) => b && b.originSessionId).filter(Boolean));
+  if (s && s.bg && s.originSessionId) bgOrigins.add(s.originSessionId);
+  if (s && !s.bg && s.streamId) {
+    finished.delete(s.streamId);
+    beginStream(s.streamId, typeof s.text === 'string' ? s.text : '');
+    if (messages.stream && typeof s.text === 'string' && s.text !== messages.stream.text) messages.setStreamText(s.text);
+  } else if (messages.stream) {
+    endStreamView();
+  }
+  drawer.rerender();
+}
+
+async function finishStream(ev) {
+  if (ev.streamId) finished.add(ev.streamId);
+  await refreshHistory();
+  if (!messages.stream || messages.stream.id === ev.streamId || !ev.streamId) endStreamView();
+  hideProgress();
+}
+
+// ---- progress line --------------------------------------------------------------------------------
+let progressTimer = 0;
+function showProgress(ev) {
+  clearTimeout(progressTimer);
+  $('progress-text').textContent = progressText(ev);
+  $('progress').hidden = false;
+  $('progress').dataset.stage = ev.stage || '';
+  const total = Number(ev.total) || 0;
+  const done = Number(ev.done) || 0;
+  progressTimer = setTimeout(hideProgress, total > 0 && done >= total ? 1500 : 120_000);
+}
+function hideProgress() {
+  clearTimeout(progressTimer);
+  $('progress').hidden = true;
+}
+
+// ---- events ---------------------------------------------------------------------------------------
+function onEvent(ev) {
+  if (!ev || typeof ev !== 'object') return;
+  switch (ev.type) {
+    case 'changed': {
+      const a = ev.areas || {};
+      if (a.history || a.binding) refreshHistory();
+      if (a.sessions) {
+        if (activeSessionId) updateTitle();
+        drawer.refreshIfOpen();
+      }
+      if (a.settings) loadConfig();
+      break;
+    }
+    case 'host.state':
+      applyHostState(ev);
+      break;
+    case 'events.connected':
+      if (ev.reconnected) resyncAll();
+      break;
+    case 'chat.start':
+      beginStream(ev.streamId, '');
+      break;
+    case 'chat.delta': {
+      if (finished.has(ev.streamId)) break;
+      if (!messages.stream || messages.stream.id !== ev.streamId) {
+        beginStream(ev.streamId, '');
+        resyncStream();
+        break;
+      }
+      messages.appendDelta(ev.streamId, typeof ev.delta === 'string' ? ev.delta : '');
+      if (typeof ev.length === 'number' && ev.length !== messages.stream.text.length) resyncStream();
+      break;
+    }
+    case 'chat.done':
+      finishStream(ev);
+      break;
+    case 'chat.error': {
+      finishStream(ev);
+      const err = ev.error || {};
+      if (err.code === 'stopped' || err.code === 'dropped') break; // the user stopped or switched
+      if (isConnectionError(err)) {
+        banner.show(err);
+      } else {
+        const salvaged = typeof ev.salvagedIndex === 'number' && ev.salvagedIndex >= 0;
+        const detail = [KNOWN_CODES.has(err.code) ? explainLine(err) : err.message || err.code || 'Unknown error',
+          salvaged ? 'The partial reply was kept and marked Interrupted.' : '']
+          .filter(Boolean).join(' ');
+        const title = err.kind === 'storage' ? 'The reply could not be stored' : err.kind === 'http' ? 'The provider returned an error' : 'The reply failed';
+        messages.notice(title, { detail, testid: 'chat-error' });
+      }
+      break;
+    }
+    case 'chat.progress':
+      showProgress(ev);
+      break;
+    default:
+      break;
+  }
+}
+
+// ---- actions ------------------------------------------------------------------------------------
+async function currentTab() {
+  const own = chrome.runtime.getURL('');
+  const [tab] = await chrome.tabs.query({ active: true, currentWindow: true });
+  if (tab && !(tab.url || '').startsWith(own)) return tab;
+  // The panel opened as a tab (tests, "open in tab"): use the most recently used other tab.
+  const tabs = await chrome.tabs.query({ currentWindow: true });
+  const others = tabs.filter((t) => !(t.url || '').startsWith(own)).sort((a, b) => (b.lastAccessed || 0) - (a.lastAccessed || 0));
+  return others[0] || tab || null;
+}
+
+async function send({ text, images: imgs }) {
+  messages.clearNotices();
+  try {
+    const r = await workerCall('chat.send', { text, images: imgs });
+    if (r?.streamId) beginStream(r.streamId, '');
+    refreshHistory();
+    return r;
+  } catch (err) {
+    noticeFor(err, 'Not sent — your message is still in the composer');
+    refreshHistory();
+    resyncStream();
+    throw err;
+  }
+}
+
+async function stop() {
+  const s = messages.stream;
+  if (!s) return;
+  try {
+    const r = await workerCall('chat.stop', { streamId: s.id });
+    if (!r?.stopped) resyncStream();
+  } catch (err) {
+    noticeFor(err, 'Could not stop the reply');
+  }
+}
+
+async function loadInlineImages(index, key) {
+  const r = await storage.history.get({ from: index, limit: 1, images: 'inline' });
+  const entry = r?.entries?.[0];
+  const shown = messages.rowAt(index);
+  if (!entry || !shown || shown.key !== key || entryText(entry) !== entryText(shown.entry) || entry.role !== shown.entry.role) {
+    throw new Error('the conversation changed meanwhile; close the editor and try again');
+  }
+  return entryImages(entry);
+}
+
+async function resend(fromIndex, text, imgs) {
+  messages.clearNotices();
+  try {
+    const r = await workerCall('chat.resend', { fromIndex, text, images: imgs });
+    if (r?.streamId) beginStream(r.streamId, '');
+    refreshHistory();
+    return r;
+  } catch (err) {
+    if (isConnectionError(err)) banner.show(err);
+    throw new Error(explainLine(err));
+  }
+}
+
+async function regenerate(index, button) {
+  const entries = messages.entries;
+  const j = precedingUserIndex(entries, index);
+  if (j < 0) {
+    messages.notice('Nothing to regenerate from', { kind: 'info', detail: 'No user message precedes this reply.' });
+    return;
+  }
+  if (button) button.disabled = true;
+  try {
+    const imgs = await loadInlineImages(j, messages.rowAt(j).key);
+    let text = entryText(entries[j]);
+    if (text === '(no instruction)') text = '';
+    await resend(j, text, imgs);
+  } catch (err) {
+    messages.notice('Could not regenerate', { detail: err?.message || String(err) });
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+async function deleteAt(index, button) {
+  const row = messages.rowAt(index);
+  if (!row) return;
+  if (button) button.disabled = true;
+  try {
+    // Make sure the bubble still shows the entry stored at that index before removing by index.
+    const r = await storage.history.get({ from: index, limit: 1, images: 'ref' });
+    const stored = r?.entries?.[0];
+    if (!stored || entryKey(stored) !== row.key) {
+      await refreshHistory();
+      messages.notice('The conversation changed meanwhile; nothing was deleted', { kind: 'info' });
+      return;
+    }
+    const res = await storage.history.removeAt({ index });
+    if (!res?.removed) messages.notice('That message was already gone', { kind: 'info' });
+    await refreshHistory();
+  } catch (err) {
+    noticeFor(err, 'Could not delete the message');
+  } finally {
+    if (button && button.isConnected) button.disabled = false;
+  }
+}
+
+async function undoAttach(attachId, index, button) {
+  if (button) button.disabled = true;
+  try {
+    const r = await storage.history.removeByAttachId({ attachId });
+    if (r?.removedIndex === -1) {
+      messages.notice('That attachment is no longer in the conversation', { kind: 'info', detail: 'Nothing else was removed.' });
+    }
+    await refreshHistory();
+  } catch (err) {
+    noticeFor(err, 'Could not remove the attached page');
+  } finally {
+    if (button && button.isConnected) button.disabled = false;
+  }
+}
+
+async function seek(seconds, tabId) {
+  try {
+    let id = tabId;
+    if (typeof id !== 'number') id = (await currentTab())?.id;
+    if (typeof id !== 'number') throw new Error('no tab to seek');
+    await workerCall('chat.seek', { tabId: id, seconds });
+  } catch (err) {
+    noticeFor(err, 'Could not jump to that moment in the video');
+  }
+}
+
+async function attachPage() {
+  const button = $('attach-page');
+  if (button.disabled) return;
+  button.disabled = true;
+  button.setAttribute('aria-busy', 'true');
+  try {
+    const tab = await currentTab();
+    if (!tab || typeof tab.id !== 'number') {
+      composer.showNote('There is no tab to attach.', { kind: 'warn' });
+      return;
+    }
+    const r = await workerCall('chat.attachPage', { tabId: tab.id });
+    composer.showNote(`Attached “${r?.title || tab.title || 'page'}” (${formatChars(r?.chars || 0)})${r?.summarized ? ', condensed' : ''}.`);
+    refreshHistory();
+  } catch (err) {
+    if (isConnectionError(err)) banner.show(err);
+    const ex = err && typeof err.code === 'string' ? explainHostError(err) : null;
+    composer.showNote(`Could not attach the page: ${ex ? ex.title : err?.message || err}`, { kind: 'error', sticky: true });
+  } finally {
+    button.disabled = false;
+    button.removeAttribute('aria-busy');
+  }
+}
+
+async function screenshot() {
+  const button = $('screenshot');
+  if (button.disabled) return;
+  button.disabled = true;
+  button.setAttribute('aria-busy', 'true');
+  try {
+    const tab = await currentTab();
+    const r = await workerCall('chat.screenshot', tab && typeof tab.windowId === 'number' ? { windowId: tab.windowId } : {});
+    if (!r?.dataUrl) throw new Error('no image came back');
+    if (composer.addImages([r.dataUrl]) > 0) composer.showNote('Screenshot added.');
+  } catch (err) {
+    if (isConnectionError(err)) banner.show(err);
+    const ex = err && typeof err.code === 'string' ? explainHostError(err) : null;
+    composer.showNote(`Could not take a screenshot: ${ex ? ex.title : err?.message || err}`, { kind: 'error', sticky: true });
+  } finally {
+    button.disabled = false;
+    button.removeAttribute('aria-busy');
+  }
+}
+
+async function newChat() {
+  const button = $('new-chat');
+  if (button.disabled) return;
+  button.disabled = true;
+  try {
+    await workerCall('chat.newSession');
+    endStreamView();
+    messages.clearNotices();
+    hideProgress();
+    await refreshHistory();
+    await resyncStream();
+    composer.focus();
+  } catch (err) {
+    noticeFor(err, 'Could not start a new chat');
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function loadSession(id) {
+  await workerCall('chat.loadSession', { id });
+  endStreamView();
+  messages.clearNotices();
+  hideProgress();
+  await refreshHistory();
+  await resyncStream();
+}
+
+// ---- configuration (provider label) ---------------------------------------------------------------
+async function loadConfig() {
+  const label = $('model-label');
+  try {
+    const s = await storage.settings.get({ keys: ['providers', 'activeProvider', 'activeModel'] });
+    const providers = Array.isArray(s?.providers) ? s.providers : [];
+    const p = providers.find((x) => x && x.id === s.activeProvider) || null;
+    if (!p) {
+      label.textContent = providers.length ? 'Choose a provider in Options' : 'No provider — add one in Options';
+      label.classList.add('missing');
+    } else {
+      label.textContent = [p.name, s.activeModel || p.model].filter(Boolean).join(' · ');
+      label.classList.remove('missing');
+    }
+  } catch (err) {
+    report(err, 'Could not read settings');
+  }
+}
+
+// ---- wiring ---------------------------------------------------------------------------------------
+const composer = createComposer({
+  form: $('composer'),
+  input: $('composer-input'),
+  tray: $('image-tray'),
+  note: $('composer-note'),
+  send: $('send'),
+  stop: $('stop'),
+  fileInput: $('image-file'),
+  dropZone: $('app'),
+  onSend: send,
+  onStop: stop,
+});
+
+const drawer = createDrawer({
+  el: $('drawer'),
+  toggleButton: $('drawer-toggle'),
+  storage,
+  onLoad: loadSession,
+  report,
+  getActiveId: () => activeSessionId,
+  getBgOrigins: () => bgOrigins,
+  onToggle: (open) => { if (open) resyncStream(); },
+});
+
+$('attach-page').addEventListener('click', attachPage);
+$('screenshot').addEventListener('click', screenshot);
+$('new-chat').addEventListener('click', newChat);
+$('open-options').addEventListener('click', () => chrome.runtime.openOptionsPage());
+$('model-label').addEventListener('click', () => chrome.runtime.openOptionsPage());
+
+async function resyncAll() {
+  await Promise.allSettled([refreshHistory(), resyncStream(), loadConfig()]);
+  if (activeSessionId) updateTitle();
+  drawer.refreshIfOpen();
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') resyncAll();
+});
+
+async function start() {
+  onWorkerEvent(onEvent);
+  composer.restore();
+  try {
+    applyHostState(await workerCall('host.state'));
+  } catch (err) {
+    report(err, 'The Keepsake service worker did not answer');
+  }
+  await resyncAll();
+  composer.focus();
+  document.documentElement.dataset.ready = 'true';
+}
+
+start();
