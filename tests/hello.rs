@@ -16,5 +16,23 @@ fn hello_reports_versions_db_and_limits() {
     assert!(r["dbError"].is_null());
     let (code, took) = h.close();
     assert_eq!(code, Some(0));
-    assert!(took.as_millis() < 500, "exit took {took:?}");
+    // Chrome kills a host 2 s after closing its pipes (platform.md §5): EOF must end it before
+    assert!(took.as_millis() < 2000, "exit took {took:?}");
+}
+
+#[test]
+fn status_reports_sizes_counts_and_doctor_findings() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    h.ok("history.append", json!({"entry": user("hello")}));
+    let r = h.ok("host.status", json!({}));
+    assert_eq!(r["path"], db.display().to_string());
+    assert_eq!(r["counts"]["historyEntries"], 1);
+    assert!(r["sizes"]["database"].as_u64().unwrap() > 0, "{r}");
+    assert!(r.get("doctor").is_none(), "doctor runs only when asked");
+    let r = h.ok("host.status", json!({"doctor": true}));
+    let checks = r["doctor"]["checks"].as_array().expect("doctor checks");
+    let db_check = checks.iter().find(|c| c["check"] == "database path").expect("database path check");
+    assert_eq!(db_check["detail"], db.display().to_string());
+    assert_eq!(h.err("host.status", json!({"doctor": "yes"})), "bad_request");
 }

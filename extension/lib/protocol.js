@@ -12,6 +12,7 @@ export const PROTOCOL_VERSION = 1;
 /** Operations that change nothing (PROTOCOL.md §7 rows without "W"); they refuse `clientRequestId`. */
 export const READ_OPS = Object.freeze([
   'host.hello',
+  'host.status',
   'settings.get',
   'history.get',
   'history.meta',
@@ -169,7 +170,7 @@ export class HostError extends Error {
 //   host.hello              15 s   the host opens and migrates the database before it answers
 //   other reads             10 s   one read transaction, small results
 //   other writes            30 s   the write lock may take the host's 10 s busy timeout first
-//   history.get, sessions.get, images.get, sessions.list
+//   history.get, sessions.get, images.get, sessions.list, host.status (integrity check, doctor)
 //                           30 s   may return many MiB (inline images; full-text search), chunked
 //                                  at ~20 ms per MiB, or run a full-text scan
 //   request.build, history.attach, history.boundImages, images.thumbnail, storage.import,
@@ -190,6 +191,7 @@ export const HELLO_TIMEOUT_MS = 15_000;
 /** Operations whose timeout differs from the read/write default. */
 export const OP_TIMEOUTS_MS = Object.freeze({
   'host.hello': HELLO_TIMEOUT_MS,
+  'host.status': LARGE_TIMEOUT_MS,
   'history.get': LARGE_TIMEOUT_MS,
   'sessions.get': LARGE_TIMEOUT_MS,
   'sessions.list': LARGE_TIMEOUT_MS,

@@ -424,7 +424,19 @@ async function loadCounts() {
   } catch (err) {
     $('host-session-count').textContent = `unavailable: ${explainLine(err)}`;
   }
-  $('host-db-size').textContent = 'not reported by the host (see keepsake-host inspect)';
+  try {
+    const st = await storage.host.status({});
+    const db = Number(st?.sizes?.database) || 0;
+    const wal = Number(st?.sizes?.wal) || 0;
+    $('host-db-size').textContent = `${mib(db + wal)} (database ${mib(db)}, log ${mib(wal)}; ${grouped(st?.counts?.images ?? 0)} images, ${mib(st?.imageBytes ?? 0)})`;
+  } catch (err) {
+    $('host-db-size').textContent = `unavailable: ${explainLine(err)}`;
+  }
+}
+
+function mib(bytes) {
+  const n = Number(bytes) || 0;
+  return n >= 1024 * 1024 ? `${(n / (1024 * 1024)).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`;
 }
 
 async function loadHost() {
@@ -493,7 +505,21 @@ async function runChecks() {
         await loadCounts();
       }
     }
-    add('info', 'Installation files (host manifests for every browser, permissions, Flatpak/Snap) are checked by “keepsake-host doctor” in a terminal; the extension cannot see them.');
+    if (hello && !hello.dbError) {
+      // the host runs `keepsake-host doctor --json` for us: manifests, permissions, Flatpak/Snap
+      try {
+        const st = await storage.host.status({ doctor: true });
+        const checks = Array.isArray(st?.doctor?.checks) ? st.doctor.checks : [];
+        for (const c of checks) {
+          const ok = c.status === 'ok' ? true : c.status === 'fail' ? false : 'info';
+          const extra = [c.browserError ? `The extension would see: “${c.browserError}”` : '', c.fix ? `Fix: ${c.fix}` : ''].filter(Boolean).join(' ');
+          add(ok, `doctor · ${c.check}: ${c.detail}${extra ? ` — ${extra}` : ''}`);
+        }
+        if (!checks.length) add('info', 'keepsake-host doctor reported nothing; run it in a terminal.');
+      } catch (err) {
+        add(false, `keepsake-host doctor could not run: ${explainLine(err)}. Run it in a terminal.`);
+      }
+    }
   } finally {
     replaceChildren(list, items);
     list.hidden = false;

@@ -56,6 +56,7 @@ type Handler = fn(&mut Store, &Map<String, Value>) -> HostResult<Reply>;
 /// Every operation this host serves (PROTOCOL.md documents each one; a convention test checks
 /// the two lists agree).
 pub const OPS: &[(&str, Handler)] = &[
+    ("host.status", host_status),
     ("settings.get", settings_get),
     ("settings.set", settings_set),
     ("settings.remove", settings_remove),
@@ -154,6 +155,39 @@ pub fn dispatch(ctx: &mut Ctx, op: &str, args: &Map<String, Value>) -> HostResul
             tracing::error!(op, panic = %msg, "handler panicked");
             Err(HostError::internal(format!("the host hit a bug handling {op}; see the log")))
         }
+    }
+}
+
+// ---- host -----------------------------------------------------------------------------------
+
+/// Counts, sizes, schema and integrity (what `keepsake-host inspect` prints), and with
+/// `doctor: true` the findings of `keepsake-host doctor --json`, run as a child process of this
+/// binary so the checks see the installation exactly as the CLI does (its stdout is a pipe of
+/// ours, never the browser's).
+fn host_status(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["doctor"], false)?;
+    let mut status = s.inspect()?;
+    if a.opt_bool("doctor")? {
+        status["doctor"] = run_doctor(s.path());
+    }
+    Ok(read(status))
+}
+
+fn run_doctor(db: &std::path::Path) -> Value {
+    let out = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .arg("--db")
+            .arg(db)
+            .args(["doctor", "--json"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+    });
+    match out {
+        Ok(o) => serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            json!({"ok": false, "checks": [{"check": "doctor", "status": "fail", "detail": format!("unreadable doctor output: {e}")}]})
+        }),
+        Err(e) => json!({"ok": false, "checks": [{"check": "doctor", "status": "fail", "detail": format!("cannot run doctor: {e}")}]}),
     }
 }
 
