@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Every test tier, from a fresh Debian machine: installs what the tests need, then runs
 #   1. cargo fmt --check          2. cargo clippy -D warnings
-#   3. cargo test (unit, property and black-box tests over the real binary and a real SQLite file)
-# Later tiers (node --test for the extension, headless Chromium end-to-end) are added with the
-# extension. Exits non-zero on the first failing tier.
+#   3. cargo test (unit, property and black-box tests over the real binary and a real SQLite file,
+#      the installer in a temp HOME, shellcheck of install.sh)
+#   4. node --test for the extension's modules (port client, storage, markdown safety, pills, caps,
+#      LLM streaming against a local mock server, chat turns, site caches)
+#   5. end to end: the real unpacked extension in Debian's headless Chromium (playwright-core) with
+#      the real host registered by `keepsake-host install --user-data-dir`
+# Exits non-zero on the first failing tier. KEEPSAKE_SKIP_E2E=1 skips tier 5 (local iteration only).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -13,6 +17,20 @@ started=$(date +%s)
 if ! command -v cargo >/dev/null 2>&1; then
 	echo "cargo not found: install Rust (https://rustup.rs) first" >&2
 	exit 1
+fi
+
+# Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
+command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
+command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+if [ "${#missing[@]}" -gt 0 ]; then
+	step "installing Debian packages: ${missing[*]}"
+	sudo_cmd=()
+	[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+	"${sudo_cmd[@]}" apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 step "fetching Rust crates"
@@ -26,5 +44,18 @@ cargo clippy --all-targets --locked -- -D warnings
 
 step "cargo test"
 cargo test --locked --no-fail-fast
+
+step "shellcheck install.sh tests/e2e/run.sh"
+shellcheck install.sh tests/e2e/run.sh
+
+step "node --test extension/ (extension modules)"
+node --test extension/
+
+if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
+	step "end to end skipped (KEEPSAKE_SKIP_E2E=1)"
+else
+	step "end to end in headless Chromium"
+	tests/e2e/run.sh
+fi
 
 step "done in $(($(date +%s) - started)) s"

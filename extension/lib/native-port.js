@@ -192,6 +192,8 @@ export class NativePort {
     this.#cancelIdle();
     const err = new HostError(ClientErrorCode.DISCONNECTED, 'the connection to the Keepsake host was closed');
     this.#cancelWait?.(err);
+    // the cancelled attempt settles later; the next request must start a fresh one
+    this.#opening = null;
     const port = this.#port;
     this.#port = null;
     if (port) safeDisconnect(port);
@@ -221,9 +223,11 @@ export class NativePort {
   #ensureOpen() {
     if (this.#port && this.#state === 'open') return Promise.resolve();
     if (!this.#opening) {
-      this.#opening = this.#open().finally(() => {
-        this.#opening = null;
+      const opening = this.#open().finally(() => {
+        // a close() in between may already have started a newer attempt
+        if (this.#opening === opening) this.#opening = null;
       });
+      this.#opening = opening;
     }
     return this.#opening;
   }

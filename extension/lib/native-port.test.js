@@ -353,6 +353,23 @@ test('close() during a backoff wait rejects the waiting request', async () => {
   assert.equal(ports.length, 1);
 });
 
+test('close() during a backoff wait, then an immediate reconnect, opens a fresh port', async () => {
+  // regression: the cancelled attempt used to be reused, so Retry after installing the host did nothing
+  const { np, ports, hostCloses } = setup();
+  await np.open();
+  hostCloses(ports[0], BROWSER.exited);
+  const r = settle(np.request('history.meta'));
+  await flush();
+  np.close();
+  np.resetBackoff();
+  const reopened = settle(np.open());
+  await flush();
+  assert.equal((await r).error.code, 'disconnected');
+  assert.equal(ports.length, 2, 'a new port right away');
+  assert.equal((await reopened).ok, true);
+  assert.equal(np.state, 'open');
+});
+
 test('connectNative throwing is a typed error and state error', async () => {
   const clock = new FakeClock();
   const np = new NativePort({

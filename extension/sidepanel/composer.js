@@ -29,7 +29,7 @@ export function createComposer({ form, input, tray, note, send, stop, fileInput,
   }
 
   // ---- draft persistence -------------------------------------------------------------------
-  const persist = debounce(async () => {
+  const saveNow = async () => {
     const store = sessionStore();
     if (!store) return;
     const value = draftToStore({ text: input.value, images });
@@ -39,7 +39,13 @@ export function createComposer({ form, input, tray, note, send, stop, fileInput,
     } catch (err) {
       console.warn('keepsake: could not keep the draft', err);
     }
-  }, 300);
+  };
+  const persist = debounce(saveNow, 300);
+  // text typed just before the panel closes or reloads is kept too (the debounce may not fire)
+  globalThis.addEventListener?.('pagehide', () => { saveNow(); });
+  globalThis.document?.addEventListener?.('visibilitychange', () => {
+    if (document.visibilityState === 'hidden') saveNow();
+  });
 
   async function restore() {
     const store = sessionStore();

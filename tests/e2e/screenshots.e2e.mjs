@@ -1,0 +1,169 @@
+// Screenshots for the README, taken from the real extension driven like a person would:
+//   sidepanel-conversation.png  the side panel (420×800) with an attached page, pasted images and a
+//                               Markdown reply
+//   drawer-search.png           the sessions drawer searching the full text of saved sessions
+//   options-host.png            the options page's Host panel
+// They are written to artifacts/screenshots/ on every run, and to docs/screenshots/ (committed)
+// when KEEPSAKE_E2E_UPDATE_SCREENSHOTS=1 (`tests/e2e/run.sh --screenshots`), so a normal run
+// never dirties the work tree.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { withKeepsake, waitFor, hostCall, ARTIFACTS, SCREENSHOTS } from './harness.mjs';
+import { startMockLlm } from './mock-llm.mjs';
+import { startPageServer, makePng } from './fixtures.mjs';
+import {
+  tid,
+  waitForBubbles,
+  pasteImages,
+  trayCount,
+  chips,
+  openDrawer,
+  addProvider,
+} from './panel.mjs';
+import { live, sessions } from './db.mjs';
+
+const UPDATE = process.env.KEEPSAKE_E2E_UPDATE_SCREENSHOTS === '1';
+
+const REPLY = `Both pictures match the article's description of **Saltmarsh Point**:
+
+- The first shows the light at dusk, the lamp room lit, as in Edith Marrow's last log entry: *"all well, light burning"*.
+- The second is the tidal flat at low water, where the keepers watched the quillwort spread.
+
+| Keeper family | Years |
+|---|---|
+| Marrow | 1931–1961 |
+
+If you visit, the **117 steps** are open on weekends.`;
+
+async function shoot(page, name, opts = {}) {
+  const out = [path.join(ARTIFACTS, 'screenshots', name)];
+  if (UPDATE) out.push(path.join(SCREENSHOTS, name));
+  let buf = null;
+  for (const file of out) {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    if (!buf) buf = await (opts.locator ? opts.locator.screenshot({ timeout: 15_000 }) : page.screenshot({ timeout: 15_000 }));
+    fs.writeFileSync(file, buf);
+  }
+  assert.ok(buf.length > 10_000, `${name} is a real picture (${buf.length} bytes)`);
+  return out;
+}
+
+/** Wait until every image in the conversation has loaded. */
+function imagesLoaded(page) {
+  return waitFor(
+    () =>
+      page.$$eval('[data-testid="bubble-image"]', (imgs) => imgs.length > 0 && imgs.every((i) => i.complete && i.naturalWidth > 0)),
+    { timeoutMs: 15_000, what: 'images rendered' },
+  );
+}
+
+/** A Keepsake JSON export with a few saved sessions to search (imported like a person would). */
+function sessionsDoc() {
+  const now = Date.now();
+  const s = (i, name, turns) => ({
+    id: `demo-${i}`,
+    name,
+    createdAt: now - i * 36e5 * 7,
+    pinned: i === 3,
+    entries: turns.flatMap(([q, a]) => [
+      { role: 'user', content: q },
+      { role: 'assistant', content: a },
+    ]),
+  });
+  return {
+    format: 'keepsake.sessions',
+    version: 1,
+    exportedAt: new Date(now).toISOString(),
+    sessions: [
+      s(1, 'Lighthouse museum visit', [
+        ['When is the lighthouse museum open?', 'The lighthouse museum at Saltmarsh Point opens on weekends; the 117 steps to the lamp room are open too.'],
+      ]),
+      s(2, 'Tide tables for the flats', [
+        ['When is low water on Saturday?', 'Low water is at 14:20. The path past the old lighthouse stays dry for about two hours.'],
+      ]),
+      s(3, 'Reading list: coastal history', [
+        ['Books about keepers?', '"The Lamp and the Log" covers three families who kept the lighthouse for ninety years.'],
+      ]),
+      s(4, 'Sourdough starter', [['My starter smells of acetone', 'Feed it more often: twice a day at a 1:5:5 ratio until it smells sweet again.']]),
+    ],
+    images: {},
+  };
+}
+
+test('README screenshots: conversation with images, drawer search, options Host panel', { timeout: 180_000 }, async (t) => {
+  const mock = await startMockLlm({ script: { text: REPLY, chunkSize: 24, delayMs: 5 } });
+  const site = await startPageServer();
+  try {
+    await withKeepsake(t, {}, async (k) => {
+      const opt = await k.openOptions();
+      await addProvider(opt, { name: 'OpenAI', kind: 'chat', baseUrl: `${mock.url}/v1`, apiKey: 'sk-demo', model: 'gpt-4o-mini' });
+
+      // ---- the conversation
+      const article = await k.context.newPage();
+      await article.goto(site.url);
+      const panel = await k.openPanel();
+      await panel.click(tid('attach-page'));
+      await waitFor(async () => (await chips(panel)).length === 1, { timeoutMs: 15_000, what: 'attach chip' });
+      await pasteImages(panel, [makePng(176, 110, { seed: 11 }), makePng(176, 110, { seed: 200 })]);
+      await waitFor(async () => (await trayCount(panel)) === 2, { timeoutMs: 5000, what: '2 images in the tray' });
+      await panel.fill(tid('composer-input'), 'Do these two photos match the article?');
+      await panel.click(tid('send'));
+      await waitForBubbles(panel, (b) => b.some((x) => x.role === 'assistant' && !x.streaming && x.index !== null), {
+        timeoutMs: 30_000,
+        what: 'the reply',
+      });
+      await imagesLoaded(panel);
+      assert.deepEqual(live(k).map((r) => [r.role, r.image_count]), [
+        ['user', 0],
+        ['user', 2],
+        ['assistant', 0],
+      ]);
+      await panel.evaluate(() => document.activeElement?.blur());
+      await shoot(panel, 'sidepanel-conversation.png');
+
+      // ---- the drawer searching saved sessions
+      const r = await hostCall(panel, 'storage.import', { document: sessionsDoc() });
+      assert.equal(r.sessionsImported, 4);
+      await openDrawer(panel);
+      await panel.click(tid('save-session'));
+      await panel.waitForSelector(tid('save-result'), { timeout: 10_000 });
+      // name it like a person would (rename in the drawer)
+      const current = panel.locator(`${tid('session-row')}[data-active="true"]`);
+      await current.locator(tid('session-rename')).click();
+      await panel.fill(tid('session-rename-input'), 'Saltmarsh Point photos');
+      await panel.click(tid('session-rename-save'));
+      await waitFor(() => sessions(k).some((x) => x.name === 'Saltmarsh Point photos'), {
+        timeoutMs: 10_000,
+        what: 'the renamed session in the database',
+      });
+      await panel.fill(tid('session-search'), 'lighthouse');
+      await panel.press(tid('session-search'), 'Enter');
+      await waitFor(async () => (await panel.locator(tid('session-snippet')).count()) >= 3, {
+        timeoutMs: 10_000,
+        what: 'search results with snippets',
+      });
+      assert.equal(sessions(k).length, 5);
+      await panel.evaluate(() => document.activeElement?.blur());
+      await shoot(panel, 'drawer-search.png');
+
+      // ---- the options page's Host panel
+      await opt.bringToFront();
+      await opt.setViewportSize({ width: 760, height: 900 });
+      await opt.click(tid('host-check'));
+      await opt.waitForSelector(`${tid('host-checks')}:not([hidden])`, { timeout: 15_000 });
+      await waitFor(async () => /\d/.test(await opt.innerText(tid('host-session-count'))), {
+        timeoutMs: 10_000,
+        what: 'host facts filled in',
+      });
+      assert.match(await opt.innerText(tid('host-db-path')), /keepsake\.db/);
+      await shoot(opt, 'options-host.png', { locator: opt.locator(tid('host-panel')) });
+      if (UPDATE) t.diagnostic(`updated ${SCREENSHOTS}`);
+    });
+  } finally {
+    await mock.close();
+    await site.close();
+  }
+});
