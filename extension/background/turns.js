@@ -9,6 +9,7 @@
 // (storage, llm, chrome, broadcast, clock, timers) as an argument so node --test can drive it.
 
 import { streamReply as defaultStreamReply } from '../lib/llm.js';
+import { seekScript } from '../lib/pills.js';
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -369,24 +370,6 @@ export function extractReadablePage() {
   }
   const hasVideo = document.querySelectorAll('video').length > 0;
   return { title: String(document.title || '').trim(), url: location.href, text, hasVideo };
-}
-
-/** Seek the largest `<video>` of the page to `seconds`; false when there is none. */
-export function seekLargestVideo(seconds) {
-  const videos = Array.from(document.querySelectorAll('video'));
-  if (videos.length === 0) return false;
-  let best = videos[0];
-  let bestArea = -1;
-  for (const v of videos) {
-    const r = v.getBoundingClientRect();
-    const area = r.width * r.height;
-    if (area > bestArea) {
-      bestArea = area;
-      best = v;
-    }
-  }
-  best.currentTime = Math.max(0, Number(seconds) || 0);
-  return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1134,7 +1117,7 @@ export function createTurns(deps) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.seek needs a tabId');
     const secs = Number(seconds);
     if (!Number.isFinite(secs) || secs < 0) throw codeError('bad_request', 'chat.seek needs seconds ≥ 0');
-    const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: seekLargestVideo, args: [secs] });
+    const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: seekScript, args: [secs] });
     return { ok: inj?.result === true };
   }
 

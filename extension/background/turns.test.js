@@ -887,7 +887,7 @@ function fakeChrome({ page, tabUrl = 'https://example.com/article', seekResult =
       executeScript: async (inj) => {
         calls.push({ executeScript: inj });
         if (inj.func.name === 'extractReadablePage') return [{ result: page }];
-        if (inj.func.name === 'seekLargestVideo') return [{ result: seekResult }];
+        if (inj.func.name === 'seekScript') return [{ result: seekResult }];
         throw new Error('unexpected func');
       },
     },

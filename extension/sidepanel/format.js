@@ -81,6 +81,6 @@ export function progressText(ev) {
   const done = Number(ev?.done) || 0;
   let s = label;
   if (total > 0) s += ` (${Math.min(done, total)}/${total})`;
-  if (ev?.note) s += ` — ${ev.note}`;
+  if (ev?.note) return `${s} — ${ev.note}`;
   return s + '…';
 }

@@ -39,5 +39,5 @@ test('import results', () => {
 test('progress text', () => {
   assert.equal(progressText({ stage: 'summary', done: 1, total: 3 }), 'Condensing the attached page (1/3)…');
   assert.equal(progressText({ stage: 'bounding' }), 'Shrinking older images…');
-  assert.equal(progressText({ stage: 'rescue', note: 'x' }), 'Context too long — retrying with large attachments omitted — x…');
+  assert.equal(progressText({ stage: 'rescue', note: 'x' }), 'Context too long — retrying with large attachments omitted — x');
 });

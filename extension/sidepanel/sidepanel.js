@@ -229,7 +229,9 @@ function showProgress(ev) {
   $('progress').dataset.stage = ev.stage || '';
   const total = Number(ev.total) || 0;
   const done = Number(ev.done) || 0;
-  progressTimer = setTimeout(hideProgress, total > 0 && done >= total ? 1500 : 120_000);
+  const failed = ev.note === 'failed';
+  $('progress').dataset.failed = failed ? 'true' : '';
+  progressTimer = setTimeout(hideProgress, failed ? 6000 : total > 0 && done >= total ? 1500 : 120_000);
 }
 function hideProgress() {
   clearTimeout(progressTimer);
@@ -420,7 +422,8 @@ async function seek(seconds, tabId) {
     let id = tabId;
     if (typeof id !== 'number') id = (await currentTab())?.id;
     if (typeof id !== 'number') throw new Error('no tab to seek');
-    await workerCall('chat.seek', { tabId: id, seconds });
+    const r = await workerCall('chat.seek', { tabId: id, seconds });
+    if (r && r.ok === false) messages.notice('Could not jump to that moment in the video', { kind: 'info', detail: 'The tab no longer shows a video.' });
   } catch (err) {
     noticeFor(err, 'Could not jump to that moment in the video');
   }
@@ -438,7 +441,8 @@ async function attachPage() {
       return;
     }
     const r = await workerCall('chat.attachPage', { tabId: tab.id });
-    composer.showNote(`Attached “${r?.title || tab.title || 'page'}” (${formatChars(r?.chars || 0)})${r?.summarized ? ', condensed' : ''}.`);
+    const notCondensed = r?.summaryError ? ` It could not be condensed (${r.summaryError.message || r.summaryError.code}); the full text is kept.` : '';
+    composer.showNote(`Attached “${r?.title || tab.title || 'page'}” (${formatChars(r?.chars || 0)})${r?.summarized ? ', condensed' : ''}.${notCondensed}`, { kind: notCondensed ? 'warn' : 'info' });
     refreshHistory();
   } catch (err) {
     if (isConnectionError(err)) banner.show(err);

@@ -117,7 +117,40 @@ export function articleHtml() {
 }
 
 /**
- * Serve the test page (and any extra routes) on 127.0.0.1, a free port.
+ * Answer one route `{type, body}`. Byte ranges (`Range: bytes=a-b`, one range) get a 206, as
+ * Chromium needs them to make an http(s) media resource seekable (without them `video.seekable` is
+ * empty and every seek snaps back to 0).
+ */
+function serveBody(req, res, r) {
+  const buf = Buffer.isBuffer(r.body) ? r.body : Buffer.from(String(r.body ?? ''), 'utf8');
+  const head = { 'content-type': r.type || 'text/html; charset=utf-8', 'accept-ranges': 'bytes' };
+  const m = /^bytes=(\d*)-(\d*)$/.exec(String(req.headers.range || '').trim());
+  if (!m || (m[1] === '' && m[2] === '')) {
+    res.writeHead(200, { ...head, 'content-length': buf.length });
+    res.end(req.method === 'HEAD' ? undefined : buf);
+    return;
+  }
+  let start;
+  let end;
+  if (m[1] === '') {
+    start = Math.max(0, buf.length - Number(m[2]));
+    end = buf.length - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? buf.length - 1 : Math.min(Number(m[2]), buf.length - 1);
+  }
+  if (start >= buf.length || start > end) {
+    res.writeHead(416, { ...head, 'content-range': `bytes */${buf.length}` });
+    res.end();
+    return;
+  }
+  res.writeHead(206, { ...head, 'content-range': `bytes ${start}-${end}/${buf.length}`, 'content-length': end - start + 1 });
+  res.end(req.method === 'HEAD' ? undefined : buf.subarray(start, end + 1));
+}
+
+/**
+ * Serve the test page (and any extra routes) on 127.0.0.1, a free port. `routes` maps a path to
+ * `{type, body}` (string or Buffer) and is read on every request, so a test may add routes later.
  * @returns {Promise<{url: string, origin: string, close: () => Promise<void>}>}
  */
 export async function startPageServer(routes = {}) {
@@ -125,8 +158,7 @@ export async function startPageServer(routes = {}) {
     const path = new URL(req.url, 'http://x').pathname;
     const r = routes[path];
     if (r) {
-      res.writeHead(200, { 'content-type': r.type || 'text/html; charset=utf-8' });
-      res.end(r.body);
+      serveBody(req, res, r);
       return;
     }
     if (path === '/favicon.ico') {
@@ -151,4 +183,194 @@ export async function startPageServer(routes = {}) {
         server.close(() => resolve());
       }),
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real, playable, seekable video made offline: VP8 frames encoded by the browser (WebCodecs
+// `VideoEncoder`, no real-time recording) and muxed here into a minimal WebM.
+//
+// Measured with Debian's Chromium 156 headless: `canPlayType('video/webm; codecs="vp8"')` is
+// "probably"; `VideoEncoder` encodes VP8 in a secure context (http://127.0.0.1 counts) in ~0.2 s
+// for 20 frames; the muxed file plays with the right duration; served WITH byte ranges the video's
+// `seekable` is [0, duration] and `currentTime = 5` lands on 5 (served without ranges, `seekable`
+// is [0, 0] and the seek snaps back to 0). A MediaRecorder clip (canvas.captureStream) also plays,
+// but records in real time and reports `duration = Infinity` until read to the end.
+
+/** EBML element size as a fixed 8-byte vint. */
+function ebmlSize(n) {
+  const b = Buffer.alloc(8);
+  let v = BigInt(n);
+  for (let i = 7; i >= 1; i--) {
+    b[i] = Number(v & 0xffn);
+    v >>= 8n;
+  }
+  b[0] = 0x01 | Number(v);
+  return b;
+}
+function ebmlId(id) {
+  const hex = id.toString(16);
+  return Buffer.from(hex.length % 2 ? `0${hex}` : hex, 'hex');
+}
+const ebml = (id, payload) => Buffer.concat([ebmlId(id), ebmlSize(payload.length), payload]);
+const ebmlUint = (id, n) => {
+  let hex = n.toString(16);
+  if (hex.length % 2) hex = `0${hex}`;
+  return ebml(id, Buffer.from(hex, 'hex'));
+};
+const ebmlStr = (id, s) => ebml(id, Buffer.from(s, 'utf8'));
+const ebmlFloat = (id, x) => {
+  const b = Buffer.alloc(8);
+  b.writeDoubleBE(x);
+  return ebml(id, b);
+};
+
+/**
+ * A WebM file: one VP8 video track, one cluster per frame (every frame a keyframe), Duration in
+ * Info and a Cues index so a player can seek without scanning.
+ * @param {{width: number, height: number, durationMs: number, frames: {ms: number, data: Buffer}[]}} o
+ */
+export function muxWebm({ width, height, durationMs, frames }) {
+  const header = ebml(
+    0x1a45dfa3,
+    Buffer.concat([
+      ebmlUint(0x4286, 1), // EBMLVersion
+      ebmlUint(0x42f7, 1), // EBMLReadVersion
+      ebmlUint(0x42f2, 4), // EBMLMaxIDLength
+      ebmlUint(0x42f3, 8), // EBMLMaxSizeLength
+      ebmlStr(0x4282, 'webm'), // DocType
+      ebmlUint(0x4287, 2), // DocTypeVersion
+      ebmlUint(0x4285, 2), // DocTypeReadVersion
+    ]),
+  );
+  const info = ebml(
+    0x1549a966,
+    Buffer.concat([
+      ebmlUint(0x2ad7b1, 1_000_000), // TimecodeScale: ms
+      ebmlFloat(0x4489, durationMs), // Duration
+      ebmlStr(0x4d80, 'keepsake-e2e'), // MuxingApp
+      ebmlStr(0x5741, 'keepsake-e2e'), // WritingApp
+    ]),
+  );
+  const tracks = ebml(
+    0x1654ae6b,
+    ebml(
+      0xae, // TrackEntry
+      Buffer.concat([
+        ebmlUint(0xd7, 1), // TrackNumber
+        ebmlUint(0x73c5, 1), // TrackUID
+        ebmlUint(0x83, 1), // TrackType: video
+        ebmlStr(0x86, 'V_VP8'),
+        ebml(0xe0, Buffer.concat([ebmlUint(0xb0, width), ebmlUint(0xba, height)])),
+      ]),
+    ),
+  );
+  let offset = info.length + tracks.length; // cluster positions are relative to the Segment data
+  const clusters = [];
+  const cues = [];
+  for (const f of frames) {
+    // SimpleBlock: track 1 (vint 0x81), timecode 0 relative to the cluster, flags: keyframe
+    const block = Buffer.concat([Buffer.from([0x81, 0x00, 0x00, 0x80]), f.data]);
+    const cluster = ebml(0x1f43b675, Buffer.concat([ebmlUint(0xe7, f.ms), ebml(0xa3, block)]));
+    cues.push(ebml(0xbb, Buffer.concat([ebmlUint(0xb3, f.ms), ebml(0xb7, Buffer.concat([ebmlUint(0xf7, 1), ebmlUint(0xf1, offset)]))])));
+    clusters.push(cluster);
+    offset += cluster.length;
+  }
+  const segment = ebml(0x18538067, Buffer.concat([info, tracks, ...clusters, ebml(0x1c53bb6b, Buffer.concat(cues))]));
+  return Buffer.concat([header, segment]);
+}
+
+/**
+ * Encode a `seconds`-long clip (`fps` keyframes a second, each showing its frame number on a new
+ * colour) with WebCodecs in `page` (a page of a secure origin) and mux it: a WebM Buffer.
+ */
+export async function makeWebmVideo(page, { width = 160, height = 90, fps = 2, seconds = 10 } = {}) {
+  const chunks = await page.evaluate(
+    async ({ width, height, fps, seconds }) => {
+      const config = { codec: 'vp8', width, height, bitrate: 200_000, framerate: fps };
+      if (typeof VideoEncoder === 'undefined') throw new Error('no WebCodecs VideoEncoder in this page');
+      const support = await VideoEncoder.isConfigSupported(config);
+      if (!support.supported) throw new Error('VP8 encoding is not supported by this browser');
+      const out = [];
+      let failure = null;
+      const enc = new VideoEncoder({
+        output: (chunk) => {
+          const bytes = new Uint8Array(chunk.byteLength);
+          chunk.copyTo(bytes);
+          let bin = '';
+          for (const b of bytes) bin += String.fromCharCode(b);
+          out.push({ us: chunk.timestamp, key: chunk.type === 'key', b64: btoa(bin) });
+        },
+        error: (e) => {
+          failure = e;
+        },
+      });
+      enc.configure(config);
+      const canvas = new OffscreenCanvas(width, height);
+      const g = canvas.getContext('2d');
+      for (let i = 0; i < fps * seconds; i++) {
+        g.fillStyle = `hsl(${(i * 37) % 360}, 70%, 45%)`;
+        g.fillRect(0, 0, width, height);
+        g.fillStyle = '#fff';
+        g.font = `${Math.round(height / 2)}px sans-serif`;
+        g.fillText(`${(i / fps).toFixed(1)}s`, 6, Math.round(height * 0.65));
+        const frame = new VideoFrame(canvas, { timestamp: Math.round((i * 1e6) / fps) });
+        enc.encode(frame, { keyFrame: true });
+        frame.close();
+      }
+      await enc.flush();
+      enc.close();
+      if (failure) throw failure;
+      return out;
+    },
+    { width, height, fps, seconds },
+  );
+  if (chunks.length !== fps * seconds || !chunks.every((c) => c.key)) {
+    throw new Error(`VP8 encoder gave ${chunks.length} chunks (${chunks.filter((c) => c.key).length} keyframes), wanted ${fps * seconds}`);
+  }
+  return muxWebm({
+    width,
+    height,
+    durationMs: seconds * 1000,
+    frames: chunks.map((c) => ({ ms: Math.round(c.us / 1000), data: Buffer.from(c.b64, 'base64') })),
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pages with a video or a long article
+
+/** A short article with a `<video>` playing `src` (id `clip`). */
+export function videoPageHtml({ title = 'Lamp room restoration (video)', src = '/clip.webm' } = {}) {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${title}</title></head>
+<body>
+<article>
+<h1>${title}</h1>
+<p>This short film shows the lamp room of the Saltmarsh Point lighthouse during its restoration:
+the keepers' brass lamp is lifted out, cleaned and turned again for the first time since 1961.</p>
+<video id="clip" src="${src}" preload="auto" controls muted width="320" height="180"></video>
+<p>Recorded by the museum volunteers; the counter in the corner shows the seconds.</p>
+</article>
+</body></html>`;
+}
+
+/** The text of paragraph `i` of the long article (~`chars` chars, a distinctive marker first). */
+export function logParagraph(i, chars = 1000) {
+  const marker = `LOGBOOK-${String(i).padStart(3, '0')}`;
+  const words = ['tide', 'lamp', 'wick', 'gale', 'cormorant', 'fog', 'brass', 'ledger', 'beacon', 'shoal', 'keeper', 'lens'];
+  let s = `${marker}: on day ${i} the keeper wrote`;
+  for (let n = 0; s.length < chars; n++) s += ` ${words[(i * 7 + n * 5) % words.length]}`;
+  return `${s.slice(0, chars - 1)}.`;
+}
+
+/** A long article of `paragraphs` paragraphs of ~`chars` chars each (`LOGBOOK-001` …). */
+export function longArticleHtml({ title = 'The Complete Logbooks of Saltmarsh Point', paragraphs = 30, chars = 1000 } = {}) {
+  const ps = Array.from({ length: paragraphs }, (_, i) => `<p>${logParagraph(i + 1, chars)}</p>`).join('\n');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>${title}</title></head>
+<body>
+<article>
+<h1>${title}</h1>
+${ps}
+</article>
+</body></html>`;
 }

@@ -176,3 +176,40 @@ export async function closeDrawer(page) {
   if (!hidden) await page.click(tid('drawer-close'));
   await page.waitForSelector(`${tid('drawer')}[hidden]`, { state: 'attached', timeout: 5000 });
 }
+
+/**
+ * Record every state of the progress line (`chat.progress`: `#progress` shown/hidden and its text)
+ * with a MutationObserver in the page. Read with `progressStates(page)`: `[{text, hidden, stage}]`.
+ */
+export async function recordProgress(page) {
+  await page.evaluate(() => {
+    window.__e2eProgress = [];
+    const box = document.getElementById('progress');
+    const note = () => {
+      const s = { text: document.getElementById('progress-text').textContent, hidden: box.hidden, stage: box.dataset.stage || '' };
+      const last = window.__e2eProgress[window.__e2eProgress.length - 1];
+      if (!last || last.text !== s.text || last.hidden !== s.hidden || last.stage !== s.stage) window.__e2eProgress.push(s);
+    };
+    window.__e2eProgressObserver?.disconnect();
+    window.__e2eProgressObserver = new MutationObserver(note);
+    window.__e2eProgressObserver.observe(box, { subtree: true, childList: true, characterData: true, attributes: true });
+    note();
+  });
+}
+
+export function progressStates(page) {
+  return page.evaluate(() => window.__e2eProgress || []);
+}
+
+/** Timestamp pills of the finished assistant bubbles: `[{bubbleIndex, label, seconds, tag}]`. */
+export function pills(page) {
+  return page.$$eval('[data-testid="bubble"]:not([data-streaming]) .md-pill', (els) =>
+    els.map((el) => ({
+      bubbleIndex: Number(el.closest('[data-testid="bubble"]').dataset.index),
+      role: el.closest('[data-testid="bubble"]').dataset.role,
+      label: el.textContent,
+      seconds: Number(el.dataset.seconds),
+      tag: el.tagName,
+    })),
+  );
+}
