@@ -23,6 +23,7 @@ fi
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
+command -v shfmt >/dev/null 2>&1 || missing+=(shfmt)
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -1,27 +1,53 @@
 //! Entry point: a browser launch (argv[1] is `chrome-extension://…/`, or Firefox's manifest path
 //! then add-on id) serves native messaging; anything else is the CLI.
+//!
+//! A browser launch is checked first (reliability.md §8 "wrong caller", PROTOCOL.md "Caller
+//! check"): a Chromium caller must be `chrome-extension://<id>/` with `<id>` our built-in ID or an
+//! ID listed in a manifest `keepsake-host install` registered (the receipt's manifests, and the
+//! system-wide folders). Any other caller is answered `forbidden_origin` on every request and the
+//! database is never opened.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use keepsake_host::cli::{self, Cli, Command};
-use keepsake_host::server::{serve, Outbox};
+use keepsake_host::cli::browsers::{self, Env};
+use keepsake_host::cli::{self, install, Cli, Command};
+use keepsake_host::protocol::origin::{self, Launch};
+use keepsake_host::server::{refuse, serve, Outbox};
 use keepsake_host::util::{logging, paths, stdio};
 
-/// Chromium passes the caller's origin; Firefox passes the manifest path (ending in `.json`).
-fn is_browser_launch(args: &[OsString]) -> bool {
-    args.get(1).and_then(|a| a.to_str()).is_some_and(|a| {
-        a.starts_with("chrome-extension://")
-            || (a.ends_with(".json") && std::path::Path::new(a).is_absolute())
-    })
+/// The manifests whose `allowed_origins` extend the allowed caller IDs: those `install` recorded
+/// in the receipt beside the database, and the system-wide registrations (root-owned).
+fn registered_manifests(db: &Path) -> Vec<PathBuf> {
+    let mut files = match install::load_receipt(db) {
+        Ok(Some(r)) => r.manifests,
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the install receipt");
+            Vec::new()
+        }
+    };
+    if let Ok(env) = Env::from_process() {
+        files.extend(browsers::system_locations(&env).iter().map(|l| l.manifest()));
+        files.extend(browsers::windows_manifest(&env, false));
+        files.extend(browsers::windows_manifest(&env, true));
+    }
+    files
 }
 
-fn run_server(db_arg: Option<&std::path::Path>) -> ExitCode {
+fn run_server(db_arg: Option<&Path>, launch: &Launch) -> ExitCode {
     stdio::private_umask();
     let db = paths::resolve_db_path(db_arg);
     logging::init_file_logging(&db);
-    tracing::info!(db = %db.display(), pid = std::process::id(), "keepsake-host serving");
+    let refusal = match launch {
+        Launch::Chrome { .. } => {
+            let allowed = browsers::allowed_caller_ids(&registered_manifests(&db));
+            origin::refusal(launch, &allowed)
+        }
+        _ => origin::refusal(launch, &[]),
+    };
     let out = match stdio::take_frame_stdout() {
         Ok(o) => o,
         Err(e) => {
@@ -30,6 +56,13 @@ fn run_server(db_arg: Option<&std::path::Path>) -> ExitCode {
         }
     };
     let mut input = std::io::stdin().lock();
+    if let Some(reason) = refusal {
+        tracing::warn!(?launch, pid = std::process::id(), "refusing the caller: {reason}");
+        let code = refuse(&mut input, Outbox::new(out), &reason);
+        tracing::info!(code, "keepsake-host exiting (caller refused)");
+        return ExitCode::from(code as u8);
+    }
+    tracing::info!(db = %db.display(), pid = std::process::id(), ?launch, "keepsake-host serving");
     let code = serve(&db, &mut input, Outbox::new(out));
     tracing::info!(code, "keepsake-host exiting");
     ExitCode::from(code as u8)
@@ -37,12 +70,15 @@ fn run_server(db_arg: Option<&std::path::Path>) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    if is_browser_launch(&args) {
-        return run_server(None);
+    let utf8: Vec<Option<&str>> = args.iter().map(|a| a.to_str()).collect();
+    let launch = origin::classify(&utf8);
+    if launch != Launch::Cli {
+        return run_server(None, &launch);
     }
     let parsed = Cli::parse_from(&args);
     if let Command::Serve = parsed.command {
-        return run_server(parsed.db.as_deref());
+        // The CLI's own server (tests, tools): no caller check.
+        return run_server(parsed.db.as_deref(), &Launch::Cli);
     }
     stdio::private_umask();
     match cli::run(parsed) {

@@ -106,6 +106,8 @@ export class NativePort {
   #failures = 0;
   #lastFailureAt = 0;
   #cancelWait = null;
+  /** Bumped by close(): a connection attempt started before it must not attach a port after it. */
+  #generation = 0;
 
   /**
    * @param {object} [o]
@@ -189,6 +191,7 @@ export class NativePort {
 
   /** Disconnect now; pending requests reject with `disconnected`. */
   close() {
+    this.#generation++;
     this.#cancelIdle();
     const err = new HostError(ClientErrorCode.DISCONNECTED, 'the connection to the Keepsake host was closed');
     this.#cancelWait?.(err);
@@ -233,8 +236,13 @@ export class NativePort {
   }
 
   async #open() {
+    const generation = this.#generation;
     const wait = this.#backoffRemaining();
     if (wait > 0) await this.#sleep(wait);
+    if (generation !== this.#generation) {
+      // close() ran after the backoff wait ended but before this attempt resumed
+      throw new HostError(ClientErrorCode.DISCONNECTED, 'the connection to the Keepsake host was closed');
+    }
     const port = this.#attach();
     this.#setState('connecting');
     let hello;

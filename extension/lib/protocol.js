@@ -82,6 +82,7 @@ export const ErrorCode = Object.freeze({
   DB_CORRUPT: 'db_corrupt',
   DB_TOO_NEW: 'db_too_new',
   IMAGE_REJECTED: 'image_rejected',
+  FORBIDDEN_ORIGIN: 'forbidden_origin',
 });
 
 /** Codes produced on the extension side (the port, the browser, the worker bridge). */

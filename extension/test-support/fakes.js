@@ -40,6 +40,13 @@ export class FakeClock {
     return this.#timers.size;
   }
 
+  /** When the next armed timer fires (ms on this clock), or null when none is armed. */
+  get nextTimerAt() {
+    let at = null;
+    for (const t of this.#timers.values()) if (at === null || t.at < at) at = t.at;
+    return at;
+  }
+
   /** Move time forward, firing due timers in order. */
   advance(ms) {
     const end = this.#t + ms;
@@ -54,6 +61,26 @@ export class FakeClock {
       next[1].fn();
     }
     this.#t = end;
+  }
+
+  /**
+   * Fire only the earliest armed timer due at or before `until` (time moves to it) and return
+   * true; when none is due, move time to `until` and return false. Lets a test drain the
+   * microtasks between two timers, as an event loop does between two timer tasks.
+   */
+  fireNext(until) {
+    let next = null;
+    for (const [id, t] of this.#timers) {
+      if (t.at <= until && (next === null || t.at < next[1].at || (t.at === next[1].at && id < next[0]))) next = [id, t];
+    }
+    if (!next) {
+      this.#t = Math.max(this.#t, until);
+      return false;
+    }
+    this.#timers.delete(next[0]);
+    this.#t = next[1].at;
+    next[1].fn();
+    return true;
   }
 
   /** advance(ms), then let promise continuations run. */

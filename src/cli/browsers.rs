@@ -336,6 +336,32 @@ fn origin_id(o: &str) -> Option<&str> {
         .filter(|id| valid_extension_id(id))
 }
 
+/// The extension IDs allowed to call the host (reliability.md §8): ours, then every ID in the
+/// `allowed_origins` of those `files` that are readable `dev.keepsake.host` manifests (missing,
+/// oversized or malformed files add nothing).
+pub fn allowed_caller_ids(files: &[PathBuf]) -> Vec<String> {
+    let mut ids = vec![EXTENSION_ID.to_owned()];
+    for f in files {
+        if !std::fs::metadata(f).is_ok_and(|m| m.is_file() && m.len() <= 1 << 20) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(f) else { continue };
+        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+        let Ok(doc) = serde_json::from_slice::<Value>(bytes) else { continue };
+        if doc.get("name").and_then(Value::as_str) != Some(HOST_NAME) {
+            continue;
+        }
+        for o in doc.get("allowed_origins").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(id) = o.as_str().and_then(origin_id) {
+                if !ids.iter().any(|x| x == id) {
+                    ids.push(id.to_owned());
+                }
+            }
+        }
+    }
+    ids
+}
+
 /// Chromium's host-name rule: `[a-z0-9._]`, no leading/trailing dot, no `..`.
 pub fn valid_host_name(n: &str) -> bool {
     !n.is_empty()

@@ -13,6 +13,7 @@ use super::install;
 
 use crate::store::maintenance::sidecar;
 use crate::store::migrate::LATEST;
+use crate::store::salvage;
 use crate::store::Store;
 use crate::util::paths::log_path_for;
 
@@ -43,6 +44,8 @@ struct Check {
     file: Option<String>,
     browser_error: Option<String>,
     fix: Option<String>,
+    /// Structured details merged into the JSON line (e.g. `recovery`).
+    extra: Option<Value>,
 }
 
 struct Report {
@@ -58,7 +61,16 @@ impl Report {
             file: None,
             browser_error: None,
             fix: None,
+            extra: None,
         });
+    }
+
+    /// A finding with structured details for `--json`.
+    fn add_extra(&mut self, name: &str, status: Status, detail: impl Into<String>, extra: Value) {
+        self.add(name, status, detail);
+        if let Some(c) = self.checks.last_mut() {
+            c.extra = Some(extra);
+        }
     }
 
     /// A browser-side finding: one line naming the check, the file, what the extension sees and
@@ -71,6 +83,7 @@ impl Report {
             file: Some(file.display().to_string()),
             browser_error: Some(seen.into()),
             fix: Some(fix.into()),
+            extra: None,
         });
     }
 }
@@ -127,6 +140,24 @@ fn collect(db: &Path) -> Report {
         }
         Ok(_) => {}
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(db) {
+            if m.is_file() && m.nlink() > 1 {
+                r.add(
+                    "database file",
+                    Status::Fail,
+                    format!(
+                        "{} has {} hard links, which the host refuses (a second name is a second way to open it); \
+                         remove the other links",
+                        db.display(),
+                        m.nlink()
+                    ),
+                );
+            }
+        }
+    }
     check_private(&mut r, "database file", db, 0o600);
     for s in ["-wal", "-shm"] {
         let p = sidecar(db, s);
@@ -141,14 +172,30 @@ fn collect(db: &Path) -> Report {
                 Ok(v) => r.add("schema", Status::Warn, format!("version {v}, this host writes {LATEST}")),
                 Err(e) => r.add("schema", Status::Fail, e.message),
             }
-            match store.integrity(false) {
-                Ok(lines) if lines == ["ok"] => r.add("integrity", Status::Ok, "quick_check ok"),
-                Ok(lines) => r.add(
-                    "integrity",
-                    Status::Fail,
-                    format!("the database is damaged ({}); the extension sees db_corrupt. Run `keepsake-host backup <file>` to save what can be read", lines.join("; ")),
-                ),
-                Err(e) => r.add("integrity", Status::Fail, e.message),
+            match store.integrity(true) {
+                Ok(lines) if lines == ["ok"] => r.add("integrity", Status::Ok, "integrity_check ok"),
+                Ok(lines) => {
+                    let what = lines.join("; ");
+                    salvage::note_damage(db, &format!("integrity_check: {what}"));
+                    r.add(
+                        "integrity",
+                        Status::Fail,
+                        format!(
+                            "the database is damaged ({what}); the extension sees db_corrupt. {}",
+                            NEXT_STEP
+                        ),
+                    )
+                }
+                Err(e) => {
+                    if e.code == crate::protocol::ErrorCode::DbCorrupt {
+                        salvage::note_damage(db, &e.message);
+                    }
+                    r.add(
+                        "integrity",
+                        Status::Fail,
+                        format!("{}; the extension sees db_corrupt. {NEXT_STEP}", e.message),
+                    )
+                }
             }
             match store.conn_journal_mode() {
                 Some(m) if m.eq_ignore_ascii_case("wal") => r.add("journal mode", Status::Ok, "wal"),
@@ -165,6 +212,7 @@ fn collect(db: &Path) -> Report {
             r.add("open", status, format!("{e}"));
         }
     }
+    damage_checks(&mut r, db);
     let log = log_path_for(db);
     if log.exists() {
         check_private(&mut r, "log file", &log, 0o600);
@@ -173,6 +221,126 @@ fn collect(db: &Path) -> Report {
     }
     r
 }
+
+const NEXT_STEP: &str = "The next host start moves it aside (kept, never deleted) and salvages what can be read into a \
+     fresh database, once no other keepsake-host has it open; `keepsake-host salvage` does it now (close the browser \
+     first), `keepsake-host backup <file>` copies it as it is";
+
+fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+/// The corruption policy's state (reliability.md §7): an unhandled damage report, the last
+/// recovery (what came back, where the damaged copy is), other damaged copies kept beside it.
+fn damage_checks(r: &mut Report, db: &Path) {
+    let now = crate::util::time::now_ms();
+    if let Some(m) = salvage::read_marker(db) {
+        let when = m.get("detectedAt").and_then(Value::as_i64).map(fmt_ms).unwrap_or_else(|| "?".into());
+        let what = m.get("error").and_then(Value::as_str).unwrap_or("unknown damage");
+        let next = match salvage::last_move_ms(db).filter(|t| now - t < salvage::MOVE_INTERVAL_MS) {
+            Some(t) => format!(
+                "A damaged copy was already moved aside at {} and Keepsake moves one at most once per 24 h, so \
+                 nothing happens automatically before {}; `keepsake-host salvage` repairs it now (close the browser first)",
+                fmt_ms(t),
+                fmt_ms(t + salvage::MOVE_INTERVAL_MS)
+            ),
+            None if cfg!(unix) => NEXT_STEP.to_owned(),
+            None => "Automatic recovery needs POSIX locks (Linux, macOS); close the browser and copy the file aside \
+                     yourself"
+                .to_owned(),
+        };
+        r.add(
+            "damage",
+            Status::Fail,
+            format!("the database was found damaged at {when} ({what}); the extension sees db_corrupt and writes are stopped. {next}"),
+        );
+    }
+    let rec = salvage::load_record(db);
+    if let Some(rec) = &rec {
+        if !rec.completed {
+            r.add(
+                "recovery",
+                Status::Fail,
+                format!(
+                    "a recovery from {} was interrupted; the next host start (or `keepsake-host salvage`) resumes it",
+                    rec.damaged_copy.display()
+                ),
+            );
+        } else {
+            let counts: Vec<String> = rec
+                .tables
+                .iter()
+                .filter(|t| t.recovered > 0 || !t.complete)
+                .map(|t| {
+                    format!(
+                        "{} {}{}",
+                        t.table,
+                        t.recovered,
+                        if t.complete { "" } else { " (damaged pages skipped)" }
+                    )
+                })
+                .collect();
+            let status =
+                if now - rec.moved_at < 7 * salvage::MOVE_INTERVAL_MS { Status::Warn } else { Status::Info };
+            r.add_extra(
+                "recovery",
+                status,
+                format!(
+                    "on {} the damaged database was moved aside to {} and {} rows were salvaged into a fresh one ({}){}{}. \
+                     Keepsake never deletes the damaged copy: remove it yourself once nothing is missing",
+                    fmt_ms(rec.moved_at),
+                    rec.damaged_copy.display(),
+                    rec.rows_recovered,
+                    counts.join(", "),
+                    if rec.header_rebuilt { "; its unreadable header was rebuilt to read the rest" } else { "" },
+                    if rec.repairs.is_empty() { String::new() } else { format!("; {}", rec.repairs.join("; ")) }
+                ),
+                json!({"recovery": rec, "damagedCopy": rec.damaged_copy.display().to_string()}),
+            );
+        }
+    }
+    let others: Vec<String> = salvage::aside_copies(db)
+        .into_iter()
+        .filter(|(p, _)| rec.as_ref().is_none_or(|x| &x.damaged_copy != p))
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    if !others.is_empty() {
+        r.add("damaged copies", Status::Info, format!("older damaged copies kept: {}", others.join(", ")));
+    }
+}
+
+/// A folder the browser runs something from must not be writable by other users: anyone who
+/// can write there can replace the manifest or the binary (reliability.md §6).
+#[cfg(unix)]
+fn check_folder(r: &mut Report, what: &str, dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(dir) else { return };
+    let mode = m.mode() & 0o7777;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if mode & 0o022 != 0 {
+        r.add(
+            "folder permissions",
+            Status::Warn,
+            format!(
+                "the {what} folder {} has mode {mode:o}: other users can replace what the browser runs; chmod go-w '{}'",
+                dir.display(),
+                dir.display()
+            ),
+        );
+    } else if m.uid() != me && m.uid() != 0 {
+        r.add(
+            "folder permissions",
+            Status::Warn,
+            format!("the {what} folder {} belongs to another user (uid {})", dir.display(), m.uid()),
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn check_folder(_: &mut Report, _: &str, _: &Path) {}
 
 /// One place a manifest may be.
 struct Place {
@@ -201,6 +369,12 @@ fn check_file(r: &mut Report, env: &Env, label: &str, file: &Path) -> bool {
     }
     let target = target.unwrap_or_default();
     r.add("manifest", Status::Ok, format!("{} ({label}) runs {}", file.display(), target.display()));
+    if let Some(d) = file.parent() {
+        check_folder(r, "manifest", d);
+    }
+    if let Some(d) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        check_folder(r, "host binary", d);
+    }
     let this = std::env::current_exe().ok().and_then(|p| std::fs::canonicalize(p).ok());
     let there = std::fs::canonicalize(&target).ok();
     if this.is_some() && there.is_some() && this != there {
@@ -350,6 +524,11 @@ pub fn run(db: &Path, as_json: bool, user_data_dirs: &[PathBuf]) -> i32 {
                 }
                 if let Some(f) = &c.fix {
                     v["fix"] = json!(f);
+                }
+                if let Some(Value::Object(extra)) = &c.extra {
+                    for (k, x) in extra {
+                        v[k.as_str()] = x.clone();
+                    }
                 }
                 v
             })

@@ -13,8 +13,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 
 use crate::domain::import::SettingsMode;
-use crate::protocol::HostError;
-use crate::store::{ExportFormat, ImportOptions, Store};
+use crate::protocol::{ErrorCode, HostError};
+use crate::store::maintenance::backup_file;
+use crate::store::{salvage, ExportFormat, ImportOptions, Store};
 use crate::util::paths::resolve_db_path;
 
 #[derive(Parser, Debug)]
@@ -65,6 +66,12 @@ pub enum Command {
     },
     /// Back up the database with SQLite's online backup API
     Backup { file: PathBuf },
+    /// Check the database and, if it is damaged, keep a copy aside and salvage what can be read
+    /// into a fresh database (what a host start does at most once per 24 h)
+    Salvage {
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the installation and the database; one line per finding
     Doctor {
         #[arg(long)]
@@ -260,15 +267,49 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             Ok(0)
         }
         Command::Backup { file } => {
-            let s = Store::open_read_only(&db)?;
-            s.backup_to(&file)?;
-            let integrity = Store::open_read_only(&file)?.integrity(true)?;
+            let integrity = backup_file(&db, &file).map_err(|e| {
+                if e.code == ErrorCode::DbCorrupt {
+                    CliError(
+                        format!(
+                            "cannot back up {}: {} ({}). SQLite cannot read it at all; `keepsake-host salvage` keeps \
+                             a byte copy of it and recovers what can be read",
+                            db.display(),
+                            e.message,
+                            e.code.as_str()
+                        ),
+                        1,
+                    )
+                } else {
+                    CliError::from(e)
+                }
+            })?;
             println!(
                 "backed up {} to {} (integrity: {})",
                 db.display(),
                 file.display(),
                 integrity.join("; ")
             );
+            if integrity != ["ok"] {
+                eprintln!(
+                    "keepsake-host: warning: the database is damaged and the backup is a faithful copy of the damage; \
+                     `keepsake-host salvage` recovers what can be read into a fresh database"
+                );
+            }
+            Ok(0)
+        }
+        Command::Salvage { json } => {
+            let r = salvage::salvage_command(&db)?;
+            match (r, json) {
+                (None, true) => println!("{}", pretty(&json!({"damaged": false}))),
+                (None, false) => println!("{}: integrity_check ok; nothing to salvage", db.display()),
+                (Some(r), true) => println!(
+                    "{}",
+                    pretty(
+                        &json!({"damaged": true, "recovery": serde_json::to_value(&r).unwrap_or_default()})
+                    )
+                ),
+                (Some(r), false) => print_recovery(&db, &r),
+            }
             Ok(0)
         }
         Command::Doctor { json, user_data_dirs } => Ok(doctor::run(&db, json, &user_data_dirs)),
@@ -297,6 +338,30 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Uninstall { system, user_data_dirs, purge_data, json } => {
             install::uninstall(&db, &install::UninstallOpts { system, user_data_dirs, purge_data, json })
         }
+    }
+}
+
+fn print_recovery(db: &std::path::Path, r: &salvage::Recovery) {
+    println!("{} was damaged: {}", db.display(), r.damage);
+    println!("damaged copy kept at {}", r.damaged_copy.display());
+    for s in &r.sidecars {
+        println!("               and {}", s.display());
+    }
+    if r.header_rebuilt {
+        println!("the file header was unreadable and was rebuilt (in a scratch copy) to read the rest");
+    }
+    println!("recovered {} rows into a fresh database:", r.rows_recovered);
+    for t in &r.tables {
+        println!(
+            "  {:<18} {:>7} rows{}{}",
+            t.table,
+            t.recovered,
+            if t.refused > 0 { format!(", {} unreadable", t.refused) } else { String::new() },
+            t.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+        );
+    }
+    for x in &r.repairs {
+        println!("  repaired: {x}");
     }
 }
 

@@ -133,13 +133,15 @@ pub fn decode(bytes: &[u8]) -> Result<DynamicImage, Rejected> {
 }
 
 /// Scaled size for a long-edge bound: `min(1, max_edge / long edge)`, rounded half up, ≥ 1 px.
+/// Exact integer arithmetic: round(v · e / l) = ⌊(2·v·e + l) / (2·l)⌋. (In floating point,
+/// 143 · (480 / 704) is 97.4999…, which would round the exact half 97.5 down.)
 pub fn target_size(w: u32, h: u32, max_edge: u32) -> (u32, u32) {
     let long = w.max(h).max(1);
     if long <= max_edge {
         return (w.max(1), h.max(1));
     }
-    let s = max_edge as f64 / long as f64;
-    let scale = |v: u32| (((v as f64) * s + 0.5).floor() as u32).max(1);
+    let (e, l) = (max_edge as u64, long as u64);
+    let scale = |v: u32| ((2 * v as u64 * e + l) / (2 * l)).max(1) as u32;
     (scale(w), scale(h))
 }
 
@@ -213,6 +215,17 @@ mod tests {
         assert_eq!(target_size(10_000, 1, 480), (480, 1));
         assert_eq!(target_size(1000, 999, 480), (480, 480)); // 479.52 → 480
         assert_eq!(target_size(2000, 3, 480), (480, 1)); // 0.72 → 1
+    }
+
+    #[test]
+    fn exact_halves_round_up() {
+        // 143 · 480 / 704 = 97.5 exactly; in floating point 143 · (480 / 704) is 97.4999…
+        assert_eq!(target_size(704, 143, 480), (480, 98));
+        assert_eq!(target_size(143, 704, 480), (98, 480));
+        assert_eq!(target_size(196, 147, 2), (2, 2)); // 1.5
+        assert_eq!(target_size(704, 11, 480), (480, 8)); // 7.5
+        assert_eq!(target_size(4, 3, 2), (2, 2)); // 1.5, exact in floating point too
+        assert_eq!(target_size(8192, 8191, 8191), (8191, 8190)); // 8190.000122… → 8190
     }
 
     #[test]

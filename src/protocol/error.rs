@@ -28,10 +28,12 @@ pub enum ErrorCode {
     DbTooNew,
     /// An image failed the decode limits or could not be decoded.
     ImageRejected,
+    /// The caller (argv[1]'s extension origin) is not allowed to use this host; nothing is served.
+    ForbiddenOrigin,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 11] = [
+    pub const ALL: [ErrorCode; 12] = [
         ErrorCode::BadRequest,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
@@ -43,6 +45,7 @@ impl ErrorCode {
         ErrorCode::DbCorrupt,
         ErrorCode::DbTooNew,
         ErrorCode::ImageRejected,
+        ErrorCode::ForbiddenOrigin,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +61,7 @@ impl ErrorCode {
             ErrorCode::DbCorrupt => "db_corrupt",
             ErrorCode::DbTooNew => "db_too_new",
             ErrorCode::ImageRejected => "image_rejected",
+            ErrorCode::ForbiddenOrigin => "forbidden_origin",
         }
     }
 }

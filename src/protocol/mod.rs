@@ -6,5 +6,6 @@ pub mod envelope;
 pub mod error;
 pub mod frame;
 pub mod limits;
+pub mod origin;
 
 pub use error::{ErrorCode, HostError, HostResult};

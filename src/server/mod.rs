@@ -87,12 +87,7 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
                 }
             }
             Err(FrameError::TooLarge { declared, cap }) => {
-                let e = HostError::new(
-                    ErrorCode::TooLarge,
-                    format!("frame of {declared} bytes exceeds the {cap}-byte cap; closing"),
-                );
-                tracing::warn!(declared, "oversized frame; closing");
-                out.send_reply(&Value::Null, error_reply(&Value::Null, &e));
+                send_too_large(&out, declared, cap);
                 break 1;
             }
             Err(FrameError::Truncated { got, want }) => {
@@ -113,6 +108,47 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
         s.close();
     }
     code
+}
+
+/// The one reply to an oversized length prefix (the stream cannot be resynchronised after it).
+fn send_too_large(out: &Outbox, declared: u64, cap: usize) {
+    let e = HostError::new(
+        ErrorCode::TooLarge,
+        format!("frame of {declared} bytes exceeds the {cap}-byte cap; closing"),
+    );
+    tracing::warn!(declared, "oversized frame; closing");
+    out.send_reply(&Value::Null, error_reply(&Value::Null, &e));
+}
+
+/// Serve nothing: the caller failed the origin check (reliability.md §8). Every frame is answered
+/// with `forbidden_origin` (with the request's id when it can be read) until stdin closes; the
+/// database is never opened and no handler runs. Framing rules still hold: an oversized prefix
+/// gets `too_large` and ends the process, a truncated frame ends it silently.
+pub fn refuse(input: &mut impl Read, out: Outbox, reason: &str) -> i32 {
+    let e = HostError::new(ErrorCode::ForbiddenOrigin, reason);
+    loop {
+        match read_frame(input, MAX_INBOUND_FRAME) {
+            Ok(None) | Err(FrameError::Truncated { .. }) => return 0,
+            Ok(Some(body)) => {
+                let id = match decode_request(&body) {
+                    Ok(r) => r.id,
+                    Err(rej) => rej.id,
+                };
+                tracing::debug!(id = %id, "refused a request from a forbidden caller");
+                if !out.send_reply(&id, error_reply(&id, &e)) {
+                    return 0;
+                }
+            }
+            Err(FrameError::TooLarge { declared, cap }) => {
+                send_too_large(&out, declared, cap);
+                return 1;
+            }
+            Err(FrameError::Io(e)) => {
+                tracing::warn!(error = %e, "stdin read failed");
+                return 1;
+            }
+        }
+    }
 }
 
 /// Handle one frame; false when the output pipe is gone.

@@ -39,6 +39,11 @@ impl Store {
             .ok_or_else(|| HostError::bad_request("ref must be keepsake-image:sha256:<64 lower-case hex>"))?
             .to_owned();
         self.read(|tx| match get_blob(tx, &sha)? {
+            // Content-addressed: bytes that no longer hash to their key were damaged on disk
+            // (SQLite has no page checksums, so this is the only check that can see it).
+            Some((_, bytes)) if sha256_hex(&bytes) != sha => {
+                Err(super::salvage::content_damage(format!("image {sha} no longer matches its hash")))
+            }
             Some((mime, bytes)) => Ok(json!({"mime": mime, "bytes": base64_encode(&bytes)})),
             None => Err(HostError::not_found(format!("no image {sha}"))),
         })
@@ -55,7 +60,11 @@ impl Store {
     /// Counts, sizes, schema version and integrity (`keepsake-host inspect`).
     pub fn inspect(&mut self) -> HostResult<Value> {
         let path = self.path().to_path_buf();
-        let integrity = self.integrity(true)?;
+        let integrity = self.integrity(true);
+        let integrity = self.observe(integrity)?;
+        if integrity != ["ok"] {
+            self.note_damage(&format!("integrity_check: {}", integrity.join("; ")));
+        }
         self.read(|tx| {
             let image_bytes: i64 =
                 tx.query_row("SELECT coalesce(sum(byte_length), 0) FROM images", [], |r| r.get(0))?;
@@ -106,6 +115,66 @@ impl Store {
             .map_err(|e| HostError::internal(format!("backup failed: {e}")))?;
         Ok(())
     }
+}
+
+/// `keepsake-host backup`: SQLite's backup API from a read-only connection into a new 0600 file.
+/// The backup API copies pages without interpreting them, so a database that is damaged but
+/// still opens is copied as it is; returns the copy's `integrity_check` lines (`["ok"]` when
+/// healthy). A file SQLite cannot open at all is `db_corrupt`, and nothing is created.
+pub fn backup_file(db: &Path, dest: &Path) -> HostResult<Vec<String>> {
+    if let Some(s) = super::salvage::too_short(db) {
+        super::salvage::note_damage(db, &s);
+        return Err(HostError::new(
+            crate::protocol::ErrorCode::DbCorrupt,
+            format!("the database is damaged: {s}"),
+        ));
+    }
+    let conn = super::open::open_read_only(db).map_err(|e| {
+        if let super::StoreError::Corrupt(m) = &e {
+            super::salvage::note_damage(db, m);
+        }
+        HostError::from(e)
+    })?;
+    if dest.exists() {
+        return Err(HostError::conflict(format!("{} already exists; choose a new file", dest.display())));
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(dest).map_err(|e| HostError::internal(format!("cannot create {}: {e}", dest.display())))?;
+    if let Err(e) = conn.backup(MAIN_DB, dest, None) {
+        // our own partial output; the source is untouched
+        let _ = std::fs::remove_file(dest);
+        let e = HostError::from(e);
+        return Err(HostError::new(e.code, format!("backup failed: {}", e.message)));
+    }
+    // A backup is one self-contained file: rollback journal mode, so opening it never needs
+    // (or leaves) a -wal/-shm beside it.
+    let copy = Connection::open_with_flags(
+        dest,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )?;
+    let _ = copy.query_row("PRAGMA journal_mode=DELETE", [], |_| Ok(()));
+    let lines: Vec<String> = match copy.prepare("PRAGMA integrity_check").and_then(|mut st| {
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    }) {
+        Ok(l) => l,
+        Err(e) => vec![e.to_string()],
+    };
+    if lines != ["ok"] {
+        super::salvage::note_damage(db, &format!("integrity_check: {}", lines.join("; ")));
+    }
+    Ok(lines)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Store {

@@ -11,7 +11,9 @@ mod import;
 pub mod maintenance;
 pub mod migrate;
 pub mod open;
+mod pagescan;
 mod requests;
+pub mod salvage;
 mod sessions;
 mod settings;
 
@@ -81,20 +83,41 @@ impl From<StoreError> for HostError {
     }
 }
 
+/// Text that is not UTF-8: Keepsake only ever stores Rust strings, so on disk this is damage.
+fn is_bad_utf8(e: &rusqlite::Error) -> bool {
+    match e {
+        rusqlite::Error::Utf8Error(..) => true,
+        rusqlite::Error::FromSqlConversionFailure(_, _, inner) => {
+            inner.is::<std::str::Utf8Error>() || inner.is::<std::string::FromUtf8Error>()
+        }
+        _ => false,
+    }
+}
+
 impl From<rusqlite::Error> for HostError {
     fn from(e: rusqlite::Error) -> Self {
         if is_corrupt(&e) {
             HostError::new(ErrorCode::DbCorrupt, format!("the database is damaged: {e}"))
+        } else if is_bad_utf8(&e) {
+            salvage::content_damage(format!("stored text is not UTF-8: {e}"))
         } else if open::is_busy(&e) {
             HostError::new(
                 ErrorCode::Busy,
                 "the database stayed locked past the busy timeout; nothing was applied, retry",
             )
         } else if let rusqlite::Error::SqliteFailure(f, _) = &e {
-            if f.code == rusqlite::ErrorCode::TooBig {
-                return HostError::too_large(format!("value too large for the database: {e}"));
+            match f.code {
+                rusqlite::ErrorCode::TooBig => HostError::too_large(format!("value too large for the database: {e}")),
+                // T18: a full disk (or the page-count cap, or RLIMIT_FSIZE as EFBIG) rolls the
+                // transaction back; the database stays consistent and reads keep working.
+                rusqlite::ErrorCode::DiskFull => HostError::internal(format!(
+                    "the disk is full; nothing was applied (free some space and retry): {e}"
+                )),
+                rusqlite::ErrorCode::SystemIoFailure => HostError::internal(format!(
+                    "the disk refused a write (full, over a file-size limit, or failing); nothing was applied: {e}"
+                )),
+                _ => HostError::internal(format!("storage error: {e}")),
             }
-            HostError::internal(format!("storage error: {e}"))
         } else {
             HostError::internal(format!("storage error: {e}"))
         }
@@ -178,6 +201,8 @@ pub struct Store {
     mode: Mode,
     /// Identifies this process's commits in the change log.
     origin: String,
+    /// Set when this connection met `SQLITE_CORRUPT` / `SQLITE_NOTADB`: writes stop (§7).
+    damaged: Option<String>,
 }
 
 /// Validate an optional `clientRequestId`.
@@ -199,11 +224,32 @@ pub fn check_client_request_id(v: Option<&Value>) -> HostResult<Option<String>> 
 }
 
 impl Store {
-    /// Open (creating if needed) and migrate the database at `path`.
+    /// Open (creating if needed) and migrate the database at `path`. A damaged database a host
+    /// reported earlier is moved aside and salvaged first (reliability.md §7, `salvage.rs`); this
+    /// must run before the process holds any other connection to the file.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let mut conn = open::open_connection(path, Mode::ReadWrite)?;
-        migrate::migrate(&mut conn)?;
-        Ok(Store::wrap(conn, path, Mode::ReadWrite))
+        if let Some(r) = salvage::recover_at_start(path)? {
+            tracing::warn!(rows = r.rows_recovered, copy = %r.damaged_copy.display(), "started on a salvaged database");
+        }
+        let opened = match salvage::too_short(path) {
+            Some(s) => Err(StoreError::Corrupt(s)),
+            None => Ok(()),
+        }
+        .and_then(|_| open::open_connection(path, Mode::ReadWrite))
+        .and_then(|mut conn| {
+            migrate::migrate(&mut conn)?;
+            Ok(conn)
+        });
+        match opened {
+            Ok(conn) => Ok(Store::wrap(conn, path, Mode::ReadWrite)),
+            Err(StoreError::Corrupt(m)) => {
+                salvage::note_damage(path, &m);
+                Err(StoreError::Corrupt(format!(
+                    "{m}; writes are stopped, and the next start moves the file aside and salvages it (see keepsake-host doctor)"
+                )))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Open another connection to a database this process has already opened and migrated
@@ -215,8 +261,16 @@ impl Store {
 
     /// Open an existing database read-only (CLI inspection); never migrates or creates.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        if let Some(s) = salvage::too_short(path) {
+            salvage::note_damage(path, &s);
+            return Err(StoreError::Corrupt(s));
+        }
         let conn = open::open_read_only(path)?;
-        let v = migrate::schema_version(&conn)?;
+        let v = migrate::schema_version(&conn).inspect_err(|e| {
+            if is_corrupt(e) {
+                salvage::note_damage(path, &e.to_string());
+            }
+        })?;
         if v > migrate::LATEST {
             return Err(StoreError::TooNew { found: v, supported: migrate::LATEST });
         }
@@ -232,7 +286,10 @@ impl Store {
     fn wrap(conn: Connection, path: &Path, mode: Mode) -> Store {
         let origin =
             format!("pid {} {}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
-        Store { conn, path: path.to_path_buf(), mode, origin }
+        // Damaged cells fail as SQLITE_CORRUPT when their page is loaded instead of being read
+        // as data (T19: fewer silent wrong answers from a damaged file).
+        let _ = conn.execute_batch("PRAGMA cell_size_check=ON");
+        Store { conn, path: path.to_path_buf(), mode, origin, damaged: None }
     }
 
     /// Share another connection's origin, so its commits count as this process's own.
@@ -263,10 +320,46 @@ impl Store {
 
     /// Run `f` in one read transaction (one consistent state).
     pub fn read<T>(&mut self, f: impl FnOnce(&rusqlite::Transaction) -> HostResult<T>) -> HostResult<T> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        let r = (|| {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        self.observe(r)
+    }
+
+    /// Remember damage an operation met: this process stops writing, and the marker beside
+    /// the database stops every other host's writes and triggers the salvage at the next start.
+    pub(crate) fn observe<T>(&mut self, r: HostResult<T>) -> HostResult<T> {
+        if let Err(e) = &r {
+            if e.code == ErrorCode::DbCorrupt {
+                self.note_damage(&e.message);
+            }
+        }
+        r
+    }
+
+    /// Record damage found by this connection (see [`Store::observe`]).
+    pub fn note_damage(&mut self, what: &str) {
+        if self.damaged.is_none() {
+            self.damaged = Some(what.to_owned());
+        }
+        salvage::note_damage(&self.path, what);
+    }
+
+    /// Why writes are refused, if the database is known to be damaged.
+    pub fn damage(&self) -> Option<String> {
+        if let Some(d) = &self.damaged {
+            return Some(d.clone());
+        }
+        if salvage::damage_noted(&self.path) {
+            let what = salvage::read_marker(&self.path)
+                .and_then(|m| m.get("error").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| "damage reported by another keepsake-host process".into());
+            return Some(what);
+        }
+        None
     }
 
     /// Run a write as one `BEGIN IMMEDIATE` transaction with the at-most-once rule for
@@ -282,6 +375,25 @@ impl Store {
         if self.mode == Mode::ReadOnly {
             return Err(HostError::unsupported("this database was opened read-only"));
         }
+        if let Some(d) = self.damage() {
+            return Err(HostError::new(
+                ErrorCode::DbCorrupt,
+                format!(
+                    "the database is damaged ({d}); writes are stopped until the next start moves it aside and \
+                     salvages it (see keepsake-host doctor)"
+                ),
+            ));
+        }
+        let r = self.write_inner(op, client_request_id, f);
+        self.observe(r)
+    }
+
+    fn write_inner(
+        &mut self,
+        op: &str,
+        client_request_id: Option<&str>,
+        f: impl FnOnce(&mut WriteTx) -> HostResult<Value>,
+    ) -> HostResult<WriteOutcome> {
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(crid) = client_request_id {
             let prior: Option<(String, String)> = tx
@@ -297,8 +409,9 @@ impl Store {
                         "clientRequestId {crid:?} was already used for {prior_op}"
                     )));
                 }
-                let result: Value = serde_json::from_str(&result)
-                    .map_err(|e| HostError::internal(format!("recorded result unreadable: {e}")))?;
+                let result: Value = serde_json::from_str(&result).map_err(|e| {
+                    salvage::content_damage(format!("a recorded result no longer parses: {e}"))
+                })?;
                 tx.commit()?;
                 return Ok(WriteOutcome { result, event: None });
             }

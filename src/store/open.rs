@@ -29,12 +29,29 @@ pub enum Mode {
 }
 
 fn refuse_symlink(path: &Path) -> Result<(), StoreError> {
+    refuse_links(path)
+}
+
+/// Refuse a symlinked database path and a hard-linked database file (reliability.md §7: a
+/// second name for the file is a second way to open it, with its own `-wal`/`-shm`).
+pub fn refuse_links(path: &Path) -> Result<(), StoreError> {
     if let Ok(md) = std::fs::symlink_metadata(path) {
         if md.file_type().is_symlink() {
             return Err(StoreError::Path(format!(
                 "{} is a symbolic link; Keepsake refuses symlinked database paths",
                 path.display()
             )));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if md.is_file() && md.nlink() > 1 {
+                return Err(StoreError::Path(format!(
+                    "{} has {} hard links; Keepsake refuses a hard-linked database file (remove the other links)",
+                    path.display(),
+                    md.nlink()
+                )));
+            }
         }
     }
     Ok(())
@@ -175,6 +192,12 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
         // 4 MB snapshot rows; here snapshots never copy image bytes (blobs are stored once), so
         // small rows dominate and 4 KiB wins.
         let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        // A database written by a newer host stays byte-identical, journal mode included
+        // (reliability.md §4, T17): refuse it before the WAL switch could rewrite its header.
+        let found: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if found > super::migrate::LATEST {
+            return Err(StoreError::TooNew { found, supported: super::migrate::LATEST });
+        }
         if pages == 0 {
             conn.execute_batch("PRAGMA page_size=4096")?;
         }
@@ -184,6 +207,10 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
         conn.execute_batch(
             "PRAGMA synchronous=FULL; PRAGMA journal_size_limit=4194304; PRAGMA wal_autocheckpoint=1000;",
         )?;
+        // Test knob (reliability.md T18): a page-count cap stands in for a full disk.
+        if let Some(n) = std::env::var("KEEPSAKE_MAX_PAGE_COUNT").ok().and_then(|v| v.parse::<u32>().ok()) {
+            conn.execute_batch(&format!("PRAGMA max_page_count={n}"))?;
+        }
     }
     conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA trusted_schema=OFF;")?;
     Ok(conn)

@@ -27,6 +27,15 @@ pub fn init_file_logging(db: &Path) {
     let Ok(file) = opts.open(&path) else {
         return;
     };
+    // A log left by an older version (or created under a permissive umask) is made private
+    // too: it names files and errors from the user's history (reliability.md §6).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if file.metadata().is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        }
+    }
     let default = if path.with_file_name(DEBUG_MARKER).exists() { "debug" } else { "info" };
     let filter = std::env::var("KEEPSAKE_LOG")
         .ok()

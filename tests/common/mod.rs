@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_keepsake-host");
-/// The origin argument Chrome passes (any well-formed one; origin checks arrive later).
-pub const ORIGIN: &str = "chrome-extension://abcdefghijklmnopabcdefghijklmnop/";
+/// The origin argument Chrome passes for the Keepsake extension (its built-in ID; the host refuses
+/// any other caller, PROTOCOL.md "Caller check").
+pub const ORIGIN: &str = "chrome-extension://ejaedcjldiggibmnammkkoekohjgefkk/";
 pub const MAX_FRAME: usize = 1_048_576;
 
 /// What the reader thread saw on the host's stdout.
@@ -360,4 +361,728 @@ pub fn unchanged(h: &mut Host, op: &str, args: Value) -> Value {
     marker(h);
     assert!(h.events.is_empty(), "{op} {args}: emitted an event: {:?}", h.events);
     r
+}
+
+// ---- reliability harness helpers (rel_crash.rs, rel_concurrency.rs, rel_migrations.rs) ------
+
+/// What [`Host::recv_status`] saw.
+#[derive(Debug)]
+pub enum Recv {
+    Frame(Value),
+    /// stdout closed: the process exited or was killed.
+    Closed,
+    /// stdout ended inside a frame or carried a non-frame (e.g. the process was killed while
+    /// writing a reply).
+    Broken(String),
+    Timeout,
+}
+
+impl Host {
+    /// Next frame, telling a closed stdout (a dead host) apart from a timeout.
+    pub fn recv_status(&mut self, timeout: Duration) -> Recv {
+        match self.rx.recv_timeout(timeout) {
+            Ok(Incoming::Frame(v, n)) => {
+                self.frame_sizes.push(n);
+                Recv::Frame(v)
+            }
+            Ok(Incoming::Closed) | Err(RecvTimeoutError::Disconnected) => Recv::Closed,
+            Ok(Incoming::Garbage(g)) => Recv::Broken(g),
+            Err(RecvTimeoutError::Timeout) => Recv::Timeout,
+        }
+    }
+
+    /// Spawn as [`Host::spawn`] does, but the child waits at `gate` between fork and exec, so
+    /// several hosts can be released to start on the same instant. Blocks until the gate
+    /// opens (call from one thread per host; see [`StartGate`]).
+    #[cfg(unix)]
+    pub fn spawn_gated(db: &Path, gate: &StartGate) -> Host {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(BIN);
+        cmd.arg(ORIGIN)
+            .env("KEEPSAKE_DB", db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let (gate_r, gate_w, ready_w) = (gate.gate_r, gate.gate_w, gate.ready_w);
+        // SAFETY: only async-signal-safe calls (close, write, read) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::close(gate_w);
+                let one = [1u8];
+                if libc::write(ready_w, one.as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let mut b = [0u8; 1];
+                // returns 0 (EOF) once the parent closed its write end: the gate is open
+                while libc::read(gate_r, b.as_mut_ptr().cast(), 1) < 0 {
+                    if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                        break;
+                    }
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("spawn keepsake-host");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || reader(stdout, tx));
+        Host {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            events: VecDeque::new(),
+            frame_sizes: Vec::new(),
+            next_id: 1,
+            db: db.to_path_buf(),
+        }
+    }
+}
+
+/// A start barrier for child processes: each child, between fork and exec, reports ready and
+/// then blocks reading a pipe; [`StartGate::open_when_ready`] waits for every child and closes
+/// the pipe's write end, which releases all of them at once. Run one gated group at a time per
+/// test binary (a child blocked at one gate holds inherited copies of another group's pipe).
+#[cfg(unix)]
+pub struct StartGate {
+    gate_r: i32,
+    gate_w: i32,
+    ready_r: i32,
+    ready_w: i32,
+    released: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(unix)]
+impl StartGate {
+    pub fn new() -> StartGate {
+        let mut g = [0i32; 2];
+        let mut r = [0i32; 2];
+        // SAFETY: plain pipe2 calls with valid out-arrays.
+        unsafe {
+            assert_eq!(libc::pipe2(g.as_mut_ptr(), libc::O_CLOEXEC), 0, "pipe2");
+            assert_eq!(libc::pipe2(r.as_mut_ptr(), libc::O_CLOEXEC), 0, "pipe2");
+        }
+        StartGate {
+            gate_r: g[0],
+            gate_w: g[1],
+            ready_r: r[0],
+            ready_w: r[1],
+            released: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Wait until `n` children stand at the gate (or `timeout` passes), then release them all.
+    /// Returns how many were ready.
+    pub fn open_when_ready(&self, n: usize, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let mut ready = 0;
+        while ready < n && Instant::now() < deadline {
+            let mut pfd = libc::pollfd { fd: self.ready_r, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd; a read of at most 64 bytes into a 64-byte buffer.
+            unsafe {
+                if libc::poll(&mut pfd, 1, 50) > 0 {
+                    let mut buf = [0u8; 64];
+                    let k = libc::read(self.ready_r, buf.as_mut_ptr().cast(), (n - ready).min(64));
+                    if k > 0 {
+                        ready += k as usize;
+                    }
+                }
+            }
+        }
+        self.release();
+        ready
+    }
+
+    fn release(&self) {
+        if !self.released.swap(true, Ordering::SeqCst) {
+            // SAFETY: closing a descriptor this gate owns, once.
+            unsafe { libc::close(self.gate_w) };
+        }
+    }
+}
+
+#[cfg(unix)]
+impl Default for StartGate {
+    fn default() -> Self {
+        StartGate::new()
+    }
+}
+
+#[cfg(unix)]
+impl Drop for StartGate {
+    fn drop(&mut self) {
+        self.release();
+        // SAFETY: closing descriptors this gate owns.
+        unsafe {
+            libc::close(self.gate_r);
+            libc::close(self.ready_r);
+            libc::close(self.ready_w);
+        }
+    }
+}
+
+/// `KEEPSAKE_LONG=1` selects a test's long size (reliability.md §10).
+pub fn long_run() -> bool {
+    std::env::var("KEEPSAKE_LONG").map(|v| !v.is_empty() && v != "0").unwrap_or(false)
+}
+
+/// A count from the environment (`name`), else `long` under `KEEPSAKE_LONG=1`, else `ci`.
+pub fn size(name: &str, ci: usize, long: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(if long_run() { long } else { ci })
+}
+
+/// A small seeded xorshift generator (no `rand` dependency); the seed is printed by each test
+/// and can be replayed with `KEEPSAKE_SEED`.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn from_env() -> Rng {
+        let seed = std::env::var("KEEPSAKE_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        });
+        Rng::new(seed)
+    }
+
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.0
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next_u64() % (hi - lo + 1)
+    }
+}
+
+/// `PRAGMA integrity_check` on a fresh read-write connection (a reopen: it recovers a WAL a
+/// killed process left behind). Returns the rows joined, `"ok"` when healthy.
+pub fn integrity(db: &Path) -> String {
+    let c = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .expect("open db for integrity_check");
+    c.busy_timeout(Duration::from_secs(30)).unwrap();
+    let mut st = c.prepare("PRAGMA integrity_check").unwrap();
+    let rows: Vec<String> = st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    rows.join("; ")
+}
+
+/// A committed database fixture under `tests/fixtures/db/`.
+pub fn db_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db").join(name)
+}
+
+/// Copy a database fixture to `dest` (creating its directory), mode 0600 like the host's files.
+pub fn copy_db_fixture(name: &str, dest: &Path) {
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(db_fixture(name), dest).expect("copy fixture");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw processes (reliability tests T01–T06, T22): every stdout byte kept, exit and peak RSS from
+// wait4, stderr captured.
+
+/// What a [`RawHost`]'s stdout reader saw.
+#[derive(Debug)]
+pub enum RawOut {
+    /// One frame: its body bytes (JSON), and when it arrived.
+    Frame(Vec<u8>, Instant),
+    /// stdout closed.
+    Eof(Instant),
+    /// Bytes that cannot be a frame (over 1 MiB, or not JSON); parsing stops, bytes are still kept.
+    Garbage(String),
+}
+
+/// Parse JSON through `str::parse`, which runs serde_json's own optimised parser instead of a
+/// copy instantiated (unoptimised) in the test crate: 10× faster on the 140 MB replies of T05.
+pub fn parse_json(bytes: &[u8]) -> Option<Value> {
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
+/// How a [`RawHost`] ended.
+#[derive(Debug, Clone)]
+pub struct RawExit {
+    /// Exit code, or `None` when a signal ended it.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Peak resident set size over the whole life of the process (wait4's `ru_maxrss`, the
+    /// same figure as `VmHWM`), KiB.
+    pub max_rss_kib: i64,
+    /// When the process was reaped.
+    pub at: Instant,
+    pub stderr: Vec<u8>,
+}
+
+/// The host binary spawned with pipes, without the [`Host`] harness' parsing: every byte of
+/// stdout is recorded in `stdout_bytes`; the process is reaped with wait4 to read its peak RSS.
+pub struct RawHost {
+    pub pid: i32,
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    pub rx: Receiver<RawOut>,
+    pub stdout_bytes: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    stderr: Option<thread::JoinHandle<Vec<u8>>>,
+    reaped: bool,
+}
+
+fn raw_reader(
+    mut out: ChildStdout,
+    tx: mpsc::Sender<RawOut>,
+    all: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut parsing = true;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match out.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                if parsing && !pending.is_empty() {
+                    let _ = tx.send(RawOut::Garbage(format!("{} bytes after the last frame", pending.len())));
+                }
+                let _ = tx.send(RawOut::Eof(Instant::now()));
+                return;
+            }
+            Ok(n) => n,
+        };
+        all.lock().unwrap().extend_from_slice(&buf[..n]);
+        if !parsing {
+            continue;
+        }
+        pending.extend_from_slice(&buf[..n]);
+        let mut off = 0;
+        while pending.len() - off >= 4 {
+            let len = u32::from_ne_bytes(pending[off..off + 4].try_into().unwrap()) as usize;
+            if len > MAX_FRAME {
+                let _ = tx.send(RawOut::Garbage(format!("frame of {len} bytes")));
+                parsing = false;
+                break;
+            }
+            if pending.len() - off - 4 < len {
+                break;
+            }
+            let body = pending[off + 4..off + 4 + len].to_vec();
+            if parse_json(&body).is_none() {
+                let _ = tx.send(RawOut::Garbage(format!("non-JSON frame of {len} bytes")));
+                parsing = false;
+                break;
+            }
+            let _ = tx.send(RawOut::Frame(body, Instant::now()));
+            off += 4 + len;
+        }
+        pending.drain(..off.min(pending.len()));
+    }
+}
+
+impl RawHost {
+    /// Spawn `BIN args…` with `KEEPSAKE_DB=db` plus `env`.
+    pub fn spawn(db: &Path, args: &[&str], env: &[(&str, &str)]) -> RawHost {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .env("KEEPSAKE_DB", db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Self::spawn_cmd(cmd)
+    }
+
+    /// Spawn a prepared command (stdin, stdout and stderr are set to pipes here).
+    pub fn spawn_cmd(mut cmd: Command) -> RawHost {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn keepsake-host");
+        let out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let all = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let all2 = all.clone();
+        thread::spawn(move || raw_reader(out, tx, all2));
+        let stderr = thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = err.read_to_end(&mut v);
+            v
+        });
+        RawHost {
+            pid: child.id() as i32,
+            stdin: child.stdin.take(),
+            child: Some(child),
+            rx,
+            stdout_bytes: all,
+            stderr: Some(stderr),
+            reaped: false,
+        }
+    }
+
+    /// Write bytes to stdin, ignoring a closed pipe (the host may already have left).
+    pub fn write(&mut self, bytes: &[u8]) {
+        if let Some(s) = self.stdin.as_mut() {
+            let _ = s.write_all(bytes);
+            let _ = s.flush();
+        }
+    }
+
+    /// Write one frame.
+    pub fn send_frame(&mut self, body: &[u8]) {
+        let mut b = (body.len() as u32).to_ne_bytes().to_vec();
+        b.extend_from_slice(body);
+        self.write(&b);
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        self.send_frame(v.to_string().as_bytes());
+    }
+
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Next item from stdout within `timeout`.
+    pub fn next(&self, timeout: Duration) -> Option<RawOut> {
+        self.rx.recv_timeout(timeout).ok()
+    }
+
+    /// Next frame parsed as JSON; `None` on EOF or timeout; panics on garbage.
+    pub fn next_frame(&self, timeout: Duration) -> Option<(Value, usize)> {
+        match self.next(timeout)? {
+            RawOut::Frame(b, _) => Some((parse_json(&b).unwrap(), b.len())),
+            RawOut::Eof(_) => None,
+            RawOut::Garbage(g) => panic!("host wrote a non-frame to stdout: {g}"),
+        }
+    }
+
+    /// Wait for the reply to `id` (events are returned in `events`), joining chunk frames; returns
+    /// (the reply's exact JSON text, sizes of the frames that carried it).
+    pub fn reply_text(&self, id: &Value, timeout: Duration, events: &mut Vec<Value>) -> (String, Vec<usize>) {
+        let deadline = Instant::now() + timeout;
+        let mut pieces: Vec<String> = Vec::new();
+        let mut sizes = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (v, n) =
+                self.next_frame(left).unwrap_or_else(|| panic!("no reply to {id} within {timeout:?}"));
+            if v.get("event").is_some() {
+                assert!(pieces.is_empty(), "an event between the chunks of one reply: {v}");
+                events.push(v);
+                continue;
+            }
+            assert_eq!(&v["id"], id, "a frame for another id while waiting for {id}: {v}");
+            sizes.push(n);
+            let Some(c) = v.get("chunk") else {
+                assert!(pieces.is_empty(), "a whole reply between chunks: {v}");
+                return (v.to_string(), sizes);
+            };
+            assert_eq!(c["index"].as_u64(), Some(pieces.len() as u64), "chunk order");
+            pieces.push(v["data"].as_str().expect("chunk data").to_owned());
+            if pieces.len() as u64 == c["count"].as_u64().expect("chunk count") {
+                return (pieces.concat(), sizes);
+            }
+        }
+    }
+
+    /// Reap the process (waiting up to `timeout`, then SIGKILL and panic).
+    pub fn wait(&mut self, timeout: Duration) -> RawExit {
+        assert!(!self.reaped, "already reaped");
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut status = 0;
+            // SAFETY: a zeroed rusage is a valid out-parameter; pid is our own child.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            let r = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut ru) };
+            if r == self.pid {
+                self.reaped = true;
+                let at = Instant::now();
+                drop(self.stdin.take());
+                let stderr = self.stderr.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+                let (code, signal) = if libc::WIFEXITED(status) {
+                    (Some(libc::WEXITSTATUS(status)), None)
+                } else {
+                    (None, libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)))
+                };
+                return RawExit { code, signal, max_rss_kib: ru.ru_maxrss, at, stderr };
+            }
+            assert!(r == 0, "wait4 failed: {}", std::io::Error::last_os_error());
+            if Instant::now() > deadline {
+                unsafe { libc::kill(self.pid, libc::SIGKILL) };
+                panic!("host {} did not exit within {timeout:?}", self.pid);
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Whether the process has exited (without reaping it).
+    pub fn alive(&self) -> bool {
+        !self.reaped && Path::new(&format!("/proc/{}", self.pid)).exists() && !is_zombie(self.pid)
+    }
+}
+
+impl Drop for RawHost {
+    fn drop(&mut self) {
+        if !self.reaped {
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(self.pid, &mut status, 0);
+            }
+        }
+        // The Child was reaped by wait4 above; std must not wait on it again.
+        if let Some(c) = self.child.take() {
+            std::mem::forget(c);
+        }
+    }
+}
+
+/// `/proc/<pid>/stat` says the process is a zombie (exited, not yet reaped).
+pub fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Live (non-zombie) processes whose parent is `ppid` and whose command name is `keepsake-host`.
+pub fn live_host_children(ppid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return out };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let comm = head.split_once('(').map(|(_, c)| c).unwrap_or("");
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or("");
+        let parent: u32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        if parent == ppid && comm.starts_with("keepsake-host") && state != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Every row of every table, rendered and sorted: equal fingerprints mean nothing was written.
+pub fn db_fingerprint(db: &Path) -> Vec<String> {
+    let c = sql(db);
+    let tables: Vec<String> = c
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut out = Vec::new();
+    for t in tables {
+        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = st.column_count();
+        let mut rows: Vec<String> = st
+            .query_map([], |r| {
+                let mut s = format!("{t}:");
+                for i in 0..n {
+                    s.push_str(&format!("{:?}|", r.get_ref(i)?));
+                }
+                Ok(s)
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        rows.sort();
+        out.push(format!("{t}: {} rows", rows.len()));
+        out.extend(rows);
+    }
+    out
+}
+
+/// The `p` quantile (0..=1) of sorted durations.
+pub fn quantile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Split a captured stdout into frames strictly; returns (frames, non-frame bytes).
+pub fn split_frames(out: &[u8]) -> (Vec<Value>, usize) {
+    let mut off = 0;
+    let mut frames = Vec::new();
+    while off < out.len() {
+        if off + 4 > out.len() {
+            return (frames, out.len() - off);
+        }
+        let n = u32::from_ne_bytes(out[off..off + 4].try_into().unwrap()) as usize;
+        if n > MAX_FRAME || off + 4 + n > out.len() {
+            return (frames, out.len() - off);
+        }
+        match parse_json(&out[off + 4..off + 4 + n]) {
+            Some(v) if v.is_object() => frames.push(v),
+            _ => return (frames, out.len() - off),
+        }
+        off += 4 + n;
+    }
+    (frames, 0)
+}
+
+// ---- corruption, disk-full and permission helpers (rel_corruption.rs, rel_diskfull.rs,
+// rel_permissions.rs) ---------------------------------------------------------------------------
+
+impl Host {
+    /// Spawn as [`Host::spawn`] does, after `configure` adjusted the command (environment, a
+    /// `pre_exec` umask or rlimit, another stderr).
+    pub fn spawn_configured(db: &Path, configure: impl FnOnce(&mut Command)) -> Host {
+        let mut cmd = Command::new(BIN);
+        cmd.arg(ORIGIN)
+            .env("KEEPSAKE_DB", db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        configure(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn keepsake-host");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || reader(stdout, tx));
+        Host {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            events: VecDeque::new(),
+            frame_sizes: Vec::new(),
+            next_id: 1,
+            db: db.to_path_buf(),
+        }
+    }
+}
+
+/// Lines of the host log beside `db` that report a panic (the dispatcher logs "handler
+/// panicked"; the default hook prints "panicked at" to stderr, which tests point at the log).
+pub fn panics_logged(db: &Path) -> usize {
+    let log = db.parent().unwrap().join("keepsake-host.log");
+    std::fs::read_to_string(log).map(|s| s.lines().filter(|l| l.contains("panicked")).count()).unwrap_or(0)
+}
+
+// ---- image and compaction reliability helpers (rel_images.rs, rel_compaction.rs) ------------
+
+/// The newest modification time of the files a `cargo build` of the host depends on (everything
+/// under `src/`, `Cargo.toml`, `Cargo.lock`).
+fn newest_source_mtime() -> Option<std::time::SystemTime> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut newest = None;
+    let mut stack = vec![root.join("src")];
+    let mut consider = |p: &Path| {
+        if let Ok(t) = std::fs::metadata(p).and_then(|m| m.modified()) {
+            if newest.is_none_or(|n| t > n) {
+                newest = Some(t);
+            }
+        }
+    };
+    consider(&root.join("Cargo.toml"));
+    consider(&root.join("Cargo.lock"));
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                consider(&p);
+            }
+        }
+    }
+    newest
+}
+
+/// The host binary to take timings from. `KEEPSAKE_HOST_BIN` wins (`debug` selects the debug
+/// build, any other value is a path to an optimised one); else the release build
+/// (`target/release/keepsake-host`, beside the debug `BIN`) when it exists and is newer than every
+/// source file, so it runs the code under test; else the debug `BIN`. Returns (path, release?,
+/// a note saying which and why).
+pub fn timing_host_bin() -> (PathBuf, bool, String) {
+    let debug = PathBuf::from(BIN);
+    match std::env::var("KEEPSAKE_HOST_BIN").as_deref() {
+        Ok("debug") => {
+            return (debug, false, "debug build (KEEPSAKE_HOST_BIN=debug): timings not asserted".into())
+        }
+        Ok(p) if !p.is_empty() => return (PathBuf::from(p), true, format!("KEEPSAKE_HOST_BIN={p}")),
+        _ => {}
+    }
+    let release = debug.parent().and_then(Path::parent).map(|t| t.join("release").join("keepsake-host"));
+    let Some(release) = release.filter(|r| r.is_file()) else {
+        return (debug, false, "debug build (no target/release/keepsake-host): timings not asserted".into());
+    };
+    let built = std::fs::metadata(&release).and_then(|m| m.modified()).ok();
+    match (built, newest_source_mtime()) {
+        (Some(b), Some(s)) if b >= s => (release, true, "release build".into()),
+        _ => (
+            debug,
+            false,
+            "debug build (target/release/keepsake-host is older than src/): timings not asserted".into(),
+        ),
+    }
+}
+
+impl Host {
+    /// Spawn another build of the host (e.g. the release binary from [`timing_host_bin`]) as the
+    /// browser does.
+    pub fn spawn_bin(bin: &Path, db: &Path) -> Host {
+        let mut cmd = Command::new(bin);
+        cmd.arg(ORIGIN)
+            .env("KEEPSAKE_DB", db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn keepsake-host");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || reader(stdout, tx));
+        Host {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+            events: VecDeque::new(),
+            frame_sizes: Vec::new(),
+            next_id: 1,
+            db: db.to_path_buf(),
+        }
+    }
+
+    /// Peak resident set of the host since the last [`Host::reset_peak_rss`] (`VmHWM`), KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        proc_status_kib(self.child.id(), "VmHWM")
+    }
+
+    /// Current resident set of the host (`VmRSS`), KiB.
+    pub fn rss_kib(&self) -> u64 {
+        proc_status_kib(self.child.id(), "VmRSS")
+    }
+
+    /// Reset the host's `VmHWM` to its current RSS (`echo 5 > /proc/<pid>/clear_refs`); false
+    /// where the kernel does not allow it.
+    pub fn reset_peak_rss(&self) -> bool {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5").is_ok()
+    }
+}
+
+/// A `kB` field of `/proc/<pid>/status` (0 when absent).
+pub fn proc_status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(&format!("{key}:")))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
 }

@@ -40,3 +40,34 @@ export function setting(k, key) {
   const rows = k.sql(`SELECT value FROM settings WHERE key = '${key.replace(/'/g, "''")}'`);
   return rows.length ? JSON.parse(rows[0].value) : undefined;
 }
+
+/** Entries trimmed off a bound live history since it was bound (storage-model §11.1), oldest first. */
+export function trimmed(k) {
+  return k
+    .sql('SELECT position, entry FROM history_trimmed ORDER BY position, id')
+    .map((r) => ({ position: r.position, entry: JSON.parse(r.entry) }));
+}
+
+/** The text of an entry as the history_text view computes it (string content, or text parts joined). */
+export function entryText(entry) {
+  const c = entry?.content;
+  if (typeof c === 'string') return c;
+  if (!Array.isArray(c)) return '';
+  return c
+    .filter((p) => p && (p.type === 'text' || p.type === 'input_text'))
+    .map((p) => p.text)
+    .join('\n');
+}
+
+/** The whole bound conversation: trimmed entries, then the live ones, as `[{role, text}]`. */
+export function boundConversation(k) {
+  return [
+    ...trimmed(k).map((r) => ({ role: r.entry.role, text: entryText(r.entry) })),
+    ...live(k).map((r) => ({ role: r.role, text: r.text ?? '' })),
+  ];
+}
+
+/** Applied writes by operation, from the at-most-once log: `{op: count}`. */
+export function clientRequestCounts(k) {
+  return Object.fromEntries(k.sql('SELECT op, count(*) AS n FROM client_requests GROUP BY op').map((r) => [r.op, r.n]));
+}

@@ -213,3 +213,33 @@ export function pills(page) {
     })),
   );
 }
+
+/**
+ * Send one message through the composer (type, click Send) and wait until the panel shows it
+ * answered: the last bubble is a finished assistant bubble with `reply`, right after the user
+ * bubble with `text`. Returns `{ms, bubbles}`.
+ */
+export async function sendAndAwaitReply(page, text, reply, { timeoutMs = 30_000 } = {}) {
+  const t0 = Date.now();
+  // not streaming (Stop hidden); Send enables once there is text
+  await page.waitForSelector(`${tid('stop')}[hidden]`, { state: 'attached', timeout: timeoutMs });
+  await page.fill(tid('composer-input'), text);
+  await page.waitForSelector(`${tid('send')}:not([disabled])`, { timeout: timeoutMs });
+  await page.click(tid('send'));
+  const b = await waitForBubbles(
+    page,
+    (bs) => {
+      const n = bs.length;
+      return (
+        n >= 2 &&
+        bs[n - 1].role === 'assistant' &&
+        !bs[n - 1].streaming &&
+        bs[n - 1].text === reply &&
+        bs[n - 2].role === 'user' &&
+        bs[n - 2].text === text
+      );
+    },
+    { timeoutMs, what: `the reply "${reply}" to "${text}"` },
+  );
+  return { ms: Date.now() - t0, bubbles: b };
+}

@@ -12,18 +12,18 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
+root=$(cd "${here}/../.." && pwd)
 started=$(date +%s)
 
 files=""
 for arg in "$@"; do
-	case "$arg" in
+	case "${arg}" in
 	--screenshots) KEEPSAKE_E2E_UPDATE_SCREENSHOTS=1 ;;
 	-h | --help)
 		sed -n '2,12p' "$0"
 		exit 0
 		;;
-	*) files="$files $arg" ;;
+	*) files="${files} ${arg}" ;;
 	esac
 done
 export KEEPSAKE_E2E_UPDATE_SCREENSHOTS="${KEEPSAKE_E2E_UPDATE_SCREENSHOTS:-0}"
@@ -33,16 +33,17 @@ say() { printf '\n==> e2e: %s\n' "$*"; }
 # ---- system packages: Debian's chromium and the sqlite3 CLI (the tests read the database with it)
 chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"
 missing=""
-[ -x "$chromium_bin" ] || missing="$missing chromium"
-command -v sqlite3 >/dev/null 2>&1 || missing="$missing sqlite3"
-if [ -n "$missing" ]; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		say "installing$missing (apt-get)"
+[ -x "${chromium_bin}" ] || missing="${missing} chromium"
+command -v sqlite3 >/dev/null 2>&1 || missing="${missing} sqlite3"
+if [ -n "${missing}" ]; then
+	uid=$(id -u)
+	if [ "${uid}" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		say "installing${missing} (apt-get)"
 		apt-get update -qq
 		# shellcheck disable=SC2086 # word splitting of the package list is intended
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${missing} >/dev/null
 	else
-		echo "e2e: missing$missing; install with: sudo apt-get install$missing" >&2
+		echo "e2e: missing${missing}; install with: sudo apt-get install${missing}" >&2
 		exit 1
 	fi
 fi
@@ -52,59 +53,62 @@ if ! command -v node >/dev/null 2>&1; then
 	exit 1
 fi
 node_major=$(node -p 'process.versions.node.split(".")[0]')
-if [ "$node_major" -lt 20 ]; then
-	echo "e2e: Node.js $(node --version) is too old (20 or newer is needed)" >&2
+if [ "${node_major}" -lt 20 ]; then
+	node_version=$(node --version)
+	echo "e2e: Node.js ${node_version} is too old (20 or newer is needed)" >&2
 	exit 1
 fi
 
 # ---- npm packages (playwright-core only, pinned in package-lock.json)
 say "npm ci"
-(cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+(cd "${here}" && npm ci --no-audit --no-fund --loglevel=error)
 
 # ---- the host binary the tests register with `keepsake-host install --user-data-dir`
 say "cargo build (debug keepsake-host)"
-(cd "$root" && cargo build --locked --bin keepsake-host)
-target="${CARGO_TARGET_DIR:-$root/target}"
-case "$target" in
+(cd "${root}" && cargo build --locked --bin keepsake-host)
+target="${CARGO_TARGET_DIR:-${root}/target}"
+case "${target}" in
 /*) ;;
-*) target="$root/$target" ;;
+*) target="${root}/${target}" ;;
 esac
-KEEPSAKE_E2E_HOST_BIN="${KEEPSAKE_E2E_HOST_BIN:-$target/debug/keepsake-host}"
+KEEPSAKE_E2E_HOST_BIN="${KEEPSAKE_E2E_HOST_BIN:-${target}/debug/keepsake-host}"
 export KEEPSAKE_E2E_HOST_BIN
-if [ ! -x "$KEEPSAKE_E2E_HOST_BIN" ]; then
-	echo "e2e: no host binary at $KEEPSAKE_E2E_HOST_BIN" >&2
+if [ ! -x "${KEEPSAKE_E2E_HOST_BIN}" ]; then
+	echo "e2e: no host binary at ${KEEPSAKE_E2E_HOST_BIN}" >&2
 	exit 1
 fi
 
 # ---- the tests: one file at a time (each launches at most two browsers; the machine has 2 cores)
-cd "$here"
-if [ -z "$files" ]; then
+cd "${here}"
+if [ -z "${files}" ]; then
 	files=$(ls ./*.e2e.mjs)
 fi
 mkdir -p artifacts
 tap="artifacts/last-run.tap"
-rm -f "$tap"
-say "node --test$(printf ' %s' "$files" | tr '\n' ' ')"
+rm -f "${tap}"
+listed=$(printf ' %s' "${files}" | tr '\n' ' ')
+say "node --test${listed}"
 guard=""
 if command -v timeout >/dev/null 2>&1; then
 	guard="timeout -k 10 900"
 fi
 status=0
 # shellcheck disable=SC2086 # $guard and $files are word lists
-$guard node --test --test-concurrency=1 --test-timeout=300000 \
+${guard} node --test --test-concurrency=1 --test-timeout=300000 \
 	--test-reporter=spec --test-reporter-destination=stdout \
-	--test-reporter=tap --test-reporter-destination="$tap" \
-	$files || status=$?
+	--test-reporter=tap --test-reporter-destination="${tap}" \
+	${files} || status=$?
 
 pass=""
 fail=""
-if [ -f "$tap" ]; then
-	pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$tap" | tail -n 1)
-	fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$tap" | tail -n 1)
+if [ -f "${tap}" ]; then
+	pass=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "${tap}" | tail -n 1)
+	fail=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "${tap}" | tail -n 1)
 fi
-if [ "$status" -ne 0 ] && [ "${fail:-0}" = 0 ]; then
+if [ "${status}" -ne 0 ] && [ "${fail:-0}" = 0 ]; then
 	fail=1 # the runner itself failed (timeout, crash): never report a clean run
 fi
-say "done in $(($(date +%s) - started)) s (exit $status); failure artifacts: tests/e2e/artifacts/"
+finished=$(date +%s)
+say "done in $((finished - started)) s (exit ${status}); failure artifacts: tests/e2e/artifacts/"
 echo "e2e: ${pass:-0} passed, ${fail:-0} failed"
-exit "$status"
+exit "${status}"
