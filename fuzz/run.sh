@@ -5,7 +5,7 @@
 # Environment: FUZZ_TARGETS (space-separated subset), FUZZ_JOBS, FUZZ_NO_BUILD=1 (use the
 # binaries already in fuzz/target), FUZZ_SCRATCH_DIR (new corpus units go there instead of
 # fuzz/corpus: keeps the work tree clean), FUZZ_LOG_DIR (default fuzz/logs, not committed),
-# KEEPSAKE_FUZZ_SKIP (see fuzz/README.md, "Known findings"; passed through).
+# KEEPSAKE_FUZZ_SKIP (see fuzz/README.md, "Findings"; passed through).
 # Exits non-zero if any target crashed, ran out of memory or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -43,9 +43,14 @@ run_one() {
 		dirs=("$FUZZ_SCRATCH_DIR/$t" "fuzz/corpus/$t")
 	fi
 	mkdir -p "${dirs[@]}" "fuzz/artifacts/$t"
-	"$bin_dir/$t" -artifact_prefix="fuzz/artifacts/$t/" -max_total_time="$secs" -rss_limit_mb=512 \
-		-timeout=10 -print_final_stats=1 "${extra[@]}" "${dirs[@]}" >"$log" 2>&1
-	local rc=$?
+	# bash's `time` reports the fuzzer's own CPU seconds (user + sys): on a shared machine the
+	# wall time overstates the work done
+	local TIMEFORMAT='%U %S' rc
+	{ time "$bin_dir/$t" -artifact_prefix="fuzz/artifacts/$t/" -max_total_time="$secs" -rss_limit_mb=512 \
+		-timeout=10 -print_final_stats=1 "${extra[@]}" "${dirs[@]}" >"$log" 2>&1; } 2>"$log.cpu"
+	rc=$?
+	local cpu
+	cpu=$(awk '{printf "%d", $1 + $2}' "$log.cpu")
 	local outcome=ok
 	if grep -q "ERROR: libFuzzer: out-of-memory" "$log"; then
 		outcome=OOM
@@ -59,11 +64,11 @@ run_one() {
 	local files bytes
 	files=$(find "${dirs[@]}" -type f | wc -l)
 	bytes=$(find "${dirs[@]}" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
-	printf '%s %s %ss: %s, execs %s, exec/s %s, new units %s, corpus %s files / %s B, peak RSS %s MB, wall %ss%s\n' \
+	printf '%s %s %ss: %s, execs %s, exec/s %s, new units %s, corpus %s files / %s B, peak RSS %s MB, wall %ss, cpu %ss%s\n' \
 		"$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$secs" "$outcome" \
 		"$(stat_of number_of_executed_units "$log")" "$(stat_of average_exec_per_sec "$log")" \
 		"$(stat_of new_units_added "$log")" "$files" "$bytes" "$(stat_of peak_rss_mb "$log")" \
-		"$(($(date +%s) - started))" "${artifact:+, artifact $artifact}" | tee -a fuzz/last-run.txt
+		"$(($(date +%s) - started))" "$cpu" "${artifact:+, artifact $artifact}" | tee -a fuzz/last-run.txt
 	[ "$outcome" = ok ]
 }
 

@@ -6,6 +6,13 @@
 //! and long texts, made by the generators at the end of this file; `KEEPSAKE_BLESS=1 cargo test
 //! --test rel_compaction` rewrites them — review the diff against the spec before committing).
 //!
+//! Random histories hold 0–60 entries (two in three under 24): plain, image-bearing (references
+//! to blobs of 1 KB–4 MB, inline data URLs, http URLs, parts without a URL, seen flags of every
+//! truthiness), attaches (string or array content, either prefix, around the 8,000-char
+//! thresholds in UTF-16 units, with images and video), assistants, system entries and blanks;
+//! requests vary the turn (text, 0–10 images of every shape), system prompt, bodyFields that
+//! collide with host-built fields, upTo, pass, rescue, backfill, aging and the budget.
+//!
 //! Every history is built for all five kinds. Counted, and required to be 0:
 //! - **budget overruns**: the §6.5 plan leaves more than the budget in the entries it spares while
 //!   more than the newest image-bearing entry remains (sizes walked independently from the spec);
@@ -848,7 +855,12 @@ fn t11_compaction_properties() {
     let mut config = Config { cases, source_file: Some(file!()), ..Config::default() };
     config.failure_persistence = Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions")));
     let mut runner = TestRunner::new(config);
-    let strategy = (prop::collection::vec(spec_strategy(), 0..61), blob_strategy(), req_strategy());
+    let history_len = prop_oneof![2 => 0usize..24, 1 => 24usize..61];
+    let strategy = (
+        history_len.prop_flat_map(|n| prop::collection::vec(spec_strategy(), n)),
+        blob_strategy(),
+        req_strategy(),
+    );
     let result = runner.run(&strategy, |(specs, blob_bytes, req)| {
         let t = Instant::now();
         let input = scenario(&specs, &blob_bytes, &req);
@@ -987,6 +999,56 @@ fn t11_fixtures_cover_the_rules() {
     assert_eq!(d["input"]["history"].as_array().unwrap().len(), 60);
     assert!(victims(d) >= 1, "10: the photos are over the budget");
     assert_eq!(d["expected"]["builds"]["chat"]["body"]["messages"][0]["role"], "system");
+}
+
+/// The checks can fail: a broken outcome is counted under the right heading.
+#[test]
+fn t11_checks_catch_broken_outcomes() {
+    if bless() {
+        return; // the property test is rewriting the files
+    }
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures_dir().join("02_screenshots_over_budget.json")).unwrap(),
+    )
+    .unwrap();
+    let input = &doc["input"];
+    let good = outcome(input);
+    let mut c = Counters::default();
+    check("good", input, &good, &mut c);
+    assert!(c.failures.is_empty(), "{:?}", c.failures);
+
+    // a plan that stops one victim early leaves the spared entries over the budget
+    let mut bad = good.clone();
+    bad["plan"]["victims"].as_array_mut().unwrap().pop();
+    let mut c = Counters::default();
+    check("short plan", input, &bad, &mut c);
+    assert_eq!(c.budget_overruns, 1, "{:?}", c.failures);
+
+    // chat without its system message, and without the newest history user entry
+    let mut bad = good.clone();
+    let msgs = bad["builds"]["chat"]["body"]["messages"].as_array_mut().unwrap();
+    msgs.remove(0);
+    let newest = msgs.iter().rposition(|m| m["role"] == "user" && m.to_string().contains("⟦u26⟧")).unwrap();
+    msgs.remove(newest);
+    let mut c = Counters::default();
+    check("broken chat", input, &bad, &mut c);
+    assert!(c.system_dropped >= 1, "{:?}", c.failures);
+    assert_eq!(c.latest_user_dropped, 1, "{:?}", c.failures);
+    assert!(c.non_deterministic >= 1, "a rebuild differs from the broken reference");
+
+    // anthropic without the current turn
+    let mut bad = good.clone();
+    bad["builds"]["anthropic"]["body"]["messages"].as_array_mut().unwrap().pop();
+    let mut c = Counters::default();
+    check("no turn", input, &bad, &mut c);
+    assert_eq!(c.latest_user_dropped, 1, "{:?}", c.failures);
+
+    // a stamp in a body
+    let mut bad = good;
+    bad["builds"]["runs"]["body"]["conversation_history"][0]["imagesSeen"] = json!(true);
+    let mut c = Counters::default();
+    check("stamp", input, &bad, &mut c);
+    assert_eq!(c.stamps_leaked, 1, "{:?}", c.failures);
 }
 
 // ---------------------------------------------------------------------------------------------

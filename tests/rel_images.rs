@@ -1094,6 +1094,11 @@ fn t09_decompression_bombs_within_the_limits() {
             (480, 480),
         ),
     ];
+    // a debug host takes seconds per 4096² decode: there, one canvas case stands for the three
+    let cases: Vec<Case> = cases
+        .into_iter()
+        .filter(|c| release || !(c.0.starts_with("PNG 4096") || c.0 == "GIF 4096×4096 screen, one 1×1 frame"))
+        .collect();
     let mut bad = Vec::new();
     let (mut worst_ms, mut worst_kib, mut decoded) = (0.0f64, 0u64, 0);
     for (name, mime, bytes, dims) in &cases {

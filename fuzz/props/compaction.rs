@@ -710,7 +710,7 @@ pub fn check_chunks(text: &str, size: usize) {
 }
 
 /// `KEEPSAKE_FUZZ_SKIP=markdown` leaves out the markdownChunks properties, so a long fuzz run
-/// can look past its known findings (fuzz/README.md, "Known findings"). The replay never sets it.
+/// can look past its known findings (fuzz/README.md, "Findings"). The replay never sets it.
 fn skip_markdown() -> bool {
     std::env::var("KEEPSAKE_FUZZ_SKIP").is_ok_and(|v| v.split(',').any(|s| s == "markdown"))
 }

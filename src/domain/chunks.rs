@@ -72,7 +72,8 @@ struct Piece {
     fragment: bool,
 }
 
-/// Split an oversized line at `size` units on code-point boundaries.
+/// Split an oversized line at `size` units on code-point boundaries. Every piece is non-empty;
+/// a single character wider than `size` goes out whole.
 fn split_line(line: &str, size: usize) -> Vec<Piece> {
     let mut out = Vec::new();
     let mut rest = line;
@@ -86,22 +87,20 @@ fn split_line(line: &str, size: usize) -> Vec<Piece> {
         out.push(Piece { text: head.to_owned(), fragment: true });
         rest = &rest[head.len()..];
     }
-    out.push(Piece { text: rest.to_owned(), fragment: true });
+    if !rest.is_empty() || out.is_empty() {
+        out.push(Piece { text: rest.to_owned(), fragment: true });
+    }
     out
 }
 
-/// Split an oversized table between rows; continuation pieces repeat the first two rows. No
-/// piece exceeds `size` (§11.22 wins): a continuation row that does not fit even with the header
-/// goes out without it, and a row longer than `size` is split like a long line.
+/// Split an oversized table between rows. Every continuation piece (one that starts at a row
+/// past the first two) starts with the table's first two rows when they fit beside that row; no
+/// piece exceeds `size` (§11.22 wins over the repeated header), and a row longer than `size` is
+/// split like a long line.
 fn split_table(rows: &[&str], size: usize) -> Vec<Piece> {
-    if rows.len() <= 2 {
-        return split_line_or_whole(&rows.join("\n"), size);
-    }
-    let header = &rows[..2];
+    let header = &rows[..rows.len().min(2)];
     let mut pieces: Vec<Piece> = Vec::new();
     let mut current: Vec<&str> = Vec::new();
-    // rows of `current` that are data rather than the repeated header
-    let mut data_rows = 0usize;
     let flush = |current: &mut Vec<&str>, pieces: &mut Vec<Piece>| {
         if !current.is_empty() {
             pieces.push(Piece { text: current.join("\n"), fragment: false });
@@ -112,63 +111,39 @@ fn split_table(rows: &[&str], size: usize) -> Vec<Piece> {
         if u16_len(row) > size {
             flush(&mut current, &mut pieces);
             pieces.extend(split_line(row, size));
-            data_rows = 0;
             continue;
         }
-        let mut candidate = current.clone();
-        candidate.push(row);
-        if joined_len(&candidate) <= size {
+        if !current.is_empty() && joined_len(&current) + 1 + u16_len(row) <= size {
             current.push(row);
-            data_rows += usize::from(i >= 2);
             continue;
         }
-        // does not fit: close the piece (unless it holds only a repeated header)
-        if data_rows > 0 || i < 2 {
-            flush(&mut current, &mut pieces);
-        } else {
-            current.clear();
-        }
-        let mut with_header = header.to_vec();
-        with_header.push(row);
-        if joined_len(&with_header) <= size {
-            current = with_header;
-        } else {
-            current = vec![row];
-        }
-        data_rows = 1;
-    }
-    if data_rows > 0 || pieces.is_empty() {
         flush(&mut current, &mut pieces);
+        current.push(row);
+        if i >= 2 && joined_len(header) + 1 + u16_len(row) <= size {
+            current.splice(0..0, header.iter().copied());
+        }
     }
+    flush(&mut current, &mut pieces);
     pieces
 }
 
-fn split_line_or_whole(text: &str, size: usize) -> Vec<Piece> {
-    if text.contains('\n') || u16_len(text) <= size {
-        vec![Piece { text: text.to_owned(), fragment: false }]
-    } else {
-        split_line(text, size)
-    }
-}
-
 fn finish(chunk: &mut Vec<Piece>, out: &mut Vec<String>) {
-    if chunk.is_empty() {
-        return;
+    // (line, is a fragment of a long line): fragments are never trimmed, even when blank
+    let mut lines: Vec<(&str, bool)> = Vec::new();
+    for p in chunk.iter() {
+        if p.fragment {
+            lines.push((&p.text, true));
+        } else {
+            lines.extend(p.text.split('\n').map(|l| (l, false)));
+        }
     }
-    let ends_in_fragment = chunk.last().is_some_and(|p| p.fragment);
-    let text = chunk.iter().map(|p| p.text.as_str()).collect::<Vec<_>>().join("\n");
-    chunk.clear();
-    if ends_in_fragment {
-        out.push(text);
-        return;
-    }
-    let mut lines: Vec<&str> = text.split('\n').collect();
-    while lines.last().is_some_and(|l| js_trim(l).is_empty()) {
+    while lines.last().is_some_and(|&(l, fragment)| !fragment && js_trim(l).is_empty()) {
         lines.pop();
     }
     if !lines.is_empty() {
-        out.push(lines.join("\n"));
+        out.push(lines.iter().map(|&(l, _)| l).collect::<Vec<_>>().join("\n"));
     }
+    chunk.clear();
 }
 
 /// markdownChunks(text, size).
@@ -247,5 +222,33 @@ mod tests {
         let c = markdown_chunks(&"😀".repeat(5), 4);
         assert_eq!(c, vec!["😀😀", "😀😀", "😀"]);
         assert!(c.iter().all(|p| u16_len(p) <= 4));
+    }
+
+    // the four inputs the compaction fuzz target found (fuzz/artifacts/compaction)
+    #[test]
+    fn a_table_keeps_its_own_header_when_the_first_row_does_not_fit_beside_it() {
+        assert_eq!(markdown_chunks("|a|\n|-|\n|1|", 8), vec!["|a|\n|-|", "|1|"]);
+    }
+
+    #[test]
+    fn a_two_row_table_over_the_size_splits_between_its_rows() {
+        assert_eq!(markdown_chunks("|aaaa|\n|bbbb|", 8), vec!["|aaaa|", "|bbbb|"]);
+    }
+
+    #[test]
+    fn a_char_wider_than_the_size_leaves_no_empty_chunk() {
+        assert_eq!(markdown_chunks("😀", 1), vec!["😀"]);
+        assert_eq!(markdown_chunks("😀a", 1), vec!["😀", "a"]);
+    }
+
+    #[test]
+    fn the_blank_tail_of_a_split_line_is_kept() {
+        assert_eq!(markdown_chunks("abcd \n", 4), vec!["abcd", " "]);
+    }
+
+    #[test]
+    fn rows_after_a_long_row_start_with_the_header_again() {
+        let t = "|h|\n|-|\n|0123456789|\n|2|";
+        assert_eq!(markdown_chunks(t, 11), vec!["|h|\n|-|", "|0123456789", "|", "|h|\n|-|\n|2|"]);
     }
 }
