@@ -7,6 +7,7 @@
 #      LLM streaming against a local mock server, chat turns, site caches)
 #   5. end to end: the real unpacked extension in Debian's headless Chromium (playwright-core) with
 #      the real host registered by `keepsake-host install --user-data-dir`
+#   6. fuzzing, 60 s per target, when a nightly toolchain and cargo-fuzz are installed (T07)
 # Exits non-zero on the first failing tier. KEEPSAKE_SKIP_E2E=1 skips tier 5 (local iteration only).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -46,8 +47,8 @@ cargo clippy --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --locked --no-fail-fast
 
-step "shellcheck install.sh tests/e2e/run.sh"
-shellcheck install.sh tests/e2e/run.sh
+step "shellcheck install.sh test.sh tests/e2e/run.sh fuzz/run.sh"
+shellcheck install.sh test.sh tests/e2e/run.sh fuzz/run.sh
 
 step "node --test extension/ (extension modules)"
 node --test extension/
@@ -57,6 +58,21 @@ if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
 else
 	step "end to end in headless Chromium"
 	tests/e2e/run.sh
+fi
+
+# T07 (reliability.md): 60 s per fuzz target when a nightly toolchain and cargo-fuzz exist (the
+# corpus replay already ran in cargo test). A cold fuzz build takes 10-25 min on 2 cores.
+# KEEPSAKE_SKIP_FUZZ=1 skips it; FUZZ_TARGET_DIR shares a fuzz build directory between checkouts.
+if [ "${KEEPSAKE_SKIP_FUZZ:-0}" = 1 ]; then
+	step "fuzz skipped (KEEPSAKE_SKIP_FUZZ=1)"
+elif cargo +nightly --version >/dev/null 2>&1 && cargo +nightly fuzz --version >/dev/null 2>&1; then
+	step "fuzz: ${KEEPSAKE_FUZZ_SECONDS:-60} s per target (T07)"
+	scratch=$(mktemp -d)
+	FUZZ_SCRATCH_DIR="$scratch/corpus" FUZZ_LOG_DIR="$scratch/logs" FUZZ_RECORD=0 \
+		fuzz/run.sh "${KEEPSAKE_FUZZ_SECONDS:-60}"
+	rm -rf "$scratch"
+else
+	step "fuzz: skipped (needs a nightly toolchain and cargo-fuzz; the corpus replay ran in cargo test)"
 fi
 
 step "done in $(($(date +%s) - started)) s"

@@ -5,7 +5,9 @@
 # Environment: FUZZ_TARGETS (space-separated subset), FUZZ_JOBS, FUZZ_NO_BUILD=1 (use the
 # binaries already in fuzz/target), FUZZ_SCRATCH_DIR (new corpus units go there instead of
 # fuzz/corpus: keeps the work tree clean), FUZZ_LOG_DIR (default fuzz/logs, not committed),
-# KEEPSAKE_FUZZ_SKIP (see fuzz/README.md, "Findings"; passed through).
+# KEEPSAKE_FUZZ_SKIP (see fuzz/README.md, "Findings"; passed through), FUZZ_TARGET_DIR (cargo's
+# build directory, default fuzz/target), FUZZ_RECORD=0 (print the summary lines without appending
+# them to fuzz/last-run.txt, as test.sh does).
 # Exits non-zero if any target crashed, ran out of memory or timed out.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -14,14 +16,17 @@ secs=${1:-60}
 read -r -a targets <<<"${FUZZ_TARGETS:-frame_decode request_decode image_decode compaction}"
 jobs=${FUZZ_JOBS:-2}
 log_dir=${FUZZ_LOG_DIR:-fuzz/logs}
+target_dir=${FUZZ_TARGET_DIR:-fuzz/target}
+record=fuzz/last-run.txt
+[ "${FUZZ_RECORD:-1}" = 1 ] || record=/dev/null
 mkdir -p "$log_dir"
 
-if [ "${FUZZ_NO_BUILD:-0}" != 1 ] && ! cargo +nightly fuzz build >"$log_dir/build.log" 2>&1; then
+if [ "${FUZZ_NO_BUILD:-0}" != 1 ] && ! cargo +nightly fuzz build --target-dir "$target_dir" >"$log_dir/build.log" 2>&1; then
 	tail -20 "$log_dir/build.log" >&2
 	echo "fuzz build failed (log: $log_dir/build.log)" >&2
 	exit 1
 fi
-bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
+bin_dir=$target_dir/x86_64-unknown-linux-gnu/release
 
 stat_of() { grep -m1 "^stat::$1:" "$2" | awk '{print $2}'; }
 
@@ -68,7 +73,7 @@ run_one() {
 		"$(date -u +%Y-%m-%dT%H:%MZ)" "$t" "$secs" "$outcome" \
 		"$(stat_of number_of_executed_units "$log")" "$(stat_of average_exec_per_sec "$log")" \
 		"$(stat_of new_units_added "$log")" "$files" "$bytes" "$(stat_of peak_rss_mb "$log")" \
-		"$(($(date +%s) - started))" "$cpu" "${artifact:+, artifact $artifact}" | tee -a fuzz/last-run.txt
+		"$(($(date +%s) - started))" "$cpu" "${artifact:+, artifact $artifact}" | tee -a "$record"
 	[ "$outcome" = ok ]
 }
 

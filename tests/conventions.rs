@@ -41,6 +41,23 @@ fn every_error_code_is_in_the_protocol_table() {
     }
 }
 
+/// The extension knows every host code: a constant and a user-facing explanation.
+#[test]
+fn every_error_code_is_known_to_the_extension() {
+    let js = read("extension/lib/protocol.js");
+    for c in ErrorCode::ALL {
+        let code = c.as_str();
+        assert!(
+            js.contains(&format!(": '{code}',")),
+            "{code} missing from HostErrorCode in extension/lib/protocol.js"
+        );
+        assert!(
+            js.contains(&format!("  {code}: {{")),
+            "{code} has no explanation in extension/lib/protocol.js"
+        );
+    }
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();

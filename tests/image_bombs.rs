@@ -674,21 +674,39 @@ fn thumb_args(url: &str, max_edge: Option<u32>) -> Value {
     }
 }
 
-/// Run one case; every breach of its expectation is pushed to `bad`.
+/// CPU time the host process has used so far, all threads, exited ones included (`utime +
+/// stime` of `/proc/<pid>/stat`, in USER_HZ = 100 ticks per second on Linux). The time bounds
+/// hold the host's own work to them: on a busy 2-core machine wall time measures the neighbours.
+fn host_cpu_ms(h: &Host) -> f64 {
+    let stat =
+        std::fs::read_to_string(format!("/proc/{}/stat", h.child.id())).expect("read /proc/<pid>/stat");
+    // fields after the parenthesised command name: state is field 3, utime 14, stime 15
+    let rest = &stat[stat.rfind(')').expect("stat has a command name") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    ticks as f64 * 10.0
+}
+
+/// Host CPU milliseconds spent on one call (see [`host_cpu_ms`]) and its reply.
+fn timed_call(h: &mut Host, op: &str, args: Value, wait: Duration) -> (f64, Value) {
+    let before = host_cpu_ms(h);
+    let reply = call_within(h, op, args, wait);
+    (host_cpu_ms(h) - before, reply)
+}
+
+/// Run one case; every breach of its expectation is pushed to `bad`. Times are the host's CPU
+/// time for the call (10 ms resolution).
 fn run_case(h: &mut Host, c: &Case, bad: &mut Vec<String>) -> Outcome {
     let url = c.url();
     let args = thumb_args(&url, c.max_edge);
     assert!(reset_hwm(h), "cannot reset VmHWM through /proc/<pid>/clear_refs");
     let wait = Duration::from_secs_f64((c.max_ms * 3.0 / 1000.0).max(60.0));
-    let t = Instant::now();
-    let reply = call_within(h, "images.thumbnail", args.clone(), wait);
-    let mut ms = t.elapsed().as_secs_f64() * 1000.0;
+    let (mut ms, reply) = timed_call(h, "images.thumbnail", args.clone(), wait);
     let peak_kib = vm_hwm(h);
     if ms > c.max_ms && c.max_ms <= 5_000.0 {
-        // a shared machine: one retry before calling a time bound broken
-        let t = Instant::now();
-        let again = h.call("images.thumbnail", args);
-        ms = ms.min(t.elapsed().as_secs_f64() * 1000.0);
+        // one retry before calling a time bound broken (a first decode pays for page faults)
+        let (again_ms, again) = timed_call(h, "images.thumbnail", args, wait);
+        ms = ms.min(again_ms);
         let key = |r: &Value| (r["ok"].clone(), r["result"].clone(), r["error"]["code"].clone());
         if key(&again) != key(&reply) {
             bad.push(format!("{}: a second run answered differently: {again} vs {reply}", c.name));
@@ -703,9 +721,8 @@ fn run_case(h: &mut Host, c: &Case, bad: &mut Vec<String>) -> Outcome {
         let args = thumb_args(&data_url(c.mime, &plain), c.max_edge);
         let mut best = f64::MAX;
         for _ in 0..2 {
-            let t = Instant::now();
-            let r = h.call("images.thumbnail", args.clone());
-            best = best.min(t.elapsed().as_secs_f64() * 1000.0);
+            let (t, r) = timed_call(h, "images.thumbnail", args.clone(), wait);
+            best = best.min(t);
             assert_eq!(r["error"]["code"], "image_rejected", "{}: transport baseline", c.name);
         }
         Some(best)
@@ -760,18 +777,18 @@ fn run_case(h: &mut Host, c: &Case, bad: &mut Vec<String>) -> Outcome {
     }
     match transport_ms {
         Some(tr) if ms - tr > c.max_ms || ms > 1_000.0 => bad.push(format!(
-            "{name}: answered in {ms:.0} ms ({tr:.0} ms of it moving the frame), bound {:.0} ms + transport, \
+            "{name}: {ms:.0} ms of host CPU ({tr:.0} ms of it moving the frame), bound {:.0} ms + transport, \
              at most 1 s ({describe})",
             c.max_ms
         )),
         None if ms > c.max_ms => {
-            bad.push(format!("{name}: answered in {ms:.0} ms, bound {:.0} ms ({describe})", c.max_ms))
+            bad.push(format!("{name}: {ms:.0} ms of host CPU, bound {:.0} ms ({describe})", c.max_ms))
         }
         _ => {}
     }
     let transport = transport_ms.map(|t| format!("  (transport {t:.0} ms)")).unwrap_or_default();
     eprintln!(
-        "  {name:<58} {:>9} B  {describe:<22} {ms:>8.1} ms  peak {:>6.1} MiB{transport}",
+        "  {name:<58} {:>9} B  {describe:<22} {ms:>6.0} ms CPU  peak {:>6.1} MiB{transport}",
         c.bytes.len(),
         mib(peak_kib)
     );
@@ -811,7 +828,7 @@ fn report(label: &str, outcomes: &[Outcome]) {
     let peak = outcomes.iter().max_by_key(|o| o.peak_kib);
     let accepted = outcomes.iter().filter(|o| o.reply["ok"] == json!(true)).count();
     eprintln!(
-        "{label}: {} cases, accepted {accepted}, time p50 {:.1} ms, max {:.1} ms ({}), peak RSS max {:.1} MiB ({})",
+        "{label}: {} cases, accepted {accepted}, host CPU p50 {:.0} ms, max {:.0} ms ({}), peak RSS max {:.1} MiB ({})",
         outcomes.len(),
         percentile(&ms, 0.5),
         percentile(&ms, 1.0),
@@ -1348,9 +1365,14 @@ fn gif_with_10000_frames_costs_its_first_frame() {
         let base = vm_rss(&h);
         for _ in 0..3 {
             assert!(reset_hwm(&h));
-            let t = Instant::now();
-            let r = h.ok("images.thumbnail", json!({"dataUrl": url, "maxEdge": 32}));
-            best = best.min(t.elapsed().as_secs_f64() * 1000.0);
+            let (t, r) = timed_call(
+                &mut h,
+                "images.thumbnail",
+                json!({"dataUrl": url, "maxEdge": 32}),
+                Duration::from_secs(60),
+            );
+            best = best.min(t);
+            let r = &r["result"];
             peak = peak.max(vm_hwm(&h).saturating_sub(base));
             assert_eq!((r["width"].as_u64(), r["height"].as_u64()), (Some(32), Some(32)));
         }

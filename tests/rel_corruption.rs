@@ -1280,3 +1280,136 @@ fn backup_and_salvage_commands_on_damaged_databases() {
     assert!(stderr.contains("salvage") && stderr.contains("db_corrupt"), "{stderr}");
     assert!(!out2.exists(), "a failed backup leaves no file");
 }
+
+/// Damage SQLite cannot see (its pages are intact, the content is not): image bytes that no
+/// longer hash to their key, stored rows that no longer parse, a missing row the host always
+/// keeps, a saved session with fewer readable entries than it records. Each answers
+/// `db_corrupt` (never `internal`, never a silently shorter answer), leaves the damage marker
+/// of kind `content`, and the host keeps serving.
+#[test]
+fn damage_sqlite_cannot_see_answers_db_corrupt() {
+    type Damage = fn(&rusqlite::Connection);
+    let cases: [(&str, Damage, &str, Value); 7] = [
+        (
+            "image bytes changed",
+            |c| {
+                c.execute("UPDATE images SET bytes = zeroblob(length(bytes))", []).unwrap();
+            },
+            "history.get",
+            json!({}),
+        ),
+        (
+            "image bytes changed (images.get)",
+            |c| {
+                c.execute("UPDATE images SET bytes = zeroblob(length(bytes))", []).unwrap();
+            },
+            "images.get",
+            Value::Null,
+        ),
+        (
+            "history row not JSON",
+            |c| {
+                c.execute("UPDATE history_entries SET entry = '{\"role\": \"us' WHERE rowid = (SELECT min(rowid) FROM history_entries)", []).unwrap();
+            },
+            "history.get",
+            json!({}),
+        ),
+        (
+            "session row not JSON",
+            |c| {
+                c.execute("UPDATE session_entries SET entry = 'garbage' WHERE rowid = (SELECT max(rowid) FROM session_entries)", []).unwrap();
+            },
+            "sessions.get",
+            Value::Null,
+        ),
+        (
+            "session entry row missing",
+            |c| {
+                c.execute_batch("DROP TRIGGER session_entries_release; DROP TRIGGER session_entries_attach_release; DELETE FROM session_entries WHERE rowid = (SELECT max(rowid) FROM session_entries)").unwrap();
+            },
+            "sessions.get",
+            Value::Null,
+        ),
+        (
+            "setting not JSON",
+            |c| {
+                c.execute("UPDATE settings SET value = '{' WHERE key = 'theme'", []).unwrap();
+            },
+            "settings.get",
+            json!({"keys": ["theme"]}),
+        ),
+        (
+            "live_state row missing",
+            |c| {
+                c.execute("DELETE FROM live_state", []).unwrap();
+            },
+            "history.setBinding",
+            json!({"id": ""}),
+        ),
+    ];
+    let png = png_bytes(24, 16, 7);
+    for (what, damage, op, args) in cases {
+        let (_d, db) = temp_db();
+        let mut h = Host::spawn(&db);
+        let entry =
+            json!({"role": "user", "content": [text_part("look"), image_part(&data_url("image/png", &png))]});
+        h.ok("history.append", json!({"entry": entry}));
+        h.ok("history.append", json!({"entry": user("second")}));
+        let sid = h.ok("sessions.save", json!({"name": "kept"}))["session"]["id"].clone();
+        h.ok("settings.set", json!({"map": {"theme": "dark"}}));
+        assert_eq!(h.close().0, Some(0));
+        // damage on disk bypasses the CHECK (json_valid) constraints a normal write would meet
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("PRAGMA ignore_check_constraints = ON").unwrap();
+        damage(&c);
+        drop(c);
+        let args = match op {
+            "images.get" => json!({"ref": format!("keepsake-image:sha256:{}", sha256_hex(&png))}),
+            "sessions.get" => json!({"id": sid}),
+            _ => args,
+        };
+        let mut h = Host::spawn(&db);
+        let r = h.call(op, args);
+        assert_eq!(r["error"]["code"], json!("db_corrupt"), "{what}: {op} answered {r}");
+        let msg = r["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains("content check"), "{what}: {msg}");
+        eprintln!("{what}: {op} → db_corrupt ({msg})");
+        // still serving, writes refused, the damage recorded as content damage
+        assert!(h.call("history.meta", json!({}))["error"]["code"] != json!("internal"));
+        assert_eq!(h.err("settings.set", json!({"map": {"x": 1}})), "db_corrupt", "{what}");
+        let marker = std::fs::read_to_string(db.with_file_name("keepsake.db.damaged")).unwrap();
+        assert!(marker.contains("\"kind\":\"content\""), "{what}: {marker}");
+        assert_eq!(h.close().0, Some(0));
+        // the next start moves the file aside and salvages it: the damaged row or image is
+        // left out, everything else is served, writes work again
+        let mut h = Host::spawn(&db);
+        let hello = h.ok("host.hello", json!({}));
+        assert!(hello["dbError"].is_null(), "{what}: {hello}");
+        assert_eq!(aside_copies(&db).len(), 1, "{what}");
+        let history = h.call("history.get", json!({}));
+        let sessions = h.call("sessions.list", json!({}));
+        let settings = h.call("settings.get", json!({"keys": ["theme"]}));
+        let session = h.call("sessions.get", json!({"id": sid}));
+        let kept = |r: &Value| r["result"]["entries"].as_array().map_or(0, Vec::len);
+        eprintln!(
+            "  after salvage: history {} of 2 entries, saved session {} of 2, theme {}",
+            kept(&history),
+            kept(&session),
+            settings["result"]["theme"]
+        );
+        assert!(kept(&history) + kept(&session) >= 3, "{what}: more than the damaged row was lost");
+        if what.starts_with("image") {
+            assert!(
+                history.to_string().contains("[image lost when the damaged database was repaired]"),
+                "{what}"
+            );
+        }
+        for r in [&history, &sessions, &settings, &session] {
+            assert!(r["error"].is_null(), "{what}: after salvage {r}");
+        }
+        h.ok("settings.set", json!({"map": {"x": 1}}));
+        assert_eq!(h.close().0, Some(0));
+        assert_eq!(integrity(&db), "ok");
+        assert_eq!(stderr_panics(&db), 0, "{what}");
+    }
+}

@@ -83,6 +83,7 @@ export const ErrorCode = Object.freeze({
   DB_TOO_NEW: 'db_too_new',
   IMAGE_REJECTED: 'image_rejected',
   FORBIDDEN_ORIGIN: 'forbidden_origin',
+  DISK_FULL: 'disk_full',
 });
 
 /** Codes produced on the extension side (the port, the browser, the worker bridge). */
@@ -331,6 +332,16 @@ const EXPLANATIONS = Object.freeze({
   image_rejected: {
     title: 'The image could not be used',
     detail: 'Not PNG/JPEG/GIF/WebP/BMP, too large, or undecodable.',
+    fix: null,
+  },
+  forbidden_origin: {
+    title: 'The Keepsake host refused this extension',
+    detail: 'Its ID is not registered with the host, so nothing is served.',
+    fix: 'keepsake-host install --extension-id <this extension\'s ID>',
+  },
+  disk_full: {
+    title: 'The disk is full',
+    detail: 'Nothing was saved; what is stored can still be read. Free some space and try again.',
     fix: null,
   },
 });

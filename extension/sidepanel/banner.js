@@ -7,7 +7,7 @@ import { h, replaceChildren, copyText, iconButton } from './dom.js';
 /** Codes that mean "the host connection or the database is not usable" (banner, not a toast). */
 export const CONNECTION_CODES = new Set([
   'host_not_found', 'host_forbidden', 'host_exited', 'host_io', 'disconnected', 'timeout',
-  'protocol_mismatch', 'db_corrupt', 'db_too_new', 'unknown_op',
+  'protocol_mismatch', 'db_corrupt', 'db_too_new', 'unknown_op', 'forbidden_origin',
 ]);
 
 const GENERIC = new Set(['disconnected', 'timeout']);

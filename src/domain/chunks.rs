@@ -1,7 +1,7 @@
 //! markdownChunks (storage-model §7.4, §11.22): split Markdown into chunks of at most `size`
 //! UTF-16 units along units that must not be cut (fenced blocks, tables, lines).
 
-use super::text::{cut_u16, js_trim, u16_len};
+use super::text::{js_trim, u16_len};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -72,23 +72,21 @@ struct Piece {
     fragment: bool,
 }
 
-/// Split an oversized line at `size` units on code-point boundaries. Every piece is non-empty;
-/// a single character wider than `size` goes out whole.
+/// Split an oversized line at `size` units on code-point boundaries, in one pass. Every piece
+/// is non-empty; a single character wider than `size` goes out whole.
 fn split_line(line: &str, size: usize) -> Vec<Piece> {
     let mut out = Vec::new();
-    let mut rest = line;
-    while u16_len(rest) > size {
-        let mut head = cut_u16(rest, size);
-        if head.is_empty() {
-            // a single char wider than `size`: take it whole rather than loop forever
-            let c = rest.chars().next().map(char::len_utf8).unwrap_or(rest.len());
-            head = &rest[..c];
+    let (mut start, mut len) = (0usize, 0usize);
+    for (i, c) in line.char_indices() {
+        let w = c.len_utf16();
+        if len > 0 && len + w > size {
+            out.push(Piece { text: line[start..i].to_owned(), fragment: true });
+            (start, len) = (i, 0);
         }
-        out.push(Piece { text: head.to_owned(), fragment: true });
-        rest = &rest[head.len()..];
+        len += w;
     }
-    if !rest.is_empty() || out.is_empty() {
-        out.push(Piece { text: rest.to_owned(), fragment: true });
+    if start < line.len() || out.is_empty() {
+        out.push(Piece { text: line[start..].to_owned(), fragment: true });
     }
     out
 }

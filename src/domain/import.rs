@@ -285,6 +285,11 @@ pub fn archived_live_id(entries: &[Value]) -> String {
     format!("imported-{}", &hex(&digest)[..16])
 }
 
+/// Lower-case hex SHA-256 of `bytes` (the key of a content-addressed image).
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 pub fn hex(bytes: &[u8]) -> String {
     const H: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);

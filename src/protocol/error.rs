@@ -30,10 +30,12 @@ pub enum ErrorCode {
     ImageRejected,
     /// The caller (argv[1]'s extension origin) is not allowed to use this host; nothing is served.
     ForbiddenOrigin,
+    /// The disk is full (or the database hit its size cap); nothing was applied; reads still work.
+    DiskFull,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::BadRequest,
         ErrorCode::NotFound,
         ErrorCode::Conflict,
@@ -46,6 +48,7 @@ impl ErrorCode {
         ErrorCode::DbTooNew,
         ErrorCode::ImageRejected,
         ErrorCode::ForbiddenOrigin,
+        ErrorCode::DiskFull,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,6 +65,7 @@ impl ErrorCode {
             ErrorCode::DbTooNew => "db_too_new",
             ErrorCode::ImageRejected => "image_rejected",
             ErrorCode::ForbiddenOrigin => "forbidden_origin",
+            ErrorCode::DiskFull => "disk_full",
         }
     }
 }

@@ -7,9 +7,11 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
+use super::salvage::content_damage;
 use super::WriteTx;
 use crate::domain::dataurl::canonical_data_url;
 use crate::domain::entry::{for_each_image_url_mut, parse_image_ref, referenced_blobs};
+use crate::domain::import::sha256_hex;
 use crate::domain::ingest::{ingest, Ingested, NewBlob};
 use crate::protocol::{HostError, HostResult};
 
@@ -124,11 +126,26 @@ pub fn collect_new(w: &WriteTx) -> HostResult<()> {
     Ok(())
 }
 
-/// `{mime, bytes}` of a blob.
+/// `{mime, bytes}` of a blob. The bytes are hashed again: content-addressed bytes that no longer
+/// hash to their key were damaged on disk (SQLite has no page checksums, so this is the only
+/// check that can see it) and answer `db_corrupt`.
 pub fn get_blob(conn: &Connection, sha: &str) -> HostResult<Option<(String, Vec<u8>)>> {
-    Ok(conn
+    let found: Option<(String, Vec<u8>)> = conn
         .query_row("SELECT mime, bytes FROM images WHERE sha256 = ?1", [sha], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?)
+        .optional()?;
+    if let Some((_, bytes)) = &found {
+        if sha256_hex(bytes) != sha {
+            return Err(content_damage(format!("image {sha} no longer matches its hash")));
+        }
+    }
+    Ok(found)
+}
+
+/// A blob a stored entry references (`db_corrupt` when it is gone: the reference count
+/// promised it).
+pub fn referenced_blob(conn: &Connection, sha: &str) -> HostResult<(String, Vec<u8>)> {
+    get_blob(conn, sha)?
+        .ok_or_else(|| content_damage(format!("a stored entry references a missing image {sha}")))
 }
 
 /// Replaces image references with canonical data URLs, caching each blob's URL.
@@ -143,7 +160,6 @@ impl<'c> Inliner<'c> {
     }
 
     pub fn inline(&mut self, entry: &mut Value) -> HostResult<()> {
-        let mut missing = None;
         let mut wanted = Vec::new();
         for_each_image_url_mut(entry, |u| {
             if let Some(h) = parse_image_ref(u) {
@@ -154,15 +170,8 @@ impl<'c> Inliner<'c> {
             if self.cache.contains_key(&h) {
                 continue;
             }
-            match get_blob(self.conn, &h)? {
-                Some((mime, bytes)) => {
-                    self.cache.insert(h, canonical_data_url(&mime, &bytes));
-                }
-                None => missing = Some(h),
-            }
-        }
-        if let Some(h) = missing {
-            return Err(HostError::internal(format!("stored entry references a missing image {h}")));
+            let (mime, bytes) = referenced_blob(self.conn, &h)?;
+            self.cache.insert(h, canonical_data_url(&mime, &bytes));
         }
         for_each_image_url_mut(entry, |u| {
             if let Some(h) = parse_image_ref(u) {

@@ -1,6 +1,6 @@
 //! Live history and binding (storage-model §4, §11.1, §11.15).
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::blobs::{self, add_refs, replace_refs, Holder, Inliner};
@@ -13,13 +13,17 @@ use crate::domain::entry::{
 use crate::domain::history::trim_count;
 use crate::protocol::{HostError, HostResult};
 
-/// Parse a stored entry; an unreadable row is `internal`, never silently `[]` (§11.15).
+/// Parse a stored entry. Only the host writes these rows, always as JSON, so an unreadable one
+/// was damaged on disk: `db_corrupt`, never silently `[]` (§11.15).
 pub(super) fn parse_entry(raw: &str, what: &str) -> HostResult<Value> {
-    serde_json::from_str(raw).map_err(|e| HostError::internal(format!("stored {what} cannot be parsed: {e}")))
+    serde_json::from_str(raw)
+        .map_err(|e| super::salvage::content_damage(format!("a stored {what} no longer parses: {e}")))
 }
 
 pub(super) fn binding(conn: &Connection) -> HostResult<String> {
-    Ok(conn.query_row("SELECT active_session_id FROM live_state WHERE id = 1", [], |r| r.get(0))?)
+    conn.query_row("SELECT active_session_id FROM live_state WHERE id = 1", [], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| super::salvage::content_damage("the live_state row (the session binding) is missing"))
 }
 
 /// Set the binding; a change of binding forgets entries kept from the previous load.

@@ -110,9 +110,10 @@ impl From<rusqlite::Error> for HostError {
                 rusqlite::ErrorCode::TooBig => HostError::too_large(format!("value too large for the database: {e}")),
                 // T18: a full disk (or the page-count cap, or RLIMIT_FSIZE as EFBIG) rolls the
                 // transaction back; the database stays consistent and reads keep working.
-                rusqlite::ErrorCode::DiskFull => HostError::internal(format!(
-                    "the disk is full; nothing was applied (free some space and retry): {e}"
-                )),
+                rusqlite::ErrorCode::DiskFull => HostError::new(
+                    ErrorCode::DiskFull,
+                    format!("the disk is full; nothing was applied (free some space and retry): {e}"),
+                ),
                 rusqlite::ErrorCode::SystemIoFailure => HostError::internal(format!(
                     "the disk refused a write (full, over a file-size limit, or failing); nothing was applied: {e}"
                 )),

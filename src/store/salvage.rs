@@ -1269,7 +1269,7 @@ fn repair_steps(
         while let Some(r) = rows.next()? {
             let key: String = r.get(0)?;
             let ok = match r.get_ref(1)? {
-                rusqlite::types::ValueRef::Blob(b) => sha256_hex(b) == key,
+                rusqlite::types::ValueRef::Blob(b) => crate::domain::import::sha256_hex(b) == key,
                 _ => false,
             };
             if !ok {
@@ -1500,9 +1500,4 @@ fn replace_lost_images(e: &mut Value, missing: &[String]) -> usize {
         }
     }
     n
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
-use super::blobs::{self, add_refs, get_blob, Holder, Inliner};
+use super::blobs::{self, add_refs, referenced_blob, Holder, Inliner};
 use super::history::{
     self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries,
 };
@@ -45,11 +45,25 @@ pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<Valu
         .optional()?)
 }
 
+/// A saved session's entries. The row's `entry_count` is kept in the same transactions as the
+/// entries, so a different number of readable entries means a damaged table or index
+/// (`db_corrupt`, never a silently shortened session).
 pub(super) fn session_body(conn: &Connection, id: &str) -> HostResult<Vec<Value>> {
     let mut stmt =
         conn.prepare_cached("SELECT entry FROM session_entries WHERE session_id = ?1 ORDER BY position, id")?;
     let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
-    rows.map(|r| parse_entry(&r?, "session entry")).collect()
+    let body = rows.map(|r| parse_entry(&r?, "session entry")).collect::<HostResult<Vec<_>>>()?;
+    let count: Option<i64> =
+        conn.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+    if let Some(n) = count {
+        if usize::try_from(n).ok() != Some(body.len()) {
+            return Err(super::salvage::content_damage(format!(
+                "saved session {id:?} records {n} entries but {} are readable",
+                body.len()
+            )));
+        }
+    }
+    Ok(body)
 }
 
 fn insert_body_entry(w: &mut WriteTx, sid: &str, position: usize, e: &Value) -> HostResult<()> {
@@ -457,8 +471,7 @@ impl Store {
                                 if images.contains_key(&sha) {
                                     continue;
                                 }
-                                let (mime, bytes) = get_blob(tx, &sha)?
-                                    .ok_or_else(|| HostError::internal(format!("missing image {sha}")))?;
+                                let (mime, bytes) = referenced_blob(tx, &sha)?;
                                 images.insert(sha, json!({"mime": mime, "data": base64_encode(&bytes)}));
                             }
                         }

@@ -26,8 +26,9 @@ impl Store {
             for k in keys {
                 let raw: Option<String> = stmt.query_row([k], |r| r.get(0)).optional()?;
                 if let Some(raw) = raw {
-                    let v = serde_json::from_str(&raw)
-                        .map_err(|e| HostError::internal(format!("stored setting {k:?} unreadable: {e}")))?;
+                    let v = serde_json::from_str(&raw).map_err(|e| {
+                        super::salvage::content_damage(format!("stored setting {k:?} no longer parses: {e}"))
+                    })?;
                     out.insert(k.clone(), v);
                 }
             }

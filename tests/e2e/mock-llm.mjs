@@ -281,6 +281,10 @@ export async function startMockLlm({ port = 0, host = '127.0.0.1', script, apiKe
     }
     res.end();
   });
+  // Keep idle keep-alive sockets open far longer than any pause between requests: Node closes
+  // them after 5 s by default, and a client reusing one at that moment gets ECONNRESET (seen on
+  // a loaded machine between two tests).
+  server.keepAliveTimeout = 120_000;
   server.on('connection', (s) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
