@@ -437,6 +437,130 @@ export class ImageCache {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Request bodies as deltas (PROTOCOL.md "Body deltas")
+
+let encodeBuf = new Uint8Array(0);
+
+/**
+ * sha256 of the UTF-8 of `text`, 64 lower-case hex digits: the host's `bodyHash`. Encodes into
+ * a reused buffer (`encodeInto` is about twice as fast as `encode` on a 300K-char body).
+ */
+export async function textHash(text, subtle = globalThis.crypto?.subtle) {
+  const need = text.length * 3;
+  if (encodeBuf.length < need) encodeBuf = new Uint8Array(need);
+  const { written } = new TextEncoder().encodeInto(text, encodeBuf);
+  const digest = new Uint8Array(await subtle.digest('SHA-256', encodeBuf.subarray(0, written)));
+  if (encodeBuf.length > 4 * 1024 * 1024) encodeBuf = new Uint8Array(0); // keep only a modest buffer
+  let hex = '';
+  for (const b of digest) hex += b.toString(16).padStart(2, '0');
+  return hex;
+}
+
+/**
+ * `bodyDelta.ops` applied to `held`: each op is a literal string or `[start, end]`, a slice of
+ * `held` in UTF-16 code units. Returns null when an op is malformed or out of range, or when
+ * the result is not `length` units long.
+ */
+export function applyBodyDelta(held, ops, length) {
+  if (typeof held !== 'string' || !Array.isArray(ops)) return null;
+  const parts = [];
+  let n = 0;
+  for (const op of ops) {
+    if (typeof op === 'string') {
+      parts.push(op);
+      n += op.length;
+      continue;
+    }
+    if (!Array.isArray(op) || op.length !== 2) return null;
+    const [a, b] = op;
+    if (!Number.isInteger(a) || !Number.isInteger(b) || a < 0 || a >= b || b > held.length) return null;
+    parts.push(held.slice(a, b));
+    n += b - a;
+  }
+  return n === length ? parts.join('') : null;
+}
+
+/**
+ * The last request body text the host sent this worker and its hash, so the next
+ * `request.build` can name it (`since`) and receive only what changed. Memory only: a worker
+ * restart or a new host process costs one full body.
+ */
+export class BodyMemory {
+  constructor({ subtle = globalThis.crypto?.subtle } = {}) {
+    this.subtle = subtle;
+    this.text = null;
+    this.hash = null;
+    this.stats = { full: 0, delta: 0, rejected: 0 };
+  }
+
+  /** Deltas need a digest to verify them. */
+  get enabled() {
+    return !!this.subtle && typeof TextEncoder === 'function';
+  }
+
+  snapshot() {
+    return { text: this.text, hash: this.hash };
+  }
+
+  forget() {
+    this.text = null;
+    this.hash = null;
+  }
+
+  /**
+   * The body text of a `request.build` reply made with `since: snap.hash`, and a check of it:
+   * `bodyText` as is (nothing to check), or `bodyDelta` applied to `snap.text` (ranges and
+   * length checked here; `check()` resolves whether its sha256 is `bodyHash`, and forgets it
+   * when not). The text is kept for the next build at once. `undefined` when the reply has no
+   * text form (a host that ignores `since`); null when the delta does not apply.
+   * @returns {{text: string, check: () => Promise<boolean>} | null | undefined}
+   */
+  take(res, snap) {
+    if (typeof res?.bodyText === 'string') {
+      this.#keep(res.bodyText, res.bodyHash);
+      this.stats.full++;
+      return { text: res.bodyText, check: async () => true };
+    }
+    const d = res?.bodyDelta;
+    if (!d || typeof d !== 'object') return undefined;
+    const text = d.since === snap.hash ? applyBodyDelta(snap.text, d.ops, res.bodyLength) : null;
+    if (text === null) {
+      this.stats.rejected++;
+      return null;
+    }
+    this.#keep(text, res.bodyHash);
+    this.stats.delta++;
+    let verdict = null;
+    const verify = async () => {
+      let ok = false;
+      try {
+        ok = (await textHash(text, this.subtle)) === res.bodyHash;
+      } catch {
+        ok = false;
+      }
+      if (!ok) {
+        this.stats.rejected++;
+        if (this.text === text) this.forget();
+      }
+      return ok;
+    };
+    return { text, check: () => (verdict ??= verify()) };
+  }
+
+  /** A taken body that turned out unusable (its text does not parse). */
+  drop(text) {
+    this.stats.rejected++;
+    if (this.text === text) this.forget();
+  }
+
+  #keep(text, hash) {
+    if (typeof hash !== 'string') return;
+    this.text = text;
+    this.hash = hash;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // A small async mutex: routing-sensitive writes (append user entry, final append, load/new) never
 // interleave, so a finishing stream cannot land between a save and a switch.
 
@@ -464,6 +588,7 @@ export function createLock() {
  * @param {{setInterval, clearInterval}} [deps.timers]
  * @param {Function} [deps.fetchImpl]  passed through to llm.streamReply
  * @param {ImageCache} [deps.imageCache]
+ * @param {BodyMemory} [deps.bodyMemory] the last body text received (request bodies as deltas)
  * @param {() => string} [deps.newId]
  */
 export function createTurns(deps) {
@@ -476,6 +601,7 @@ export function createTurns(deps) {
     timers = { setInterval: (fn, ms) => globalThis.setInterval(fn, ms), clearInterval: (t) => globalThis.clearInterval(t) },
     fetchImpl,
     imageCache = new ImageCache(),
+    bodyMemory = new BodyMemory(),
     keepAliveMs = KEEPALIVE_MS,
     summaryConcurrency = SUMMARY_CONCURRENCY,
   } = deps;
@@ -571,26 +697,74 @@ export function createTurns(deps) {
     return map;
   }
 
-  /** → {res, body, userEntry, hasImages}; falls back to an inline build if a token cannot be filled. */
-  async function buildRequest(args) {
-    let res;
+  /**
+   * request.build naming what the worker holds: image bytes (`imageRefs`) and the last body text
+   * (`since`, so an unchanged history costs a few hundred bytes). The reply's `body` is always
+   * the parsed body, whichever form it travelled in. With `deferCheck`, a delta's hash check is
+   * left to the caller (`check()`, resolves false when the body must not be used); otherwise a
+   * delta that does not verify is replaced by one full body here.
+   */
+  async function hostBuild(args, { deferCheck = false } = {}) {
+    const withRefs = { ...args, imageRefs: imageCache.refs() };
+    if (bodyMemory.enabled) {
+      const parsed = (got) => {
+        if (!got) return got;
+        try {
+          return { ...got, body: JSON.parse(got.text) };
+        } catch {
+          bodyMemory.drop(got.text);
+          return null;
+        }
+      };
+      const snap = bodyMemory.snapshot();
+      let res = null;
+      try {
+        res = await storage.request.build({ ...withRefs, since: snap.hash ?? '' });
+      } catch (e) {
+        if (e?.code !== 'bad_request') throw e; // a host without `since`: the plain build below
+      }
+      if (res) {
+        let got = parsed(bodyMemory.take(res, snap));
+        if (got && !deferCheck && !(await got.check())) got = null;
+        if (got === null) {
+          // a delta that does not apply or verify: one full body
+          bodyMemory.forget();
+          res = await storage.request.build({ ...withRefs, since: '' });
+          got = parsed(bodyMemory.take(res, { text: null, hash: null }));
+        }
+        if (got === undefined) return res;
+        if (got) {
+          const { bodyText, bodyDelta, ...rest } = res;
+          return deferCheck ? { ...rest, body: got.body, check: got.check } : { ...rest, body: got.body };
+        }
+      }
+    }
     try {
-      res = await storage.request.build({ ...args, imageRefs: imageCache.refs() });
+      return await storage.request.build(withRefs);
     } catch (e) {
       if (e?.code !== 'bad_request') throw e;
       // a host without imageRefs (unknown argument): the inline build is the documented fallback
-      res = await storage.request.build(args);
+      return storage.request.build(args);
     }
+  }
+
+  /**
+   * → {res, body, userEntry, hasImages, check?}; falls back to an inline build if a token cannot
+   * be filled. `check` only with `deferCheck` (see hostBuild).
+   */
+  async function buildRequest(args, opts) {
+    const { check, ...res } = await hostBuild(args, opts);
     const hasImages = bodyHasImages(res.body);
     try {
       const tokens = new Set([...(res.imageRefs ?? []), ...collectTokens(res.body), ...collectTokens(res.userEntry)]);
-      if (tokens.size === 0) return { res, body: res.body, userEntry: res.userEntry, hasImages };
+      if (tokens.size === 0) return { res, body: res.body, userEntry: res.userEntry, hasImages, check };
       const map = await resolveTokens(tokens, args.turn?.images);
       return {
         res,
         body: fillImageTokens(res.body, map),
         userEntry: fillImageTokens(res.userEntry, map),
         hasImages,
+        check,
       };
     } catch {
       const inline = await storage.request.build(args);
@@ -627,8 +801,11 @@ export function createTurns(deps) {
     if (!isBlank(settings.systemPrompt)) baseArgs.systemPrompt = settings.systemPrompt;
 
     return lock.run(async () => {
-      const built = await buildRequest(baseArgs);
-      const appended = await storage.history.append({ entry: built.userEntry });
+      const built = await buildRequest(baseArgs, { deferCheck: true });
+      const appending = storage.history.append({ entry: built.userEntry });
+      // a delta's hash is checked while the host writes; the model gets the body only once it passed
+      const bodyCheck = built.check ? built.check() : null;
+      const appended = await appending;
       const stream = {
         streamId: newId(),
         text: '',
@@ -644,6 +821,7 @@ export function createTurns(deps) {
         providerKey: picked.key,
         baseArgs,
         body: built.body,
+        bodyCheck,
         markImages: built.hasImages || bodyHasImages(built.userEntry),
         controller: new AbortController(),
         stopReason: null,
@@ -737,6 +915,10 @@ export function createTurns(deps) {
     let first;
     let originalError = null;
     try {
+      if (stream.bodyCheck && !(await stream.bodyCheck)) {
+        // the body delta did not verify: build it whole (after the appended user entry, as a rescue does)
+        stream.body = (await rebuild(stream, {})).body;
+      }
       // attempt (+ at most one overflow rescue, §7.3)
       for (;;) {
         try {

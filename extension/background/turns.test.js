@@ -12,8 +12,12 @@ import { tmpdir, endianness } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { createHash } from 'node:crypto';
+
 import {
+  BodyMemory,
   ImageCache,
+  applyBodyDelta,
   attachArgsFor,
   bodyHasImages,
   collectTokens,
@@ -31,6 +35,7 @@ import {
   stripChoiceBlocks,
   summaryChunkMessages,
   summaryMergeMessage,
+  textHash,
   videoPlatform,
 } from './turns.js';
 import { createStorage } from '../lib/storage.js';
@@ -366,7 +371,7 @@ const PROVIDERS = {
   systemPrompt: 'Be brief.',
 };
 
-function setup({ script = [], settings = PROVIDERS, host: hostOpts = {}, chrome } = {}) {
+function setup({ script = [], settings = PROVIDERS, host: hostOpts = {}, chrome, deps = {} } = {}) {
   const host = new FakeHost({ settings: clone(settings), ...hostOpts });
   const llm = createFakeLlm(script);
   const events = [];
@@ -378,6 +383,7 @@ function setup({ script = [], settings = PROVIDERS, host: hostOpts = {}, chrome 
     chrome: chrome ?? {},
     now: () => 1_700_000_000_000,
     newId: () => `stream-${++n}`,
+    ...deps,
   });
   return { host, llm, events, turns, types: () => events.map((e) => e.type) };
 }
@@ -502,6 +508,289 @@ describe('pure helpers', () => {
     assert.deepEqual(out, [2, 4, 6, 8, 10]);
     assert.equal(peak, 2);
     await assert.rejects(mapLimit([1, 2], 2, async (x) => { if (x === 2) throw new Error('boom'); return x; }), /boom/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies as deltas (PROTOCOL.md "Body deltas")
+
+const sha256 = (t) => createHash('sha256').update(t, 'utf8').digest('hex');
+
+/** Deterministic prose with CJK, accents, astral emoji, quotes and newlines. */
+function prose(seed, chars) {
+  const words = ['lorem', 'ipsum', 'dolor', '会话', '记录', 'naïve', 'café', '😀', '🚀x', '"quoted"', 'line\nbreak'];
+  let x = seed * 2654435761 + 1;
+  let out = '';
+  while (out.length < chars) {
+    x = (x * 1103515245 + 12345) % 2147483648;
+    out += words[x % words.length] + ' ';
+  }
+  return out;
+}
+
+/**
+ * Gives a FakeHost the text forms of request.build: bodies held by hash, a common
+ * prefix/suffix delta against `since` when held. `tamper(out)` corrupts the next delta.
+ */
+function speakDeltas(host) {
+  const held = new Map();
+  const plain = host.storage.request.build;
+  host.textReplies = [];
+  host.tamper = null;
+  host.storage.request.build = async (args) => {
+    const r = await plain(args);
+    if (args.since === undefined) return r;
+    const { body, ...fields } = r;
+    const text = JSON.stringify(body);
+    const out = { bodyHash: sha256(text), bodyLength: text.length, ...fields };
+    const old = held.get(args.since);
+    if (old === undefined) {
+      out.bodyText = text;
+    } else {
+      let p = 0;
+      while (p < old.length && p < text.length && old[p] === text[p]) p++;
+      let q = 0;
+      while (q < old.length - p && q < text.length - p && old[old.length - 1 - q] === text[text.length - 1 - q]) q++;
+      const ops = [];
+      if (p) ops.push([0, p]);
+      if (text.length - q > p) ops.push(text.slice(p, text.length - q));
+      if (q) ops.push([old.length - q, old.length]);
+      out.bodyDelta = { since: args.since, ops };
+      if (host.tamper) {
+        host.tamper(out);
+        host.tamper = null;
+      }
+    }
+    held.set(out.bodyHash, text);
+    host.textReplies.push(out);
+    return out;
+  };
+  return host;
+}
+
+describe('request bodies as deltas', () => {
+  test('applyBodyDelta: UTF-16 slices and literals; anything out of range → null', () => {
+    const held = 'ab😀cd中';
+    assert.equal(applyBodyDelta(held, [[0, 2], 'X', [2, 4], [4, 7]], 8), 'abX😀cd中');
+    assert.equal(applyBodyDelta(held, [], 0), '');
+    assert.equal(applyBodyDelta(held, ['only'], 4), 'only');
+    assert.equal(applyBodyDelta(held, [[0, 8]], 8), null, 'past the end');
+    assert.equal(applyBodyDelta(held, [[3, 3]], 0), null, 'empty range');
+    assert.equal(applyBodyDelta(held, [[-1, 2]], 3), null);
+    assert.equal(applyBodyDelta(held, [[0, 1.5]], 1.5), null);
+    assert.equal(applyBodyDelta(held, [[0, 2, 3]], 2), null);
+    assert.equal(applyBodyDelta(held, [{ a: 1 }], 0), null);
+    assert.equal(applyBodyDelta(held, [[0, 2]], 3), null, 'wrong length');
+    assert.equal(applyBodyDelta(null, [[0, 1]], 1), null);
+    assert.equal(applyBodyDelta(held, 'ops', 0), null);
+  });
+
+  test('textHash is the sha256 hex of the UTF-8, as the host computes it', async () => {
+    assert.equal(await textHash(''), 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+    assert.equal(await textHash('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    const t = prose(3, 5000);
+    assert.equal(await textHash(t), sha256(t));
+  });
+
+  test('BodyMemory.take: full text kept; a delta applied, kept, checked; a bad delta → null; old shape → undefined', async () => {
+    const m = new BodyMemory();
+    const t1 = JSON.stringify({ messages: [{ role: 'user', content: 'é😀 one' }] });
+    const full = m.take({ bodyText: t1, bodyHash: sha256(t1), bodyLength: t1.length }, m.snapshot());
+    assert.equal(full.text, t1);
+    assert.equal(await full.check(), true);
+    assert.deepEqual(m.snapshot(), { text: t1, hash: sha256(t1) });
+    const t2 = t1.replace(']}', ',{"role":"assistant","content":"two"}]}');
+    const cut = t1.length - 2;
+    const good = {
+      bodyDelta: { since: sha256(t1), ops: [[0, cut], ',{"role":"assistant","content":"two"}', [cut, t1.length]] },
+      bodyHash: sha256(t2),
+      bodyLength: t2.length,
+    };
+    const snap = m.snapshot();
+    const got = m.take(good, snap);
+    assert.equal(got.text, t2);
+    assert.equal(m.hash, sha256(t2), 'kept at once');
+    assert.equal(await got.check(), true);
+    assert.equal(got.check(), got.check(), 'checked once');
+    for (const bad of [
+      { ...good, bodyLength: t2.length + 1 },
+      { ...good, bodyDelta: { ...good.bodyDelta, since: 'other' } },
+      { ...good, bodyDelta: { ...good.bodyDelta, ops: [[0, t1.length + 5]] } },
+    ]) {
+      assert.equal(m.take(bad, snap), null);
+    }
+    assert.equal(m.hash, sha256(t2), 'a delta that does not apply changes nothing held');
+    // a wrong hash is found by the check, which forgets the text
+    const wrong = m.take({ ...good, bodyHash: '0'.repeat(64) }, snap);
+    assert.equal(wrong.text, t2);
+    assert.equal(await wrong.check(), false);
+    assert.deepEqual(m.snapshot(), { text: null, hash: null });
+    assert.equal(m.take({ body: { a: 1 } }, snap), undefined);
+    assert.deepEqual(m.stats, { full: 1, delta: 2, rejected: 4 });
+    assert.equal(new BodyMemory({ subtle: null }).enabled, false);
+  });
+
+  test('the second send names the held body and receives a delta; the model gets the same body', async () => {
+    const memory = new BodyMemory();
+    const { host, llm, turns } = setup({ script: [reply(['A1']), reply(['A2'])], deps: { bodyMemory: memory } });
+    speakDeltas(host);
+    host.live.push({ role: 'user', content: prose(1, 3000) }, { role: 'assistant', content: prose(2, 3000) });
+    await turns.send({ text: 'q1' });
+    await turns.idle();
+    await turns.send({ text: 'q2 😀' });
+    await turns.idle();
+    const builds = host.ops('request.build');
+    assert.equal(builds.length, 2);
+    assert.equal(builds[0].args.since, '');
+    assert.equal(builds[1].args.since, host.textReplies[0].bodyHash);
+    assert.deepEqual(builds[1].args.imageRefs, []);
+    assert.ok(host.textReplies[1].bodyDelta, 'the second body travelled as a delta');
+    const size = JSON.stringify(host.textReplies[1]).length;
+    assert.ok(size < 500 && size < host.textReplies[0].bodyText.length / 10, `delta reply ${size} chars`);
+    const sent = llm.calls[1].body.messages.map((m) => m.content);
+    assert.deepEqual(sent, ['Be brief.', prose(1, 3000), prose(2, 3000), 'q1', 'A1', 'q2 😀']);
+    assert.deepEqual(memory.stats, { full: 1, delta: 1, rejected: 0 });
+    assert.equal(memory.hash, host.textReplies[1].bodyHash);
+    assert.equal(sha256(memory.text), memory.hash, 'the held text is the one the host hashed');
+  });
+
+  test('a delta whose hash does not match: the body is rebuilt whole after the append, before the model call', async () => {
+    const memory = new BodyMemory();
+    const { host, llm, turns } = setup({ script: [reply(['A1']), reply(['A2'])], deps: { bodyMemory: memory } });
+    speakDeltas(host);
+    await turns.send({ text: 'q1' });
+    await turns.idle();
+    host.tamper = (out) => {
+      out.bodyHash = 'f'.repeat(64); // the splice applies and parses, its hash does not match
+    };
+    await turns.send({ text: 'q2' });
+    await turns.idle();
+    const builds = host.ops('request.build');
+    assert.deepEqual(builds.map((b) => b.args.since), ['', host.textReplies[0].bodyHash, '']);
+    assert.equal(builds[2].args.upTo, 2, 'rebuilt up to the appended user entry');
+    assert.equal(llm.calls.length, 2, 'the unverified body never reached the model');
+    assert.deepEqual(llm.calls[1].body.messages.map((m) => m.content), ['Be brief.', 'q1', 'A1', 'q2']);
+    assert.deepEqual(host.live.map((e) => e.content), ['q1', 'A1', 'q2', 'A2'], 'the user entry went in once');
+    assert.deepEqual(memory.stats, { full: 2, delta: 1, rejected: 1 });
+  });
+
+  test('a spliced text that does not parse → one full build before anything is appended', async () => {
+    const memory = new BodyMemory();
+    const { host, llm, turns } = setup({ script: [reply(['A1']), reply(['A2'])], deps: { bodyMemory: memory } });
+    speakDeltas(host);
+    await turns.send({ text: 'q1' });
+    await turns.idle();
+    host.tamper = (out) => {
+      out.bodyDelta.ops = [[0, 3], 'garbage', ...out.bodyDelta.ops.slice(1)];
+      out.bodyLength = out.bodyDelta.ops.reduce((n, o) => n + (typeof o === 'string' ? o.length : o[1] - o[0]), 0);
+    };
+    await turns.send({ text: 'q2' });
+    await turns.idle();
+    const builds = host.ops('request.build');
+    assert.deepEqual(builds.map((b) => [b.args.since === '' ? 'full' : 'delta', b.args.upTo]), [
+      ['full', undefined],
+      ['delta', undefined],
+      ['full', undefined],
+    ]);
+    assert.deepEqual(llm.calls[1].body.messages.map((m) => m.content), ['Be brief.', 'q1', 'A1', 'q2']);
+    assert.deepEqual(memory.stats, { full: 2, delta: 1, rejected: 1 });
+  });
+
+  test('a delta that does not apply → one full build at once; a rescue rebuild checks its delta inline', async () => {
+    const memory = new BodyMemory();
+    const { host, llm, turns } = setup({
+      script: [
+        reply(['A1']),
+        failWith(llmError('http', "This model's maximum context length is 8192 tokens", { status: 400 })),
+        reply(['A2']),
+      ],
+      deps: { bodyMemory: memory },
+    });
+    speakDeltas(host);
+    host.live.push({ role: 'user', content: `${PREFIX}\nTitle: Big\nURL: https://big/\n---\n\n${'x'.repeat(9000)}`, attachId: 'big-1' });
+    await turns.send({ text: 'q1' });
+    await turns.idle();
+    host.tamper = (out) => {
+      out.bodyDelta.ops.push([0, 10 ** 9]);
+    };
+    await turns.send({ text: 'q2' });
+    await turns.idle();
+    const builds = host.ops('request.build');
+    assert.deepEqual(
+      builds.map((b) => [b.args.since === '' ? 'full' : 'delta', b.args.rescue ? 'rescue' : '']),
+      [['full', ''], ['delta', ''], ['full', ''], ['delta', 'rescue']],
+    );
+    assert.ok(host.textReplies[3].bodyDelta, 'the rescue body travelled as a delta');
+    assert.ok(JSON.stringify(llm.calls[2].body).includes('too large for the model'));
+    assert.equal(llm.calls[2].body.messages.filter((m) => m.role === 'user').length, 3, 'no duplicated turn');
+    assert.deepEqual(memory.stats, { full: 2, delta: 1, rejected: 1 });
+  });
+
+  test('a host that refuses since → the build without it (imageRefs kept); no digest → no since', async () => {
+    const { host, llm, turns } = setup({ script: [reply(['A1'])] });
+    const plain = host.storage.request.build;
+    host.storage.request.build = async (args) => {
+      if ('since' in args) {
+        await plain(args);
+        throw hostError('bad_request', 'unknown argument "since"');
+      }
+      return plain(args);
+    };
+    await turns.send({ text: 'q1' });
+    await turns.idle();
+    const builds = host.ops('request.build');
+    assert.equal(builds.length, 2);
+    assert.equal('since' in builds[1].args, false);
+    assert.deepEqual(builds[1].args.imageRefs, []);
+    assert.deepEqual(llm.calls[0].body.messages.map((m) => m.content), ['Be brief.', 'q1']);
+
+    const off = setup({ script: [reply(['A1'])], deps: { bodyMemory: new BodyMemory({ subtle: null }) } });
+    await off.turns.send({ text: 'q1' });
+    await off.turns.idle();
+    assert.equal('since' in off.host.ops('request.build')[0].args, false);
+  });
+
+  test('splice + verify + parse of a 60-entry ~300K-char body (timings)', async (t) => {
+    const head = '{"model":"gpt-x","stream":true,"messages":[{"role":"system","content":"Be brief."},';
+    const msgs = Array.from({ length: 62 }, (_, i) =>
+      JSON.stringify({ role: i % 2 ? 'assistant' : 'user', content: prose(i + 10, 4900) }),
+    );
+    const oldT = `${head}${msgs.slice(0, 60).join(',')}]}`;
+    const newT = `${head}${msgs.slice(2, 62).join(',')}]}`;
+    const keptFrom = head.length + msgs[0].length + msgs[1].length + 2;
+    const keptTo = oldT.length - 2;
+    // the two oldest trimmed off the front, one pair appended: what the host sends
+    const ops = [[0, head.length], [keptFrom, keptTo], `,${msgs[60]},${msgs[61]}`, [keptTo, oldT.length]];
+    assert.equal(applyBodyDelta(oldT, ops, newT.length), newT);
+    const hash = sha256(newT);
+    const m = new BodyMemory();
+    const runs = { splice: [], hash: [], parse: [], all: [] };
+    for (let i = 0; i < 21; i++) {
+      let t0 = performance.now();
+      const text = applyBodyDelta(oldT, ops, newT.length);
+      const t1 = performance.now();
+      const h = await textHash(text);
+      const t2 = performance.now();
+      JSON.parse(text);
+      const t3 = performance.now();
+      assert.equal(h, hash);
+      runs.splice.push(t1 - t0);
+      runs.hash.push(t2 - t1);
+      runs.parse.push(t3 - t2);
+      m.text = oldT;
+      m.hash = 'h0';
+      t0 = performance.now();
+      const got = m.take({ bodyDelta: { since: 'h0', ops }, bodyHash: hash, bodyLength: newT.length }, m.snapshot());
+      const ok = await got.check();
+      const body = JSON.parse(got.text);
+      runs.all.push(performance.now() - t0);
+      assert.ok(ok && body.messages.length === 61);
+    }
+    const med = (v) => v.sort((a, b) => a - b)[v.length >> 1].toFixed(2);
+    t.diagnostic(
+      `body ${newT.length} UTF-16 units: splice ${med(runs.splice)} ms, sha256 ${med(runs.hash)} ms, ` +
+        `JSON.parse ${med(runs.parse)} ms; BodyMemory take + check + parse ${med(runs.all)} ms (medians of 21)`,
+    );
   });
 });
 
@@ -1248,6 +1537,48 @@ describe('against the real keepsake-host', { skip: !existsSync(BIN) && 'target/d
       const after = await h.storage.history.get({ images: 'ref' });
       assert.deepEqual(after.entries.map((e) => e.role), ['user', 'assistant', 'user', 'user', 'assistant']);
       assert.equal(after.entries[2].imagesSeen, true);
+    });
+  });
+
+  test('a text-only turn after another: the body comes back as a delta; a new worker gets one full body', async () => {
+    await withHost(async (h) => {
+      const entries = Array.from({ length: 40 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: prose(i, 4000) }));
+      await h.storage.history.replace({ entries });
+      let expected;
+      const { llm, turns } = realSetup(h, [
+        reply(['A1 😀']),
+        async (o) => {
+          const live = await h.storage.history.get({});
+          expected = await h.storage.request.build({
+            kind: 'chat',
+            turn: { userText: 'q2 中文', images: [] },
+            systemPrompt: 'Be brief.',
+            bodyFields: { model: 'gpt-x', stream: true },
+            upTo: live.entries.length - 1,
+          });
+          return reply(['A2'])(o);
+        },
+      ]);
+      await turns.send({ text: 'q1' });
+      await turns.idle();
+      await turns.send({ text: 'q2 中文' });
+      await turns.idle();
+      const [first, second] = h.builds;
+      assert.equal(first.args.since, '');
+      assert.equal(typeof first.result.bodyText, 'string');
+      assert.equal(first.result.body, undefined);
+      assert.equal(second.args.since, first.result.bodyHash);
+      assert.ok(second.result.bodyDelta, 'the second body travelled as a delta');
+      const size = JSON.stringify(second.result).length;
+      assert.ok(size < 1000, `delta reply ${size} chars for a ${first.result.bodyText.length}-char body`);
+      assert.equal(JSON.stringify(llm.calls[1].body), JSON.stringify(expected.body), 'the same body as a plain build');
+
+      // a restarted worker holds nothing: one full body
+      const again = realSetup(h, [reply(['A3'])]);
+      await again.turns.send({ text: 'q3' });
+      await again.turns.idle();
+      assert.equal(h.builds[0].args.since, '');
+      assert.equal(typeof h.builds[0].result.bodyText, 'string');
     });
   });
 

@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod chunks;
 pub mod dataurl;
+pub mod delta;
 pub mod entry;
 pub mod export;
 pub mod figures;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde_json::{json, Map, Value};
 
 use super::args::Args;
+use super::bodies::{text_result, BodyCache};
 use crate::domain::attach::Ctx as PageCtx;
 use crate::domain::dataurl::{canonical_data_url, decode_image_data_url, DataUrlError};
 use crate::domain::history::parse_index;
@@ -51,48 +52,57 @@ pub struct Ctx {
     pub store: Result<Store, HostError>,
 }
 
-type Handler = fn(&mut Store, &Map<String, Value>) -> HostResult<Reply>;
+/// An operation's handler.
+#[derive(Clone, Copy)]
+pub enum Handler {
+    /// Works on the store alone.
+    Plain(fn(&mut Store, &Map<String, Value>) -> HostResult<Reply>),
+    /// Also uses this connection's body cache (`request.build` with `since`).
+    Bodies(fn(&mut Store, &mut BodyCache, &Map<String, Value>) -> HostResult<Reply>),
+}
+
+use Handler::{Bodies, Plain};
 
 /// Every operation this host serves (PROTOCOL.md documents each one; a convention test checks
 /// the two lists agree).
 pub const OPS: &[(&str, Handler)] = &[
-    ("host.status", host_status),
-    ("settings.get", settings_get),
-    ("settings.set", settings_set),
-    ("settings.remove", settings_remove),
-    ("history.get", history_get),
-    ("history.meta", history_meta),
-    ("history.setBinding", history_set_binding),
-    ("history.append", history_append),
-    ("history.replace", history_replace),
-    ("history.clear", history_clear),
-    ("history.removeAt", history_remove_at),
-    ("history.truncateFrom", history_truncate_from),
-    ("history.removeByAttachId", history_remove_by_attach_id),
-    ("history.removeLastPageContext", history_remove_last_page_context),
-    ("history.markImagesSeen", history_mark_images_seen),
-    ("history.boundImages", history_bound_images),
-    ("history.attach", history_attach),
-    ("attach.trackChange", attach_track_change),
-    ("attach.summaryPlan", attach_summary_plan),
-    ("attach.applySummary", attach_apply_summary),
-    ("images.get", images_get),
-    ("images.thumbnail", images_thumbnail),
-    ("sessions.save", sessions_save),
-    ("sessions.list", sessions_list),
-    ("sessions.get", sessions_get),
-    ("sessions.load", sessions_load),
-    ("sessions.rename", sessions_rename),
-    ("sessions.pin", sessions_pin),
-    ("sessions.delete", sessions_delete),
-    ("sessions.clearAll", sessions_clear_all),
-    ("sessions.appendTo", sessions_append_to),
-    ("sessions.export", sessions_export),
-    ("storage.import", storage_import),
-    ("changes.since", changes_since),
-    ("request.isContextOverflow", request_is_context_overflow),
-    ("request.build", request_build),
-    ("request.commitRescue", request_commit_rescue),
+    ("host.status", Plain(host_status)),
+    ("settings.get", Plain(settings_get)),
+    ("settings.set", Plain(settings_set)),
+    ("settings.remove", Plain(settings_remove)),
+    ("history.get", Plain(history_get)),
+    ("history.meta", Plain(history_meta)),
+    ("history.setBinding", Plain(history_set_binding)),
+    ("history.append", Plain(history_append)),
+    ("history.replace", Plain(history_replace)),
+    ("history.clear", Plain(history_clear)),
+    ("history.removeAt", Plain(history_remove_at)),
+    ("history.truncateFrom", Plain(history_truncate_from)),
+    ("history.removeByAttachId", Plain(history_remove_by_attach_id)),
+    ("history.removeLastPageContext", Plain(history_remove_last_page_context)),
+    ("history.markImagesSeen", Plain(history_mark_images_seen)),
+    ("history.boundImages", Plain(history_bound_images)),
+    ("history.attach", Plain(history_attach)),
+    ("attach.trackChange", Plain(attach_track_change)),
+    ("attach.summaryPlan", Plain(attach_summary_plan)),
+    ("attach.applySummary", Plain(attach_apply_summary)),
+    ("images.get", Plain(images_get)),
+    ("images.thumbnail", Plain(images_thumbnail)),
+    ("sessions.save", Plain(sessions_save)),
+    ("sessions.list", Plain(sessions_list)),
+    ("sessions.get", Plain(sessions_get)),
+    ("sessions.load", Plain(sessions_load)),
+    ("sessions.rename", Plain(sessions_rename)),
+    ("sessions.pin", Plain(sessions_pin)),
+    ("sessions.delete", Plain(sessions_delete)),
+    ("sessions.clearAll", Plain(sessions_clear_all)),
+    ("sessions.appendTo", Plain(sessions_append_to)),
+    ("sessions.export", Plain(sessions_export)),
+    ("storage.import", Plain(storage_import)),
+    ("changes.since", Plain(changes_since)),
+    ("request.isContextOverflow", Plain(request_is_context_overflow)),
+    ("request.build", Bodies(request_build)),
+    ("request.commitRescue", Plain(request_commit_rescue)),
 ];
 
 /// Names of every operation, `host.hello` included.
@@ -124,8 +134,20 @@ pub fn hello(ctx: &mut Ctx) -> Value {
     })
 }
 
-/// Run one operation. Panics are caught here and reported as `internal`.
+/// Run one operation with no connection memory (every `request.build` `since` is unknown).
+/// Panics are caught here and reported as `internal`.
 pub fn dispatch(ctx: &mut Ctx, op: &str, args: &Map<String, Value>) -> HostResult<Reply> {
+    dispatch_with(ctx, &mut BodyCache::default(), op, args)
+}
+
+/// Run one operation with this connection's memory (`serve` keeps one `BodyCache` for the life
+/// of the process). Panics are caught here and reported as `internal`.
+pub fn dispatch_with(
+    ctx: &mut Ctx,
+    bodies: &mut BodyCache,
+    op: &str,
+    args: &Map<String, Value>,
+) -> HostResult<Reply> {
     if op == "host.hello" {
         Args::new(args, &[], false)?;
         return Ok(read(hello(ctx)));
@@ -144,7 +166,11 @@ pub fn dispatch(ctx: &mut Ctx, op: &str, args: &Map<String, Value>) -> HostResul
         Ok(s) => s,
         Err(e) => return Err(e.clone()),
     };
-    match catch_unwind(AssertUnwindSafe(|| handler(store, args))) {
+    let run = || match handler {
+        Handler::Plain(f) => f(store, args),
+        Handler::Bodies(f) => f(store, bodies, args),
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
         Ok(r) => r,
         Err(p) => {
             let msg = p
@@ -549,7 +575,7 @@ fn image_refs_arg(v: Option<&Value>) -> HostResult<ImageRefsMode> {
     }
 }
 
-fn request_build(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+fn request_build(s: &mut Store, bodies: &mut BodyCache, a: &Map<String, Value>) -> HostResult<Reply> {
     let a = Args::new(
         a,
         &[
@@ -564,9 +590,20 @@ fn request_build(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
             "backfill",
             "aging",
             "imageRefs",
+            "since",
         ],
         false,
     )?;
+    // PROTOCOL.md "Body deltas": with `since` the body comes back as text or as a delta
+    let since = match a.raw("since") {
+        None => None,
+        Some(Value::String(h)) => Some(h.as_str()),
+        Some(_) => {
+            return Err(HostError::bad_request(
+                "since must be a string: the bodyHash of a body this port received, or \"\"",
+            ))
+        }
+    };
     let kind = Kind::parse(a.req_str("kind")?)
         .ok_or_else(|| HostError::bad_request("kind must be chat, responses, anthropic, runs or agent"))?;
     let turn = match a.raw("turn") {
@@ -639,7 +676,11 @@ fn request_build(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
         aging,
         image_refs: image_refs_arg(a.raw("imageRefs"))?,
     };
-    Ok(read(s.request_build(args)?))
+    let result = s.request_build(args)?;
+    Ok(read(match since {
+        Some(since) => text_result(result, since, bodies),
+        None => result,
+    }))
 }
 
 fn request_commit_rescue(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

@@ -3,6 +3,7 @@
 //! within 1 s. Stdin EOF is a normal shutdown.
 
 pub mod args;
+pub mod bodies;
 pub mod dispatch;
 
 use std::io::{Read, Write};
@@ -21,7 +22,8 @@ use crate::protocol::frame::{read_frame, write_frame, FrameError};
 use crate::protocol::limits::MAX_INBOUND_FRAME;
 use crate::protocol::{ErrorCode, HostError};
 use crate::store::Store;
-use dispatch::{dispatch, Ctx, Followup};
+use bodies::BodyCache;
+use dispatch::{dispatch_with, Ctx, Followup};
 
 /// How often the poller looks for other processes' commits (the spec allows 1 s).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -70,6 +72,8 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     // a slow poller start under load cannot skip any.
     let start = store.as_mut().ok().map(|s| (s.origin().to_owned(), s.current_seq().unwrap_or(0)));
     let mut ctx = Ctx { db_path: db.to_path_buf(), store };
+    // this connection's memory: the request bodies it returned as text (PROTOCOL.md "Body deltas")
+    let mut bodies = BodyCache::default();
 
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let poller = start.map(|(origin, seq)| {
@@ -82,7 +86,7 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
         match read_frame(input, MAX_INBOUND_FRAME) {
             Ok(None) => break 0,
             Ok(Some(body)) => {
-                if !handle_frame(&mut ctx, &body, &out) {
+                if !handle_frame(&mut ctx, &mut bodies, &body, &out) {
                     break 0;
                 }
             }
@@ -152,7 +156,7 @@ pub fn refuse(input: &mut impl Read, out: Outbox, reason: &str) -> i32 {
 }
 
 /// Handle one frame; false when the output pipe is gone.
-fn handle_frame(ctx: &mut Ctx, body: &[u8], out: &Outbox) -> bool {
+fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox) -> bool {
     let req = match decode_request(body) {
         Ok(r) => r,
         Err(rej) => {
@@ -161,7 +165,7 @@ fn handle_frame(ctx: &mut Ctx, body: &[u8], out: &Outbox) -> bool {
         }
     };
     let started = std::time::Instant::now();
-    let outcome = dispatch(ctx, &req.op, &req.args);
+    let outcome = dispatch_with(ctx, bodies, &req.op, &req.args);
     let (reply, event, followup) = match outcome {
         Ok(r) => (ok_reply(&req.id, &r.result), r.event, r.followup),
         Err(e) => {
