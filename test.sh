@@ -47,8 +47,8 @@ cargo clippy --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --locked --no-fail-fast
 
-step "shellcheck install.sh test.sh tests/e2e/run.sh fuzz/run.sh"
-shellcheck install.sh test.sh tests/e2e/run.sh fuzz/run.sh
+step "shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh"
+shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh
 
 step "node --test extension/ (extension modules)"
 node --test extension/

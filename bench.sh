@@ -1,0 +1,55 @@
+#!/bin/sh
+# Benchmark: Keepsake against the in-browser way, side by side in one headless Chromium run
+# (performance.md §6, issue 6). Builds the release host and the release echo host, then runs
+# bench/run.mjs, which prints one table and writes BENCHMARKS.md and docs/bench/send-latency.svg.
+#
+#   ./bench.sh                  the full run (≈ 10–15 min on 2 cores)
+#   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
+#
+# Needs cargo, node >= 20, npm, /usr/bin/chromium (Debian's; never downloaded) and playwright-core
+# in tests/e2e/node_modules (installed with `npm ci` there when missing). Exit status 0 unless
+# something broke; no absolute-time pass/fail.
+set -eu
+
+root=$(cd "$(dirname "$0")" && pwd)
+cd "${root}"
+
+say() { printf '==> bench: %s\n' "$*" >&2; }
+
+case "${1:-}" in
+-h | --help)
+	sed -n '2,11p' "$0"
+	exit 0
+	;;
+esac
+
+chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "${chromium_bin}" ]; then
+	echo "bench: ${chromium_bin} not found (sudo apt-get install chromium)" >&2
+	exit 1
+fi
+if ! command -v node >/dev/null 2>&1; then
+	echo "bench: node not found (Node.js 20 or newer is needed)" >&2
+	exit 1
+fi
+
+if [ ! -d tests/e2e/node_modules/playwright-core ]; then
+	say "npm ci (tests/e2e: playwright-core)"
+	(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+say "cargo build --release (keepsake-host, examples/echo_host)"
+cargo build --release --locked --bin keepsake-host --example echo_host
+
+target="${CARGO_TARGET_DIR:-${root}/target}"
+case "${target}" in
+/*) ;;
+*) target="${root}/${target}" ;;
+esac
+KEEPSAKE_E2E_HOST_BIN="${target}/release/keepsake-host"
+BENCH_ECHO_BIN="${target}/release/examples/echo_host"
+KEEPSAKE_E2E_CHROMIUM="${chromium_bin}"
+export KEEPSAKE_E2E_HOST_BIN BENCH_ECHO_BIN KEEPSAKE_E2E_CHROMIUM
+
+say "node bench/run.mjs"
+exec node bench/run.mjs

@@ -1,0 +1,797 @@
+// The benchmark driver (./bench.sh runs it): Keepsake against the in-browser way, side by side in
+// one headless Chromium run (performance.md §6). It makes a test build of the extension (a temp
+// copy of extension/ plus bench/ext/, whose service worker is bench/ext/bench-sw.js), generates
+// the inputs, registers keepsake-host and the echo host for a temp profile through the e2e harness,
+// runs every case in interleaved rounds, prints one table and writes BENCHMARKS.md and
+// docs/bench/send-latency.svg.
+//
+// Environment: KEEPSAKE_E2E_HOST_BIN (the release keepsake-host; bench.sh sets it),
+// BENCH_ECHO_BIN (default target/release/examples/echo_host), BENCH_QUICK=1 (few rounds, small
+// inputs; prints only, writes nothing into the repository).
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+import { CHROMIUM, EXT_DIR, EXT_ID, HOST_BIN, PANEL_URL, PANEL_VIEWPORT, ROOT, launch, sleep, withTimeout } from '../tests/e2e/harness.mjs';
+import { SEARCH_QUERIES } from './ext/gen.js';
+import { writeScreenshots, writeSessionsExport } from './inputs.mjs';
+import { peakRss, processCpuNs, readIo, serviceWorkerThread, threadCpuNs, extensionRenderers } from './procfs.mjs';
+import { fmt, lineChart, markdownTable, row, summarize, textTable } from './report.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const QUICK = process.env.BENCH_QUICK === '1';
+const ECHO_BIN = process.env.BENCH_ECHO_BIN || path.join(ROOT, 'target', 'release', 'examples', 'echo_host');
+const ECHO_NAME = 'dev.keepsake.bench_echo';
+const MiB = 1024 * 1024;
+const CALL_TIMEOUT_MS = 600_000;
+
+/** Sizes and round counts. Full: ≥ 9 rounds after one warm-up round (5 for the 20-screenshot case). */
+const CFG = QUICK
+  ? { rounds: 2, warmup: 1, attachRounds: 1, attachShots: 6, searchRounds: 2, searchSessions: 100, searchChars: 20_000, sweep: [10, 60] }
+  : { rounds: 9, warmup: 1, attachRounds: 5, attachShots: 20, searchRounds: 9, searchSessions: 1000, searchChars: 100_000, sweep: [10, 20, 40, 60] };
+const ROUNDS_NOTE = `${CFG.rounds} rounds after ${CFG.warmup} warm-up round (scenario 5: ${CFG.attachRounds}, scenario 8: ${CFG.searchRounds})`;
+
+// ---- inputs -----------------------------------------------------------------------------------
+
+/** Six screenshots whose data URLs add up to about 8 MiB (1.33 URL chars per PNG byte). */
+const HISTORY_SHOTS = Array.from({ length: 6 }, (_, i) => ({ name: `h${i}`, seed: 100 + i, bytes: 1_022_000 }));
+/** A new pasted picture per round (scenario 2), within the 3 MiB per-turn cap. */
+const PASTED = Array.from({ length: CFG.rounds + CFG.warmup + 1 }, (_, i) => ({ name: `p${i}`, seed: 200 + i, bytes: 1_500_000 }));
+/** 1, 2 and 3 MB screenshots in turn (scenario 5). */
+const ATTACH = Array.from({ length: CFG.attachShots }, (_, i) => ({ name: `a${i}`, seed: 300 + i, bytes: (1 + (i % 3)) * 1_000_000 + i * 4096 }));
+const BIG = { name: 'big', seed: 400, bytes: 3_000_000 };
+
+const history = (count, shots, seen = false) => ({ seed: 11, count, chars: 1200, shots, seen });
+const shotNames = (n) => HISTORY_SHOTS.slice(0, n).map((s) => s.name);
+const H_IMAGES = history(60, shotNames(6));
+const H_SEEN = history(60, shotNames(6), true);
+const H_TEXT = { seed: 21, count: 60, chars: 4950, shots: [], seen: false };
+/** Scenario 4: the text conversation, and the 50 saved sessions beside it. */
+const TEXT = { history: H_TEXT, userChars: 300, replyChars: 4950, sessions: 50, sessionChars: 20_000 };
+/** Scenario 7: small appends per round. */
+const APPENDS = 4;
+
+// ---- the cases of the interleaved rounds ---------------------------------------------------------
+
+const turn = (h, extra = {}) => ({ history: h, userChars: 200, replyChars: 1500, ...extra });
+const ROUND_CASES = [
+  { id: 's1', worker: 'turn', params: turn(H_IMAGES, { measure: 'turn' }) },
+  { id: 's2', worker: 'turn', params: turn(H_IMAGES, { measure: 'body', pasted: PASTED.map((p) => p.name) }) },
+  { id: 's3', worker: 'turn', params: turn(H_SEEN, { measure: 'body' }) },
+  { id: 's6', panel: true, params: { history: H_IMAGES } },
+  { id: 's7', worker: 'appendBytes', params: { history: H_IMAGES, appends: APPENDS }, io: true },
+  { id: 's9hello', worker: 'hello', params: {} },
+  { id: 's9chunked', worker: 'chunked', params: { shot: BIG.name } },
+  ...CFG.sweep.flatMap((n) => [
+    { id: `sweep-unseen-${n}`, worker: 'turn', params: turn(history(n, shotNames(n / 10)), { measure: 'body' }) },
+    { id: `sweep-seen-${n}`, worker: 'turn', params: turn(history(n, shotNames(n / 10), true), { measure: 'body' }) },
+  ]),
+];
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+const log = (...a) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}]`, ...a);
+const WAYS = ['keepsake', 'baseline'];
+/** Round r runs Keepsake first when r is even, the baseline first when it is odd. */
+const orderOf = (r) => (r % 2 ? [...WAYS].reverse() : WAYS);
+
+/** Call `self.__bench[fn](...args)` in the service worker. */
+function bench(k, fn, ...args) {
+  return withTimeout(
+    k.worker.evaluate(([f, a]) => self.__bench[f](...a), [fn, args]),
+    CALL_TIMEOUT_MS,
+    `__bench.${fn}(${JSON.stringify(args).slice(0, 120)})`,
+  );
+}
+
+/** The test build: a temp copy of extension/ with bench/ext/ as bench/, its inputs and manifest. */
+function makeTestBuild() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-bench-ext-'));
+  fs.cpSync(EXT_DIR, dir, { recursive: true, filter: (src) => !src.includes(`${path.sep}node_modules`) });
+  fs.cpSync(path.join(here, 'ext'), path.join(dir, 'bench'), { recursive: true });
+  const t0 = Date.now();
+  const sizes = writeScreenshots(path.join(dir, 'bench', 'data'), [...HISTORY_SHOTS, ...PASTED, ...ATTACH, BIG]);
+  log(`screenshots generated in ${Date.now() - t0} ms`);
+  const manifestPath = path.join(dir, 'manifest.json');
+  const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'));
+  manifest.background = { service_worker: 'bench/bench-sw.js', type: 'module' };
+  manifest.permissions = [...new Set([...manifest.permissions, 'unlimitedStorage'])];
+  fs.writeFileSync(manifestPath, JSON.stringify(manifest, null, 2));
+  return { dir, sizes };
+}
+
+/** Register the echo host for the profile, beside the manifest `keepsake-host install` wrote. */
+function installEchoHost(profileDir) {
+  const manifest = {
+    name: ECHO_NAME,
+    description: 'Keepsake benchmark: raw echo host',
+    path: ECHO_BIN,
+    type: 'stdio',
+    allowed_origins: [`chrome-extension://${EXT_ID}/`],
+  };
+  fs.writeFileSync(path.join(profileDir, 'NativeMessagingHosts', `${ECHO_NAME}.json`), JSON.stringify(manifest));
+}
+
+/** The keepsake-host serving the worker's port (the newest when several run). */
+function mainHostPid(k) {
+  const pids = k.hostPids();
+  if (!pids.length) throw new Error('no keepsake-host process under the browser');
+  return Math.max(...pids);
+}
+
+/**
+ * Runs inside a panel page before its scripts (page.addInitScript): records in `window.__paint`
+ * when `bubbles` message bubbles are in the DOM and painted (`text`), and when `images` pictures
+ * have loaded (`images`); ms since navigation start.
+ */
+function paintProbe({ bubbles, images }) {
+  const mark = {};
+  window.__paint = mark;
+  const afterPaint = (key) =>
+    requestAnimationFrame(() => {
+      const ch = new MessageChannel();
+      ch.port1.onmessage = () => {
+        mark[key] = performance.now();
+      };
+      ch.port2.postMessage(0);
+    });
+  new MutationObserver(() => {
+    if (mark.textDom === undefined && document.querySelectorAll('[data-testid="bubble"]').length >= bubbles) {
+      mark.textDom = performance.now();
+      afterPaint('text');
+    }
+  }).observe(document, { childList: true, subtree: true });
+  document.addEventListener(
+    'load',
+    () => {
+      const imgs = [...document.querySelectorAll('img[data-testid="bubble-image"]')];
+      if (mark.imagesDom === undefined && imgs.length >= images && imgs.every((i) => i.complete && i.naturalWidth > 0)) {
+        mark.imagesDom = performance.now();
+        afterPaint('images');
+      }
+    },
+    true,
+  );
+}
+
+/** Open one panel (Keepsake's real side panel or the baseline page) and time its first paints. */
+async function timePanel(k, way, expect) {
+  const page = await k.context.newPage();
+  try {
+    await page.setViewportSize(PANEL_VIEWPORT);
+    await page.addInitScript(paintProbe, expect);
+    const url = way === 'keepsake' ? PANEL_URL : `chrome-extension://${EXT_ID}/bench/panel.html`;
+    await page.goto(url, { timeout: 30_000 });
+    await page.waitForFunction(() => window.__paint.text !== undefined && window.__paint.images !== undefined, null, {
+      timeout: 60_000,
+    });
+    const m = await page.evaluate(() => window.__paint);
+    return { ms: m.text, domMs: m.textDom, imagesMs: m.images };
+  } finally {
+    await page.close();
+  }
+}
+
+// ---- the blocks ---------------------------------------------------------------------------------
+
+/** Interleaved rounds over ROUND_CASES; returns samples[id][way] = [result…]. */
+async function roundCases(k) {
+  const samples = {};
+  const facts = {};
+  for (const c of ROUND_CASES) {
+    samples[c.id] = { keepsake: [], baseline: [] };
+    if (c.worker) facts[c.id] = await bench(k, 'prepare', c.worker, c.params);
+    if (c.id === 's9chunked') Object.assign(c.params, facts[c.id]);
+  }
+  const expect = { bubbles: H_IMAGES.count, images: H_IMAGES.shots.length };
+  for (let r = 0; r < CFG.warmup + CFG.rounds; r++) {
+    const t0 = Date.now();
+    for (const c of ROUND_CASES) {
+      for (const way of orderOf(r)) {
+        let res;
+        if (c.panel) {
+          await bench(k, 'reset', 'turn', way, r, c.params);
+          res = await timePanel(k, way, expect);
+        } else {
+          await bench(k, 'reset', c.worker, way, r, c.params);
+          res = c.io ? await withWrites(k, way, () => bench(k, 'run', c.worker, way, r, c.params)) : await bench(k, 'run', c.worker, way, r, c.params);
+        }
+        if (r >= CFG.warmup) samples[c.id][way].push(res);
+      }
+    }
+    log(`round ${r + 1}/${CFG.warmup + CFG.rounds}${r < CFG.warmup ? ' (warm-up)' : ''} in ${Date.now() - t0} ms`);
+  }
+  return { samples, facts };
+}
+
+/**
+ * Run `fn` and count the bytes it wrote to disk: keepsake-host's write_bytes (minus its log's
+ * growth), or the browser process's (chrome.storage.local is written there), after a settle wait
+ * for LevelDB's background writes.
+ */
+async function withWrites(k, way, fn) {
+  const pid = way === 'keepsake' ? mainHostPid(k) : k.browserPid;
+  const logFile = path.join(k.dataDir, 'keepsake-host.log');
+  const logSize = () => (fs.existsSync(logFile) ? fs.statSync(logFile).size : 0);
+  const dbSize = () => ['', '-wal'].reduce((n, s) => n + (fs.existsSync(k.dbPath + s) ? fs.statSync(k.dbPath + s).size : 0), 0);
+  const before = { io: readIo(pid), log: logSize(), db: dbSize() };
+  const res = await fn();
+  await sleep(500);
+  const after = { io: readIo(pid), log: logSize(), db: dbSize() };
+  let written = after.io.writeBytes - before.io.writeBytes;
+  if (way === 'keepsake') written -= after.log - before.log;
+  return { ...res, written, dbGrowth: after.db - before.db };
+}
+
+/** Scenario 4: the text conversation, turn after turn, both ways interleaved. */
+async function textConversation(k) {
+  const facts = await bench(k, 'prepare', 'textConversation', TEXT);
+  const samples = { keepsake: [], baseline: [] };
+  let logMark = 0;
+  for (let r = 0; r < CFG.warmup + CFG.rounds; r++) {
+    if (r === CFG.warmup) logMark = k.hostLog().length;
+    for (const way of orderOf(r)) {
+      const res = await bench(k, 'run', 'textConversation', way, r, TEXT);
+      if (r >= CFG.warmup) samples[way].push(res);
+    }
+  }
+  return { samples, facts, hostMs: servedMs(k.hostLog().slice(logMark)) };
+}
+
+/** Host-side time of each operation from debug log lines `served op=<op> ms=<n>`: op → [ms…]. */
+function servedMs(logText) {
+  const out = {};
+  for (const [, op, ms] of logText.matchAll(/served op=(\S+) ms=(\d+)/g)) (out[op] ??= []).push(Number(ms));
+  return out;
+}
+
+/**
+ * The V8 CPU profiler of the extension's service worker, through a browser-level CDP session
+ * (Playwright has no CDP session for workers; the non-flat `Target.attachToTarget` mode carries the
+ * worker's messages inside `Target.sendMessageToTarget` / `receivedMessageFromTarget`).
+ * `stop()` → ms of samples the worker thread was not idle (JavaScript, GC, native calls and
+ * blocking inside them; preemption counts too) and ms of all samples.
+ */
+async function workerProfiler(k) {
+  const cdp = await k.context.browser().newBrowserCDPSession();
+  const { targetInfos } = await cdp.send('Target.getTargets');
+  const sw = targetInfos.find((t) => t.type === 'service_worker' && t.url.startsWith(`chrome-extension://${EXT_ID}/`));
+  const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: sw.targetId, flatten: false });
+  const waiting = new Map();
+  let nextId = 0;
+  cdp.on('Target.receivedMessageFromTarget', (e) => {
+    const msg = JSON.parse(e.message);
+    waiting.get(msg.id)?.(msg);
+    waiting.delete(msg.id);
+  });
+  const send = (method, params = {}) => {
+    const id = ++nextId;
+    const reply = new Promise((resolve) => waiting.set(id, resolve));
+    return cdp
+      .send('Target.sendMessageToTarget', { sessionId, message: JSON.stringify({ id, method, params }) })
+      .then(() => withTimeout(reply, 60_000, `worker CDP ${method}`))
+      .then((m) => m.result);
+  };
+  await send('Profiler.enable');
+  await send('Profiler.setSamplingInterval', { interval: 1000 });
+  return {
+    start: () => send('Profiler.start'),
+    async stop() {
+      const { profile } = await send('Profiler.stop');
+      const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === '(idle)').map((n) => n.id));
+      let busy = 0;
+      let total = 0;
+      profile.samples.forEach((node, i) => {
+        const dt = profile.timeDeltas[i] ?? 0;
+        total += dt;
+        if (!idle.has(node)) busy += dt;
+      });
+      return { busyMs: busy / 1000, totalMs: total / 1000 };
+    },
+    close: () => cdp.detach(),
+  };
+}
+
+/** Live-history entries whose picture is a thumbnail the host made. */
+const LIVE_THUMBNAILS = `SELECT count(DISTINCT h.id) AS n FROM history_entries h
+  JOIN image_refs r ON r.holder = 'history' AND r.holder_id = h.id
+  JOIN images i ON i.sha256 = r.sha256 WHERE i.is_thumbnail = 1`;
+
+/**
+ * Scenario 5: 20 screenshots attached and bounded. Worker busy time = CPU time of the service
+ * worker's thread (/proc schedstat, ns); also the whole extension renderer's CPU and, for
+ * Keepsake, the host's CPU and peak RSS (a fresh host process per round).
+ */
+async function attachScreenshots(k) {
+  const params = { shots: ATTACH.map((a) => a.name) };
+  await bench(k, 'prepare', 'attach', params);
+  const profiler = await workerProfiler(k);
+  const samples = { keepsake: [], baseline: [] };
+  for (let r = 0; r < CFG.warmup + CFG.attachRounds; r++) {
+    for (const way of orderOf(r)) {
+      await bench(k, 'reset', 'attach', way, r, params);
+      const sw = serviceWorkerThread(k.browserPid);
+      const host = way === 'keepsake' ? mainHostPid(k) : null;
+      await profiler.start();
+      const before = { sw: threadCpuNs(sw.pid, sw.tid), renderer: processCpuNs(sw.pid), host: host ? processCpuNs(host) : 0 };
+      const res = await bench(k, 'run', 'attach', way, r, params);
+      const after = { sw: threadCpuNs(sw.pid, sw.tid), renderer: processCpuNs(sw.pid), host: host ? processCpuNs(host) : 0 };
+      res.swNotIdleMs = (await profiler.stop()).busyMs;
+      res.swBusyMs = (after.sw - before.sw) / 1e6;
+      res.rendererCpuMs = (after.renderer - before.renderer) / 1e6;
+      if (host) {
+        res.hostCpuMs = (after.host - before.host) / 1e6;
+        res.hostPeakRss = peakRss(host);
+        res.rewritten = k.sql(LIVE_THUMBNAILS)[0].n;
+      }
+      res.imageChars = await bench(k, 'liveImageChars', way);
+      if (r >= CFG.warmup) samples[way].push(res);
+      log(`attach ${way} round ${r + 1}: ${fmt(res.ms, 'ms')} wall, ${fmt(res.swBusyMs, 'ms')} worker CPU`);
+    }
+  }
+  await profiler.close();
+  return { samples };
+}
+
+/** Scenario 9: peak RSS of a fresh, idle keepsake-host (after its hello). */
+async function idleRss(k) {
+  const out = [];
+  for (let i = 0; i < 3; i++) {
+    const before = new Set(k.hostPids());
+    await bench(k, 'openSpare');
+    const pid = k.hostPids().find((p) => !before.has(p));
+    out.push(peakRss(pid));
+    await bench(k, 'closeSpare');
+    await sleep(300);
+  }
+  return out;
+}
+
+/**
+ * Scenario 8, in its own browser and data dir: 1,000 saved sessions imported with
+ * `keepsake-host import`, the digests stored in chrome.storage.local; round trip through the
+ * worker vs the digest scan, host-side time from the host's debug log (`served op=… ms=`).
+ */
+async function search(testBuild) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-bench-search-'));
+  const dbPath = path.join(dataDir, 'keepsake.db');
+  const doc = path.join(dataDir, 'sessions.json');
+  const seed = 31;
+  try {
+    let t0 = Date.now();
+    writeSessionsExport(doc, { seed, count: CFG.searchSessions, chars: CFG.searchChars });
+    const genMs = Date.now() - t0;
+    t0 = Date.now();
+    execFileSync(HOST_BIN, ['--db', dbPath, 'import', doc], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const importMs = Date.now() - t0;
+    const docBytes = fs.statSync(doc).size;
+    fs.rmSync(doc);
+    log(`search: ${CFG.searchSessions} sessions generated in ${genMs} ms, imported in ${importMs} ms`);
+    const k = await launch({ name: 'bench-search', extDir: testBuild, dataDir, hostDebug: true });
+    try {
+      await bench(k, 'init');
+      const facts = await bench(k, 'prepare', 'search', { seed, count: CFG.searchSessions, chars: CFG.searchChars });
+      Object.assign(facts, { genMs, importMs, docBytes, dbBytes: fs.statSync(dbPath).size });
+      log(`search: digests stored in ${Math.round(facts.storeMs)} ms, loaded in ${Math.round(facts.loadMs)} ms`);
+      const samples = Object.fromEntries(SEARCH_QUERIES.map((q) => [q.q, { keepsake: [], baseline: [] }]));
+      let logMark = 0;
+      for (let r = 0; r < CFG.warmup + CFG.searchRounds; r++) {
+        if (r === CFG.warmup) logMark = k.hostLog().length;
+        for (const { q } of SEARCH_QUERIES) {
+          for (const way of orderOf(r)) {
+            const res = await bench(k, 'run', 'search', way, r, { query: q });
+            if (r >= CFG.warmup) samples[q][way].push(res);
+          }
+        }
+      }
+      const served = servedMs(k.hostLog().slice(logMark))['sessions.list'] ?? [];
+      const hostMs = Object.fromEntries(SEARCH_QUERIES.map(({ q }, i) => [q, served.filter((_, j) => j % SEARCH_QUERIES.length === i)]));
+      return { samples, facts, hostMs };
+    } finally {
+      await k.close();
+    }
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+// ---- machine and versions -------------------------------------------------------------------------
+
+function machine() {
+  const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  const model = /^model name\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? '?';
+  const flags = new Set((/^flags\s*:\s*(.*)$/m.exec(cpuinfo)?.[1] ?? '').split(' '));
+  const wanted = ['sse4_2', 'avx', 'avx2', 'fma', 'bmi2', 'avx512f', 'avx512bw', 'avx512vl', 'sha_ni', 'aes'];
+  const run = (cmd, args) => {
+    try {
+      return execFileSync(cmd, args, { encoding: 'utf8' }).trim();
+    } catch {
+      return '?';
+    }
+  };
+  const lock = fs.readFileSync(path.join(ROOT, 'Cargo.lock'), 'utf8');
+  const crate = (name) => new RegExp(`name = "${name}"\\nversion = "([^"]+)"`).exec(lock)?.[1] ?? '?';
+  const pw = JSON.parse(fs.readFileSync(path.join(ROOT, 'tests', 'e2e', 'node_modules', 'playwright-core', 'package.json'), 'utf8'));
+  return {
+    cpu: model,
+    flags: wanted.filter((f) => flags.has(f)).join(' '),
+    cores: os.cpus().length,
+    ram: `${(os.totalmem() / 1024 ** 3).toFixed(1)} GiB`,
+    kernel: os.release(),
+    chromium: run(CHROMIUM, ['--version']),
+    rust: run('rustc', ['--version']),
+    node: process.version,
+    playwright: pw.version,
+    crates: ['rusqlite', 'serde_json', 'image', 'fast_image_resize', 'jpeg-encoder', 'memchr'].map((c) => `${c} ${crate(c)}`).join(', '),
+  };
+}
+
+// ---- the table ----------------------------------------------------------------------------------
+
+const pickAll = (xs, key) => xs.map((x) => x[key]);
+const ratioAtMost = (t) => ({ ratio }) => ratio != null && ratio <= t;
+
+function buildRows(R) {
+  const A = R.rounds.samples;
+  const rows = [];
+  const ways = (id, key = 'ms') => ({ keepsake: pickAll(A[id].keepsake, key), baseline: pickAll(A[id].baseline, key) });
+  rows.push(row({ scenario: '1 Turn storage work, 8 MiB images', ...ways('s1'), target: 'ratio ≤ 0.1', met: ratioAtMost(0.1) }));
+  rows.push(row({ scenario: '2 Send: 6 unseen screenshots + 1 pasted', ...ways('s2'), target: 'ratio ≤ 1.0', met: ratioAtMost(1.0) }));
+  rows.push(row({ scenario: '3 Send: pictures seen (labels)', ...ways('s3'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }));
+  const tc = R.text.samples;
+  rows.push(row({ scenario: '4 Send: text, 60 entries ≈300K chars', keepsake: pickAll(tc.keepsake, 'ms'), baseline: pickAll(tc.baseline, 'ms'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }));
+  const at = R.attach.samples;
+  rows.push(row({ scenario: `5 Attach ${CFG.attachShots} screenshots + bound: wall`, keepsake: pickAll(at.keepsake, 'ms'), baseline: pickAll(at.baseline, 'ms'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }));
+  rows.push(row({ scenario: '5 … service-worker busy (thread CPU)', keepsake: pickAll(at.keepsake, 'swBusyMs'), baseline: pickAll(at.baseline, 'swBusyMs'), target: 'ratio ≤ 0.1', met: ratioAtMost(0.1) }));
+  rows.push(row({ scenario: '5 … service-worker not idle (V8 profiler)', keepsake: pickAll(at.keepsake, 'swNotIdleMs'), baseline: pickAll(at.baseline, 'swNotIdleMs'), target: 'ratio ≤ 0.1', met: ratioAtMost(0.1) }));
+  rows.push(row({ scenario: '6 Panel, 60 entries: first text paint', ...ways('s6'), target: 'ratio ≤ 1.0', met: ratioAtMost(1.0) }));
+  rows.push(row({ scenario: '6 … all 6 pictures shown (info)', ...ways('s6', 'imagesMs'), target: '–', met: () => null }));
+  const perAppend = (xs) => xs.map((x) => x.written / APPENDS);
+  rows.push(row({ scenario: '7 Bytes written per append (8 MiB images)', keepsake: perAppend(A.s7.keepsake), baseline: perAppend(A.s7.baseline), unit: 'bytes', target: 'ratio ≤ 0.05', met: ratioAtMost(0.05) }));
+  const S = R.search;
+  for (const { q, label } of SEARCH_QUERIES) {
+    const s = S.samples[q];
+    rows.push(
+      row({
+        scenario: `8 Search ${label} "${q}": round trip vs digest scan`,
+        keepsake: pickAll(s.keepsake, 'ms'),
+        baseline: pickAll(s.baseline, 'ms'),
+        target: 'RT ≤ 10 ms, ratio ≤ 0.2',
+        met: ({ ks, ratio }) => ks.median <= 10 && ratio != null && ratio <= 0.2,
+      }),
+    );
+    rows.push(row({ scenario: `8 … host-side (log, whole ms)`, keepsake: S.hostMs[q], target: 'p50 ≤ 5 ms', met: ({ ks }) => ks.median <= 5 }));
+  }
+  rows.push(row({ scenario: '9 Host start: spawn → hello (vs echo host)', ...ways('s9hello'), target: 'p50 ≤ 10 ms', met: ({ ks }) => ks.median <= 10 }));
+  const mb = (R.rounds.facts.s9chunked.replyChars / MiB).toFixed(2);
+  rows.push(row({ scenario: `9 Chunked reply ${mb} MiB: images.get vs echo`, ...ways('s9chunked'), target: 'ratio ≤ 1.25 (≥ 80 % throughput)', met: ratioAtMost(1.25) }));
+  rows.push(row({ scenario: '9 Host peak RSS, idle', keepsake: R.idleRss, unit: 'bytes', target: '≤ 64 MiB', met: ({ ks }) => ks.max <= 64 * MiB }));
+  rows.push(row({ scenario: '9 Host peak RSS, bounding scenario 5', keepsake: pickAll(at.keepsake, 'hostPeakRss'), unit: 'bytes', target: '≤ 256 MiB', met: ({ ks }) => ks.max <= 256 * MiB }));
+  return rows;
+}
+
+function sweepRows(R) {
+  return CFG.sweep.flatMap((n) =>
+    ['unseen', 'seen'].map((style) => {
+      const s = R.rounds.samples[`sweep-${style}-${n}`];
+      return row({
+        scenario: `Sweep: send, ${n} entries, ${n / 10} screenshot${n > 10 ? 's' : ''} ${style}`,
+        keepsake: pickAll(s.keepsake, 'ms'),
+        baseline: pickAll(s.baseline, 'ms'),
+        target: '– (chart)',
+        met: () => null,
+      });
+    }),
+  );
+}
+
+function chart(R) {
+  const series = [];
+  const colors = { keepsake: '#1a73e8', baseline: '#d93025' };
+  for (const style of ['unseen', 'seen']) {
+    for (const way of WAYS) {
+      series.push({
+        name: `${way === 'keepsake' ? 'Keepsake' : 'in-browser'}, ${style === 'unseen' ? 'pictures unseen' : 'pictures seen'}`,
+        color: colors[way],
+        dash: style === 'seen' ? '6 4' : undefined,
+        points: CFG.sweep.map((n) => [n, summarize(pickAll(R.rounds.samples[`sweep-${style}-${n}`][way], 'ms')).median]),
+      });
+    }
+  }
+  return lineChart({
+    title: 'Send latency (send → request body at fetch), median',
+    xLabel: 'history entries (one 1 MB screenshot per 10 entries)',
+    yLabel: 'ms',
+    series,
+  });
+}
+
+// ---- main -----------------------------------------------------------------------------------------
+
+async function main() {
+  for (const [what, file] of [['keepsake-host', HOST_BIN], ['echo host', ECHO_BIN], ['chromium', CHROMIUM]]) {
+    if (!fs.existsSync(file)) throw new Error(`${what} not found at ${file}`);
+  }
+  const started = new Date();
+  const mach = machine();
+  const build = makeTestBuild();
+  const R = {};
+  try {
+    const k = await launch({ name: 'bench', extDir: build.dir, hostDebug: true });
+    try {
+      installEchoHost(k.profileDir);
+      await bench(k, 'init');
+      R.checks = {};
+      for (const [id, p] of [
+        ['s1', ROUND_CASES[0].params],
+        ['s2', ROUND_CASES[1].params],
+        ['s3', ROUND_CASES[2].params],
+        ['s4', TEXT],
+      ]) {
+        R.checks[id] = await bench(k, 'checkBodies', p);
+      }
+      log('body checks', JSON.stringify(R.checks));
+      R.rounds = await roundCases(k);
+      R.calibration = await bench(k, 'calibrate', { history: H_IMAGES }, CFG.rounds);
+      R.text = await textConversation(k);
+      R.attach = await attachScreenshots(k);
+      R.idleRss = await idleRss(k);
+      R.renderers = extensionRenderers(k.browserPid).length;
+    } finally {
+      await k.close();
+    }
+    R.search = await search(build.dir);
+  } finally {
+    fs.rmSync(build.dir, { recursive: true, force: true });
+  }
+  const finished = new Date();
+  const rows = [...buildRows(R), ...sweepRows(R)];
+  const out = { started, finished, mach, rows, R, sizes: build.sizes };
+  printReport(out);
+  if (QUICK) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-bench-quick-'));
+    fs.writeFileSync(path.join(dir, 'BENCHMARKS.md'), markdown(out));
+    fs.writeFileSync(path.join(dir, 'send-latency.svg'), chart(R));
+    log(`BENCH_QUICK: nothing written into the repository; the report is in ${dir}`);
+  } else {
+    fs.writeFileSync(path.join(ROOT, 'BENCHMARKS.md'), markdown(out));
+    fs.mkdirSync(path.join(ROOT, 'docs', 'bench'), { recursive: true });
+    fs.writeFileSync(path.join(ROOT, 'docs', 'bench', 'send-latency.svg'), chart(R));
+    log('wrote BENCHMARKS.md and docs/bench/send-latency.svg');
+  }
+}
+
+/**
+ * What separate profiling showed for the targets missed so far (2026-12-03, same machine, Chromium 156;
+ * not figures of this run). Printed for a scenario only while one of its rows misses its target.
+ */
+const MISS_NOTES = [
+  {
+    scenario: /^4 /,
+    text: `Host-side work per turn is about 5 ms (debug log: settings.get 0, request.build 2–4 ms with a
+  ~8 KB delta reply instead of the 408 KB full body, history.append 1–5 ms). The rest is in the worker: three
+  sequential native-messaging round trips (settings.get → request.build → history.append) and, in the host
+  log, 13–16 ms between request.build finishing and history.append finishing (the append itself 1–2 ms): the
+  delta applied, the 300K-char body hashed, parsed and walked for image tokens; then lib/llm.js stringifies it
+  again. Changes that cut
+  it: keep the settings in the worker (invalidated by \`changed\` events), hand the provider the body text as it
+  came (no parse and re-stringify), and do not wait for the durable user-entry append before calling the provider.`,
+  },
+  {
+    scenario: /^5 … service-worker/,
+    text: `V8 profile of the worker during the Keepsake case (200 µs samples): of the non-idle samples 64 % are in
+  \`postMessage\` and 34 % in the NativePort request that calls it (lib/native-port.js \`#send\`), nothing else
+  above 1 %: serialising the 20 data URLs (53 MB of base64) into native-messaging JSON on the worker thread.
+  The baseline's are chrome.storage.local.set (63 %), drawing thumbnails (15 %) and base64 decoding (4 %). With this
+  design every pixel byte handed to the host is serialised on the thread that posts it, so ≤ 0.1 needs the
+  bytes to leave from another thread (the panel or an offscreen document posting to its own port) or not
+  to pass through the extension at all.`,
+  },
+  {
+    scenario: /^6 /,
+    text: `Panel timelines (init-script wrappers around chrome.runtime.sendMessage and chrome.storage.local.get):
+  Keepsake's history.get answers 20–50 ms after it is sent (~290 ms after navigation, after host.state and
+  chat.state), the baseline's get of the 8 MiB history takes 110–230 ms; both then render with the same
+  messages.js, where \`toBottom\` (scrollTop = scrollHeight, a forced synchronous layout of the transcript) is
+  the largest JavaScript item (Keepsake 270–340 ms, baseline 70–90 ms; the Keepsake page also lays out the
+  composer and drawer and decodes the first images.get replies with atob in the same frames).`,
+  },
+  {
+    scenario: /^8 /,
+    text: `perf record of \`keepsake-host search 鲸\` on the same 1,000-session database (3.4 s): snippet() 21 %
+  plus the str::to_lowercase it calls on each hit's whole text (~30 %), SQLite instr() over the lower-cased
+  copies 15 %, page reads and copies the rest. A scan cannot reach 5 ms here: the lower-cased text alone is
+  ~150 MB of UTF-8 (memory bandwidth puts even memmem at ≥ 15 ms). Needed: an index kept beside
+  session_search (per-character and bigram postings for 1–2-character queries, trigram candidates verified
+  with memmem for longer ones), snippets cut at the found offset without lower-casing whole texts.`,
+  },
+  {
+    scenario: /^9 Host start/,
+    text: `The echo host, which opens no database, is that row's baseline and is nearly as slow; spawned from node
+  outside Chromium, keepsake-host answers hello in 7.1 ms median (5.2 min) against 3.0 ms for the echo host
+  (under strace 9 ms from execve to the reply: ~4 ms loading and init until the log opens, then the database
+  open, WAL and schema check; the change poller starts after the reply). Chromium's own native-host launch
+  (a process started by the browser process) is most of the time in that row, so p50 ≤ 10 ms measured from
+  the worker is out of reach for any host on this machine.`,
+  },
+  {
+    scenario: /^9 Chunked/,
+    text: `Outside Chromium (a node client on the pipes, the same framing) images.get of this picture takes 66.7 ms
+  and the echo host's reply 54.1 ms (medians of 21): the host's own share is ~12 ms. perf of the host: the
+  chunk framing both hosts share (\`split_pieces\` 27 %, serde escaping the chunk \`data\` 25 %, copies 10 %),
+  then the SHA-256 re-check of the blob on read (9 %) and base64 encoding (7 %). In Chromium the same reply
+  takes 90–700 ms with a wide, uneven spread (the row's min–max), so the median ratio moves from run to run;
+  a base64 payload needs no escaping, so framing at byte offsets without the per-character scan would speed
+  up both hosts.`,
+  },
+];
+
+function deltaNote(R) {
+  const first = R.text.samples.keepsake[0] ?? {};
+  const last = R.text.samples.keepsake.at(-1) ?? {};
+  const args = last.buildArgs ?? [];
+  const n = (key) => last.bodies[key] - first.bodies[key];
+  const counts = last.bodies ? `; over the measured rounds after the first, turns.js's BodyMemory counted ${n('full')} full bodies, ${n('delta')} deltas, ${n('rejected')} rejected` : '';
+  const what = args.includes('since') ? 'asks for a delta: only what changed since the body it holds comes back' : 'no `since`: the full body comes back every turn';
+  return `\`${args.join(', ')}\` (${what}${counts})`;
+}
+
+function missNotes(rows) {
+  const missed = MISS_NOTES.filter((n) => rows.some((r) => n.scenario.test(r.scenario) && r.met === 'NO'));
+  if (!missed.length) return '';
+  return `## Where a target is missed: what the profiles show
+
+${missed.map((n) => `- **${rows.find((r) => n.scenario.test(r.scenario)).scenario}.** ${n.text}`).join('\n')}
+
+`;
+}
+
+function checkLines(R) {
+  return Object.entries(R.checks).map(
+    ([id, c]) =>
+      `${id}: Keepsake ${c.keepsake.messages} messages, ${c.keepsake.length} chars; baseline ${c.baseline.messages} messages, ${c.baseline.length} chars; ${c.equal ? 'identical' : 'NOT identical'}`,
+  );
+}
+
+function machineLines(m) {
+  return [
+    `CPU: ${m.cpu}, ${m.cores} cores; flags: ${m.flags}; RAM ${m.ram}; Linux ${m.kernel}`,
+    `${m.chromium}; ${m.rust}; node ${m.node}; playwright-core ${m.playwright}`,
+    `crates: ${m.crates}`,
+  ];
+}
+
+/** The baseline's building blocks measured in this run, against the issue's reference medians. */
+function calibrationLine(R) {
+  const m = (key) => fmt(summarize(R.calibration[key]).median, 'ms');
+  return `chrome.storage.local with scenario 1's 8 MiB history, this run (median of ${R.calibration.set.length}): set ${m('set')}, get ${m('get')}, JSON.stringify ${m('stringify')} (the issue's reference figures: 118, 68 and 17.5 ms)`;
+}
+
+function printReport({ mach, rows, R }) {
+  console.log('');
+  console.log(machineLines(mach).join('\n'));
+  console.log(`rounds: ${ROUNDS_NOTE}${QUICK ? ' — BENCH_QUICK (small inputs, not for publishing)' : ''}`);
+  console.log(calibrationLine(R));
+  console.log('');
+  console.log(textTable(rows));
+  console.log('');
+  console.log('Body checks (the same history, both ways):');
+  for (const l of checkLines(R)) console.log(`  ${l}`);
+}
+
+function markdown({ started, finished, mach, rows, R, sizes }) {
+  const at = R.attach.samples;
+  const med = (xs, key) => summarize(pickAll(xs, key))?.median;
+  const S = R.search.facts;
+  const ch = R.rounds.facts.s9chunked;
+  const shotMiB = (names) => (names.reduce((n, x) => n + sizes[x], 0) / MiB).toFixed(2);
+  return `# Benchmarks: Keepsake against the in-browser way
+
+Written by \`./bench.sh\` (bench/run.mjs) on ${started.toISOString()} (${Math.round((finished - started) / 1000)} s).
+Every figure below comes from this one run. Ratio = Keepsake / baseline (lower is better); no absolute-time
+pass/fail except where the target is absolute. Method: performance.md §6 — every case runs both ways in the
+same headless Chromium, in interleaved rounds (each round runs every case once, both ways, alternating which
+way goes first): ${ROUNDS_NOTE}. Scenarios 1–3, 6, 7, 9 and the sweep share the rounds; scenario 4 (one
+conversation going on turn after turn), 5 (20 attaches per round) and 8 (its own browser and data set) run as
+their own blocks of rounds, interleaved the same way. Medians, with min–max.
+
+## Machine
+
+${machineLines(mach).map((l) => `- ${l}`).join('\n')}
+- ${calibrationLine(R)}
+
+Command: \`./bench.sh\` (release \`keepsake-host\`, release \`examples/echo_host.rs\`, Debian's \`/usr/bin/chromium\`
+headless through the e2e harness, a temp profile with the host registered by \`keepsake-host install --user-data-dir\`).
+
+## Results
+
+${markdownTable(rows)}
+
+The sweep rows are the chart: send latency (scenario 2/3 style, time to the body at \`fetch\`, no pasted picture)
+against history size, one ~1 MB screenshot per 10 entries, unseen or seen. The live history holds at most 60
+entries (storage-model §4.1), so larger sizes do not exist there (120 entries would be trimmed to 60).
+
+![Send latency against history size](docs/bench/send-latency.svg)
+
+Body checks (one turn from the same stored history, both ways; the request body string handed to \`fetch\`):
+
+${checkLines(R).map((l) => `- ${l}`).join('\n')}
+
+## How each scenario is measured
+
+Both ways run in the extension's service worker (the test build's \`bench/bench-sw.js\` imports the real
+\`background/sw.js\`). **Keepsake** = the real \`background/turns.js\`, \`lib/storage.js\` and \`lib/native-port.js\` talking
+to the release host, timed from the call until the result is available in the worker (transfer, chunk
+reassembly and parsing included). **Baseline** = \`bench/ext/baseline.js\`: \`chrome.storage.local\` (with
+\`unlimitedStorage\`), the same rules in plain JavaScript, \`createImageBitmap\` + \`OffscreenCanvas\` +
+\`convertToBlob\` for thumbnails. The LLM is the only fake in both: \`fetch\` to the provider is replaced by a
+function that notes when the body string arrived and answers a short SSE stream through the real \`lib/llm.js\`.
+
+1. **Turn storage work.** A 60-entry history (${H_IMAGES.count} × ~${H_IMAGES.chars} chars) holding 6 unseen screenshots
+   (${shotMiB(H_IMAGES.shots)} MiB of PNG, ${(med(R.rounds.samples.s1.keepsake, 'bodyLength') / MiB).toFixed(2)} MiB request body), reset before every run. Keepsake: \`turns.send\` → \`turns.idle()\` (settings.get,
+   request.build with \`imageRefs\` — the worker's ImageCache holds the 6 pictures as it does after they were
+   pasted — tokens filled, history.append, the fake stream, history.get for videoSrc, history.append with
+   \`markImagesSeen\`). Baseline: settings and history read, body built and stringified, user entry pushed and
+   the history written, the reply appended the same way (read, push, stamp seen, write).
+2. **Send with pictures.** As 1 plus a new 1.5 MB pasted PNG per round; time from send until the body string
+   reaches \`fetch\` (the real path appends the user entry first, so both ways include that append).
+3. **Send, pictures seen.** As 2 without the pasted picture, the 6 screenshots stamped \`imagesSeen\` (labels).
+4. **Send, text only.** ${H_TEXT.count} entries × ${H_TEXT.chars} chars (≈300K chars, no pictures) plus ${TEXT.sessions} saved sessions
+   (${TEXT.sessionChars / 1000}K chars each; host: \`storage.import\`; baseline: \`savedSessions\` + \`session_<id>\` keys). Not reset: every
+   round is the next turn of the same conversation (trim keeps it at ≤ 60 entries / 300K chars). Time to body
+   at \`fetch\`. Whatever turns.js uses to build a body is what is measured; in this run its \`request.build\` carried
+   the arguments ${deltaNote(R)}. Host-side medians from its debug log (whole ms) over these turns:
+   ${Object.entries(R.text.hostMs).map(([op, xs]) => `${op} ${summarize(xs).median} ms`).join(', ')}.
+5. **Attach ${CFG.attachShots} screenshots and bound** (PNG of 1, 2 and 3 MB in turn, ${shotMiB(ATTACH.map((a) => a.name))} MiB). Keepsake: ${CFG.attachShots} ×
+   \`history.attach\` (mode screenshot; the host bounds after each attach) then \`history.boundImages\` (returns once
+   all bounding is done); a fresh host process per round. Baseline: per screenshot read, push, bound with
+   OffscreenCanvas thumbnails (480 px JPEG q0.82, oldest first, never the newest), write. Busy time, two ways:
+   CPU time of the renderer thread named \`ServiceWorker\` (/proc/<pid>/task/<tid>/schedstat) over the case, and
+   the V8 CPU profiler of the worker (CDP, 1 ms samples) counting every sample that is not \`(idle)\` — that one
+   also counts time the thread waits inside a call (e.g. \`postMessage\`) or is preempted. Medians also:
+   CPU of the whole case, Keepsake: extension renderer (all threads) ${fmt(med(at.keepsake, 'rendererCpuMs'), 'ms')} + host
+   ${fmt(med(at.keepsake, 'hostCpuMs'), 'ms')}; baseline: extension renderer ${fmt(med(at.baseline, 'rendererCpuMs'), 'ms')} (decoding and encoding run on its other
+   threads; the browser process's LevelDB work is not counted); entries thumbnailed
+   Keepsake ${med(at.keepsake, 'rewritten')} vs baseline ${med(at.baseline, 'rewritten')}; live image URL chars after bounding Keepsake
+   ${med(at.keepsake, 'imageChars')} vs baseline ${med(at.baseline, 'imageChars')}.
+6. **Panel.** Both hold scenario 1's history. Keepsake: the real \`sidepanel/sidepanel.html\` in a new tab
+   (history.get with references, pictures through images.get). Baseline: \`bench/ext/panel.html\` reads
+   chrome.storage.local and renders the same entries (same Markdown renderer and CSS, pictures as Blob URLs).
+   First text paint = ms from navigation start until all ${H_IMAGES.count} bubbles are in the DOM and the next frame
+   has run (MutationObserver + requestAnimationFrame + a message), recorded by an init script in both pages.
+   The bubbles were in the DOM (before that frame) at ${fmt(med(R.rounds.samples.s6.keepsake, 'domMs'), 'ms')} (Keepsake) and
+   ${fmt(med(R.rounds.samples.s6.baseline, 'domMs'), 'ms')} (baseline), medians.
+7. **Bytes written per append.** Scenario 1's history, ${APPENDS} small appends per round after a reset. Keepsake:
+   \`write_bytes\` of the keepsake-host process (/proc/<pid>/io) minus the growth of its debug log; baseline:
+   \`write_bytes\` of the browser process (chrome.storage.local's LevelDB is written there), both read 500 ms after
+   the last append. Database + WAL size growth Keepsake: ${fmt(med(R.rounds.samples.s7.keepsake, 'dbGrowth') / APPENDS, 'bytes')} per append (WAL reuse makes it smaller than what is written).
+8. **Search** in a second browser with its own data dir: ${CFG.searchSessions} sessions × ${CFG.searchChars / 1000}K chars of mixed
+   English/Chinese (JSON export of ${(S.docBytes / MiB).toFixed(0)} MiB, generated in ${S.genMs} ms, \`keepsake-host import\` in ${S.importMs} ms,
+   database ${(S.dbBytes / MiB).toFixed(0)} MiB). Keepsake: \`sessions.list({query})\` round trip; host-side = the host's own
+   \`served op=sessions.list ms=\` debug log line (whole milliseconds, rounded down). Baseline: lower-cased digests
+   kept in chrome.storage.local (written in ${Math.round(S.storeMs)} ms, read back in ${Math.round(S.loadMs)} ms — what a restarted
+   worker pays before its first search), scanned in memory with \`indexOf\` (the snippet cut from the digest).
+9. **Host.** Start: a fresh \`NativePort\` (the real client) → \`open()\` (spawn, database open, \`host.hello\`);
+   the echo host is the same through its own manifest. Chunked reply: \`images.get\` of a ${(BIG.bytes / 1e6).toFixed(1)} MB PNG
+   (${ch.b64Chars} base64 chars, a ${ch.replyChars}-byte reply in chunk frames) against \`examples/echo_host.rs\` answering
+   \`bench.reply\` with a reply of the same shape and length, cut by keepsake-host's own \`frames_for_reply\`
+   (base64 prebuilt per size: only the copy, chunking and pipe remain). Peak RSS = VmHWM from /proc: a fresh
+   idle host after hello (3 samples), and the fresh host of every scenario-5 round.
+
+${missNotes(rows)}## Realism caveat
+
+The inputs are generated by committed code (\`bench/ext/gen.js\`, \`bench/inputs.mjs\`), seeded and deterministic.
+A synthetic screenshot is flat colour plus one panel of noise sized to the wanted file size; real screenshots
+compress better, so the same bytes carry fewer real pixels here and decode costs follow the compressed bytes.
+The text is shuffled English and Chinese words. The machine is shared and has 2 cores: medians moved 5–15 %
+between runs in earlier measurements while the ratios held.
+`;
+}
+
+main().catch((e) => {
+  console.error(e?.stack || e);
+  process.exitCode = 1;
+});
