@@ -13,8 +13,6 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use sha2::{Digest, Sha256};
-
 /// Block size of the index over the held text, bytes. Any common run of at least
 /// `2 × BLOCK − 1` bytes is found.
 pub const BLOCK: usize = 64;
@@ -34,7 +32,7 @@ pub enum Piece<'a> {
 
 /// `sha256` of the UTF-8 bytes of `text`, 64 lower-case hex digits (the `bodyHash`).
 pub fn text_hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    super::import::sha256_hex(text.as_bytes())
 }
 
 /// UTF-16 code units of a UTF-8 byte run, counted per byte so any split of a valid string adds

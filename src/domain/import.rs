@@ -177,7 +177,7 @@ fn plan_export(obj: &Map<String, Value>) -> Result<ImportPlan, ImportError> {
                 let bytes = forgiving_base64_decode(data).ok_or_else(|| {
                     ImportError::BadRequest(format!("images[{hash:?}].data is not valid base64"))
                 })?;
-                let actual = hex(&Sha256::digest(&bytes));
+                let actual = sha256_hex(&bytes);
                 if &actual != hash {
                     return Err(ImportError::BadRequest(format!(
                         "images[{hash:?}]: data hashes to {actual}, not to its key"
@@ -342,7 +342,7 @@ mod tests {
     #[test]
     fn export_images_must_match_their_hash() {
         let bytes = b"png-bytes";
-        let h = hex(&Sha256::digest(bytes));
+        let h = sha256_hex(bytes);
         let good = json!({"format":"keepsake.sessions","version":1,"sessions":[],
             "images":{h.clone(): {"mime":"image/png","data": crate::domain::dataurl::base64_encode(bytes)}}});
         assert_eq!(plan(&good).unwrap().images.len(), 1);

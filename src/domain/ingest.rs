@@ -5,11 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::dataurl::{decode_image_data_url, DataUrlError};
 use super::entry::{for_each_image_url_mut, image_ref_url, parse_image_ref};
-use super::import::hex;
+use super::import::sha256_hex;
 use crate::protocol::limits::MAX_IMAGE_BYTES;
 
 /// Bytes to store as one blob.
@@ -39,7 +38,7 @@ pub struct TooLargeImage {
 }
 
 pub fn blob_from_bytes(mime: String, bytes: Vec<u8>) -> NewBlob {
-    let sha256 = hex(&Sha256::digest(&bytes));
+    let sha256 = sha256_hex(&bytes);
     let dims = crate::imaging::dimensions(&bytes);
     NewBlob { sha256, mime, width: dims.map(|d| d.0), height: dims.map(|d| d.1), bytes }
 }

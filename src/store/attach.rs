@@ -3,7 +3,6 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use super::blobs;
 use super::history::{append_entries, live_entries, update_live};
@@ -14,7 +13,7 @@ use crate::domain::attach::{
 };
 use crate::domain::chunks::markdown_chunks;
 use crate::domain::entry::{attach_id, is_attach_entry};
-use crate::domain::import::hex;
+use crate::domain::import::sha256_hex;
 use crate::domain::reduce::{attach_text, rescue_stub, RESCUE_MIN_CHARS};
 use crate::domain::settings::{auto_summarize, summarize_threshold};
 use crate::domain::text::u16_len;
@@ -106,7 +105,7 @@ impl Store {
                 return Ok(json!({"changed": false}));
             }
             let key = format!("{mode}::{url}");
-            let hash = hex(&Sha256::digest(text.as_bytes()));
+            let hash = sha256_hex(text.as_bytes());
             let len = u16_len(text) as i64;
             let prev: Option<(String, i64, i64)> = w
                 .tx
