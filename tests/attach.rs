@@ -1068,7 +1068,7 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
     );
     // search data follows the body
     let search: String = sql(&db)
-        .query_row("SELECT text FROM session_search WHERE session_id = ?1", [&sid], |r| r.get(0))
+        .query_row("SELECT text FROM search_text WHERE session_id = ?1", [&sid], |r| r.get(0))
         .unwrap();
     assert!(search.contains("too large for the model's context window"), "search text not updated");
     assert!(!search.contains("SESSION-BODY-MARK"), "search text still holds the old body");

@@ -39,7 +39,7 @@ fn count(db: &Path, table: &str) -> i64 {
 const COUNTED: [&str; 8] = [
     "sessions",
     "session_entries",
-    "session_search",
+    "search_docs",
     "images",
     "image_refs",
     "settings",
@@ -1069,10 +1069,10 @@ fn check_all_or_nothing(db: &Path, n: i64, per: i64) -> bool {
     assert_eq!(marker, 1, "pre-existing data survives");
     if full {
         assert_eq!((entries, live, big_setting), (n * per, 2, 1), "fully imported");
-        assert_eq!(one("SELECT count(*) FROM session_search"), n);
+        assert_eq!(one("SELECT count(*) FROM search_docs"), n);
     } else {
         assert_eq!((entries, live, big_setting), (0, 0, 0), "untouched");
-        assert_eq!(one("SELECT count(*) FROM session_search"), 0);
+        assert_eq!(one("SELECT count(*) FROM search_docs"), 0);
     }
     full
 }

@@ -1212,7 +1212,7 @@ fn delete_removes_row_body_and_binding() {
     assert_eq!(binding(&mut h), "");
     assert_eq!(db_binding(&db), "");
     assert_eq!(q_i64(&db, &format!("SELECT count(*) FROM session_entries WHERE session_id = '{id}'")), 0);
-    assert_eq!(q_i64(&db, &format!("SELECT count(*) FROM session_search WHERE session_id = '{id}'")), 0);
+    assert_eq!(q_i64(&db, &format!("SELECT count(*) FROM search_docs WHERE session_id = '{id}'")), 0);
     assert_eq!(list_ids(&mut h), vec![keep.clone()]);
     assert!(list(&mut h, Some("bye")).is_empty());
     // The live copy stays (only the binding is cleared).

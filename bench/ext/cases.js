@@ -185,7 +185,12 @@ cases.textConversation = {
   },
 };
 
-/** Scenario 5: attach 20 screenshots and bound the live images to 8 MiB. */
+/**
+ * Scenario 5: attach 20 screenshots and bound the live images to 8 MiB. The Keepsake way is the
+ * product's 📷 path, which runs in the side panel, not here: bench/ext/attach-panel.js clicks it
+ * in the real sidepanel.html. This worker only resets the live history (through its own port, which
+ * the panel's history reads use) and runs the baseline.
+ */
 cases.attach = {
   async prepare(p) {
     await Promise.all(p.shots.map(png));
@@ -193,31 +198,21 @@ cases.attach = {
   },
   async reset(way) {
     if (way === 'keepsake') {
-      port.close(); // a fresh host process, so its VmHWM is this case's peak
+      port.close(); // a fresh worker-side host too
       await storage.history.replace({ entries: [] });
     } else {
       await baseline.writeHistory([]);
     }
   },
   async run(way, _round, p) {
+    if (way === 'keepsake') throw new Error('scenario 5 runs the Keepsake way in the side panel (bench/ext/attach-panel.js)');
     const urls = await Promise.all(p.shots.map(png));
-    const attach = (url, i) => ({
-      ctx: { url: `https://example.com/dashboard/${i + 1}`, title: `Dashboard ${i + 1}`, mode: 'screenshot', body: '' },
-      images: [url],
-    });
     let rewritten = 0;
     const t0 = now();
-    if (way === 'keepsake') {
-      for (const [i, url] of urls.entries()) await storage.history.attach(attach(url, i));
-      // the host bounds after each attach on its own; this call returns once all of that is done
-      rewritten = (await storage.history.boundImages({})).rewritten;
-    } else {
-      for (const [i, url] of urls.entries()) {
-        const a = attach(url, i);
-        const text = `[Page context attached by Keepsake]\nTitle: ${a.ctx.title}\nURL: ${a.ctx.url}\nMode: screenshot`;
-        const entry = { role: 'user', content: [{ type: 'text', text }, { type: 'image_url', image_url: { url } }], attachId: `b-${i}` };
-        rewritten += await baseline.attachAndBound(entry);
-      }
+    for (const [i, url] of urls.entries()) {
+      const text = `[Page context attached by Keepsake]\nTitle: Dashboard ${i + 1}\nURL: https://example.com/dashboard/${i + 1}\nMode: screenshot`;
+      const entry = { role: 'user', content: [{ type: 'text', text }, { type: 'image_url', image_url: { url } }], attachId: `b-${i}` };
+      rewritten += await baseline.attachAndBound(entry);
     }
     return { ms: now() - t0, rewritten };
   },

@@ -1287,13 +1287,7 @@ export function createTurns(deps) {
     }
   }
 
-  // ----- tab helpers
-
-  async function screenshot({ windowId } = {}) {
-    const wid = Number.isInteger(windowId) ? windowId : (chrome.windows?.WINDOW_ID_CURRENT ?? null);
-    const dataUrl = await chrome.tabs.captureVisibleTab(wid, { format: 'png' });
-    return { dataUrl };
-  }
+  // ----- tab helpers (screenshots are captured and attached by the side panel: sidepanel/pixels.js)
 
   async function seek({ tabId, seconds } = {}) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.seek needs a tabId');
@@ -1309,7 +1303,6 @@ export function createTurns(deps) {
     state,
     resend,
     attachPage,
-    screenshot,
     loadSession,
     newSession,
     seek,
@@ -1349,7 +1342,6 @@ export function installTurnHandlers(register, ctx, deps = {}) {
   register('chat.state', () => turns.state());
   register('chat.resend', (msg) => turns.resend(msg));
   register('chat.attachPage', (msg) => turns.attachPage(msg));
-  register('chat.screenshot', (msg) => turns.screenshot(msg));
   register('chat.loadSession', (msg) => turns.loadSession(msg));
   register('chat.newSession', () => turns.newSession());
   register('chat.seek', (msg) => turns.seek(msg));

@@ -1343,15 +1343,12 @@ describe('with the real lib/llm.js over a fake fetch', () => {
 });
 
 describe('tab helpers and wiring', () => {
-  test('screenshot and seek', async () => {
+  test('seek; no screenshot in the worker (the panel captures and attaches: sidepanel/pixels.js)', async () => {
     const chrome = fakeChrome({});
     const { turns } = setup({ chrome });
-    assert.deepEqual(await turns.screenshot({}), { dataUrl: png(RED) });
-    assert.deepEqual(chrome.calls[0].captureVisibleTab, [-2, { format: 'png' }]);
-    await turns.screenshot({ windowId: 4 });
-    assert.equal(chrome.calls[1].captureVisibleTab[0], 4);
+    assert.equal(turns.screenshot, undefined, 'pixels never pass through the worker');
     assert.deepEqual(await turns.seek({ tabId: 3, seconds: 75 }), { ok: true });
-    assert.deepEqual(chrome.calls[2].executeScript.args, [75]);
+    assert.deepEqual(chrome.calls[0].executeScript.args, [75]);
     await assert.rejects(turns.seek({ tabId: 3, seconds: -1 }), { code: 'bad_request' });
   });
 
@@ -1384,7 +1381,7 @@ describe('tab helpers and wiring', () => {
     installTurnHandlers((k, fn) => kinds.set(k, fn), { port: null, storage: host.storage, broadcast: () => {} }, { chrome: {} });
     assert.deepEqual(
       [...kinds.keys()].sort(),
-      ['chat.attachPage', 'chat.loadSession', 'chat.newSession', 'chat.resend', 'chat.screenshot', 'chat.seek', 'chat.send', 'chat.state', 'chat.stop'],
+      ['chat.attachPage', 'chat.loadSession', 'chat.newSession', 'chat.resend', 'chat.seek', 'chat.send', 'chat.state', 'chat.stop'],
     );
     assert.deepEqual(await kinds.get('chat.state')({ kind: 'chat.state' }), { stream: null, background: [] });
   });

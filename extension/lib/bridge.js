@@ -1,4 +1,5 @@
-// Pages (side panel, options) → service worker. Pages never touch the native port: they send
+// Pages (side panel, options) → service worker. Pages do not touch the worker's native port (the side
+// panel has a port of its own for image bytes only, sidepanel/pixels.js): they send
 // `{kind: 'host', op, args, opts}` to the worker, which answers `{ok, result}` / `{ok: false,
 // error}`. Worker events arrive over a `runtime.connect({name: 'events'})` port.
 //

@@ -14,77 +14,10 @@ import { fileURLToPath } from 'node:url';
 import { NativePort } from './native-port.js';
 import { createStorage } from './storage.js';
 import { OPS } from './protocol.js';
-import { fakeEvent } from '../test-support/fakes.js';
+import { MAX_FRAME, MSG_EXITED, ProcessPort } from '../test-support/process-port.js';
 
 const BIN = fileURLToPath(new URL('../../target/debug/keepsake-host', import.meta.url));
 const SKIP = existsSync(BIN) ? false : `keepsake-host is not built at ${BIN} (run cargo build)`;
-const MAX_FRAME = 1_048_576;
-const MAX_OUTBOUND = 64 * 1024 * 1024;
-const MSG_EXITED = 'Native host has exited.';
-const MSG_IO = 'Error when communicating with the native messaging host.';
-
-/** A chrome.runtime.Port look-alike over a child process's stdio. */
-class ProcessPort {
-  onMessage = fakeEvent();
-  onDisconnect = fakeEvent();
-  frames = []; // byte length of every frame received
-  #buf = Buffer.alloc(0);
-  #closed = false;
-
-  constructor(child, env) {
-    this.child = child;
-    this.env = env;
-    child.stdout.on('data', (d) => this.#onData(d));
-    child.on('exit', () => this.#closeWith(MSG_EXITED));
-    child.stdin.on('error', () => {}); // EPIPE after a kill
-  }
-
-  postMessage(msg) {
-    if (this.#closed) throw new Error('Attempting to use a disconnected port object');
-    const body = Buffer.from(JSON.stringify(msg), 'utf8');
-    if (body.length > MAX_OUTBOUND) throw new Error('Message exceeded maximum allowed size of 64MiB.');
-    const head = Buffer.alloc(4);
-    head.writeUInt32LE(body.length, 0);
-    this.child.stdin.write(Buffer.concat([head, body]));
-  }
-
-  disconnect() {
-    if (this.#closed) return;
-    this.#closed = true; // our own disconnect does not fire onDisconnect (as in Chrome)
-    this.child.stdin.end();
-  }
-
-  #onData(d) {
-    this.#buf = Buffer.concat([this.#buf, d]);
-    while (!this.#closed && this.#buf.length >= 4) {
-      const n = this.#buf.readUInt32LE(0);
-      if (n > MAX_FRAME) return this.#closeWith(MSG_IO);
-      if (this.#buf.length < 4 + n) return;
-      const body = this.#buf.subarray(4, 4 + n);
-      this.#buf = this.#buf.subarray(4 + n);
-      this.frames.push(n);
-      let msg;
-      try {
-        msg = JSON.parse(body.toString('utf8'));
-      } catch {
-        continue; // Chrome drops invalid frames silently
-      }
-      this.onMessage.fire(msg, this);
-    }
-  }
-
-  #closeWith(message) {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.env.lastError = message;
-    try {
-      this.onDisconnect.fire(this);
-    } finally {
-      this.env.lastError = undefined;
-    }
-    if (this.child.exitCode === null) this.child.kill('SIGKILL');
-  }
-}
 
 const dirs = [];
 const children = [];

@@ -39,29 +39,88 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
   let busyStream = false;
 
   // ---- scrolling ---------------------------------------------------------------------------
-  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
-  const toBottom = () => { scroller.scrollTop = scroller.scrollHeight; };
+  // sidepanel.css makes the scroller a column-reverse flex box around one `.transcript` block: its
+  // scroll origin is the bottom, so the transcript opens at the newest entry and stays pinned there
+  // while content grows or the panel resizes, with no script and no forced layout (scrollTop is 0
+  // at the bottom, negative above it; scroll anchoring keeps a scrolled-up view still). Without
+  // that style (another page) the same functions scroll an ordinary box.
+  let reversed = null;
+  const isReversed = () => (reversed ??= getComputedStyle(scroller).flexDirection === 'column-reverse');
+  /** Pixels between the bottom of the view and the end of the transcript (reads layout). */
+  const fromBottom = () => (isReversed()
+    ? -scroller.scrollTop
+    : scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight);
+  const nearBottom = () => fromBottom() < 80;
+  const toBottom = () => { scroller.scrollTop = isReversed() ? 0 : scroller.scrollHeight; };
+  let bottomFrame = 0;
+  /** toBottom at the start of the next frame, where the layout it needs is done once anyway. */
+  const toBottomSoon = () => {
+    bottomFrame ||= requestAnimationFrame(() => { bottomFrame = 0; toBottom(); });
+  };
+  /**
+   * After the content changed: back to the bottom when the view was `gap` px from it and within
+   * reach (or `force`). A reversed scroller that was at the bottom is still there: nothing to do.
+   */
+  function keepBottom(gap, force = false) {
+    if (!(force || gap < 80)) return;
+    if (!isReversed()) toBottom();
+    else if (gap >= 1) toBottomSoon();
+  }
 
   // ---- images ------------------------------------------------------------------------------
-  function imageNode(url, n) {
-    const img = h('img', { class: 'msg-image', alt: `Image ${n}`, testid: 'bubble-image', decoding: 'async' });
-    const wrap = h('button', {
-      type: 'button', class: 'msg-image-btn loading', 'aria-label': `Open image ${n}`,
-      on: { click: () => openLightbox(url, n) },
-    }, img);
-    images.display(url).then((d) => {
+  // A picture's bytes are fetched only after the transcript has painted (`queueImage`), newest
+  // first and at most IMAGE_FETCHES at a time: text never waits for pictures, the transfers do not
+  // compete with the first layout for the CPU, and the pictures in view on open (the newest) come
+  // first. Several in flight keep the host, the browser and the worker busy at once (a picture
+  // takes ~100 ms end to end, most of it in transit); the cap keeps a long history from queueing
+  // every picture in the worker at once.
+  const IMAGE_FETCHES = 4;
+  const imageJobs = [];
+  let imageFetches = 0;
+  let imageWake = 0;
+
+  function queueImage(job) {
+    imageJobs.push(job);
+    if (imageWake) return;
+    if (document.visibilityState === 'hidden') imageWake = setTimeout(pumpImages, 0);
+    else imageWake = requestAnimationFrame(() => { imageWake = setTimeout(pumpImages, 0); });
+  }
+
+  function pumpImages() {
+    imageWake = 0;
+    while (imageFetches < IMAGE_FETCHES && imageJobs.length) {
+      const job = imageJobs.pop(); // the newest bubble's picture
+      if (!job.wrap.isConnected) continue; // its bubble is gone
+      imageFetches += 1;
+      showImage(job).finally(() => {
+        imageFetches -= 1;
+        pumpImages();
+      });
+    }
+  }
+
+  function showImage({ url, n, img, wrap }) {
+    return images.display(url).then((d) => {
       wrap.classList.remove('loading');
       if (d.link) {
         wrap.replaceWith(h('a', { class: 'msg-image-link', href: d.link, target: '_blank', rel: 'noreferrer noopener', text: `Image ${n}: ${shortUrl(d.link)}` }));
       } else {
-        const stick = nearBottom();
-        if (stick) img.addEventListener('load', toBottom, { once: true });
+        if (!isReversed() && nearBottom()) img.addEventListener('load', toBottom, { once: true });
         img.src = d.src;
       }
     }).catch((err) => {
       wrap.classList.remove('loading');
       wrap.replaceWith(h('span', { class: 'msg-image-missing', text: `[image ${n} unavailable: ${err?.message || 'error'}]` }));
     });
+  }
+
+  function imageNode(url, n) {
+    const img = h('img', { class: 'msg-image', alt: `Image ${n}`, testid: 'bubble-image', decoding: 'async' });
+    const wrap = h('button', {
+      type: 'button', class: 'msg-image-btn loading', 'aria-label': `Open image ${n}`,
+      on: { click: () => openLightbox(url, n) },
+    }, img);
+    queueImage({ url, n, img, wrap });
     return wrap;
   }
 
@@ -214,7 +273,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
 
   /** Render the stored list; returns {kind, reused, added}. */
   function render(newEntries) {
-    const stick = nearBottom();
+    const gap = fromBottom(); // read before the DOM changes, while the layout is still clean
     const keys = newEntries.map(entryKey);
     const plan = planReconcile(rows.map((r) => r.key), keys);
     const keep = new Set(plan.reuse.filter((j) => j >= 0));
@@ -238,7 +297,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     if (stream) stream.pills = !!newestVideoSrc(entries);
     refreshActions();
     updateEmpty();
-    if (stick || plan.kind === 'reset') toBottom();
+    keepBottom(gap, plan.kind === 'reset');
     return { kind: plan.kind, reused: plan.reused, added: next.length - plan.reused };
   }
 
@@ -250,6 +309,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
   function startStream(id, text = '') {
     if (stream && stream.id === id) return stream;
     endStream();
+    const gap = fromBottom();
     const body = h('div', { class: 'msg-body md' });
     const typing = h('span', { class: 'typing', 'aria-label': 'Assistant is typing' }, h('i'), h('i'), h('i'));
     const el = h('article', {
@@ -261,17 +321,18 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     if (text) setStreamText(text);
     refreshActions();
     updateEmpty();
-    toBottom();
+    keepBottom(gap, true);
     return stream;
   }
 
   function flush() {
     if (!stream) return;
     stream.raf = 0;
-    const stick = nearBottom();
+    const gap = fromBottom();
     markdownInto(stream.body, stream.text, stream.pills);
     stream.typing.hidden = stream.text.length > 0;
-    if (stick) toBottom();
+    // in a frame already, so no deferral; a reversed scroller at the bottom stays there by itself
+    if (gap < 80 && !(isReversed() && gap < 1)) toBottom();
   }
   function schedule() {
     if (stream && !stream.raf) stream.raf = requestAnimationFrame(flush);
@@ -301,8 +362,9 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     const el = h('div', { class: `notice notice-${kind}`, testid, role: kind === 'error' ? 'alert' : 'status' },
       h('div', { class: 'notice-text' }, h('strong', { text }), detail ? h('div', { class: 'notice-detail', text: detail }) : null),
       iconButton('x', 'Dismiss', { testid: 'notice-dismiss', on: { click: () => el.remove() } }));
+    const gap = fromBottom();
     streamHost.append(el);
-    toBottom();
+    keepBottom(gap, true);
     return el;
   }
   function clearNotices() {

@@ -1,8 +1,9 @@
 // Side panel entry: wires the transcript, the composer, the sessions drawer and the host banner to
-// the worker (lib/bridge.js). The panel never talks to the native port; every call goes through the
-// worker and carries the port's per-operation timeout, so nothing here can hang.
+// the worker (lib/bridge.js). Every call goes through the worker and carries the port's per-operation
+// timeout, so nothing here can hang; the one exception is image bytes: a screenshot is attached over
+// the panel's own native port (pixels.js), so pixels never pass through the worker.
 
-import { hostCall, workerCall as rawWorkerCall, onWorkerEvent } from '../lib/bridge.js';
+import { hostCall, workerCall as rawWorkerCall, onWorkerEvent, replyToResult } from '../lib/bridge.js';
 import { createStorage } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
 import { icon, copyText } from './dom.js';
@@ -14,6 +15,7 @@ import { createImageCache } from './images.js';
 import { entryImages, entryText, precedingUserIndex } from './entries.js';
 import { entryKey } from './mirror.js';
 import { formatChars, progressText } from './format.js';
+import { createChangeFilter, onPanelChanges, panelPixels, screenshotToConversation } from './pixels.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -113,6 +115,18 @@ let sessionName = '';
 let bgOrigins = new Set(); // sessions that originate an in-flight background stream
 const finished = new Set(); // streamIds that already reported done/error
 
+function historyFailed(err) {
+  report(err, 'Could not read the conversation');
+  if (!isConnectionError(err)) noticeFor(err, 'Could not read the conversation');
+}
+
+let historyShown = false;
+function showHistory(r) {
+  historyShown = true;
+  messages.render(Array.isArray(r?.entries) ? r.entries : []);
+  setBinding(typeof r?.activeSessionId === 'string' ? r.activeSessionId : '');
+}
+
 // History reads are coalesced: a burst of `changed` events costs one or two reads.
 let refreshing = null;
 let refreshAgain = false;
@@ -125,12 +139,10 @@ function refreshHistory() {
     do {
       refreshAgain = false;
       try {
-        const r = await storage.history.get({ images: 'ref' });
-        messages.render(Array.isArray(r?.entries) ? r.entries : []);
-        setBinding(typeof r?.activeSessionId === 'string' ? r.activeSessionId : '');
+        showHistory(await storage.history.get({ images: 'ref' }));
+        bootSeq = null; // what is shown now is newer than boot.js's read
       } catch (err) {
-        report(err, 'Could not read the conversation');
-        if (!isConnectionError(err)) noticeFor(err, 'Could not read the conversation');
+        historyFailed(err);
       }
     } while (refreshAgain);
   })().finally(() => { refreshing = null; });
@@ -243,6 +255,7 @@ function onEvent(ev) {
   if (!ev || typeof ev !== 'object') return;
   switch (ev.type) {
     case 'changed': {
+      if (!freshChange(ev)) break; // the same commit via this panel's port, another panel or the worker
       const a = ev.areas || {};
       if (a.history || a.binding) refreshHistory();
       if (a.sessions) {
@@ -257,6 +270,10 @@ function onEvent(ev) {
       break;
     case 'events.connected':
       if (ev.reconnected) resyncAll();
+      else {
+        greeted = true;
+        checkBootRead();
+      }
       break;
     case 'chat.start':
       beginStream(ev.streamId, '');
@@ -460,14 +477,13 @@ async function screenshot() {
   button.disabled = true;
   button.setAttribute('aria-busy', 'true');
   try {
-    const tab = await currentTab();
-    const r = await workerCall('chat.screenshot', tab && typeof tab.windowId === 'number' ? { windowId: tab.windowId } : {});
-    if (!r?.dataUrl) throw new Error('no image came back');
-    if (composer.addImages([r.dataUrl]) > 0) composer.showNote('Screenshot added.');
-  } catch (err) {
-    if (isConnectionError(err)) banner.show(err);
-    const ex = err && typeof err.code === 'string' ? explainHostError(err) : null;
-    composer.showNote(`Could not take a screenshot: ${ex ? ex.title : err?.message || err}`, { kind: 'error', sticky: true });
+    // captured here and attached over the panel's own port: the pixels never reach the worker
+    const toComposer = (url) => composer.addImages([url], { quiet: true }) > 0;
+    const tab = await currentTab().catch(() => null); // no tab: the window's visible one
+    const r = await tracked(screenshotToConversation)({ pixels: pixels(), tab, toComposer });
+    if (isConnectionError(r.error)) banner.show(r.error);
+    composer.showNote(r.note, { kind: r.kind, sticky: r.kind !== 'info' });
+    if (r.attached && !r.attached.announced) refreshHistory();
   } finally {
     button.disabled = false;
     button.removeAttribute('aria-busy');
@@ -546,6 +562,18 @@ const drawer = createDrawer({
   onToggle: (open) => { if (open) resyncStream(); },
 });
 
+// The panel's own port for image bytes (pixels.js): its changes, and other panels', refresh this one.
+const freshChange = createChangeFilter();
+let pixelsWired = null;
+function pixels() {
+  if (!pixelsWired) {
+    pixelsWired = panelPixels();
+    pixelsWired.onChanged((ev) => onEvent({ type: 'changed', ...ev }));
+  }
+  return pixelsWired;
+}
+onPanelChanges((ev) => onEvent({ type: 'changed', ...ev }));
+
 $('attach-page').addEventListener('click', attachPage);
 $('screenshot').addEventListener('click', screenshot);
 $('new-chat').addEventListener('click', newChat);
@@ -562,15 +590,78 @@ document.addEventListener('visibilitychange', () => {
   if (document.visibilityState === 'visible') resyncAll();
 });
 
+// ---- start-up: the transcript paints first --------------------------------------------------------
+// boot.js sent history.get while the modules loaded; its answer is rendered as soon as this module
+// runs (when that read is missing or the worker did not answer, the history is read the usual way).
+// The worker's other answers (host state, a reply in progress, the provider label) are asked for at
+// the same time and applied as they come. The composer's draft and focus wait until the transcript
+// has painted, and so do the pictures (messages.js fetches them after the frame).
+
+/** boot.js's read → {result} | {error} (the host's answer), or null: read the usual way. */
+async function bootRead() {
+  const pending = globalThis.keepsakeBoot?.history;
+  if (!pending) return null;
+  let reply;
+  try {
+    reply = await pending;
+  } catch {
+    return null; // the worker did not answer: the usual read says so through the bridge
+  }
+  try {
+    return { result: replyToResult(reply) };
+  } catch (error) {
+    return { error };
+  }
+}
+
+/** Resolves once the next frame has painted (at once in a hidden document, which paints none). */
+function afterPaint() {
+  return new Promise((resolve) => {
+    if (document.visibilityState === 'hidden') resolve();
+    else requestAnimationFrame(() => setTimeout(resolve, 0));
+  });
+}
+
+// boot.js read the history before the events port was open, so a change committed in between
+// brought no event: once the worker has greeted the port (every later change is announced on it),
+// history.meta's changeSeq tells whether the shown history is still current.
+let bootSeq = null; // changeSeq of boot.js's read while that read is what is shown
+let greeted = false;
+async function checkBootRead() {
+  if (bootSeq === null || !greeted) return;
+  const seq = bootSeq;
+  bootSeq = null;
+  try {
+    const m = await storage.history.meta();
+    if (m?.changeSeq !== seq) refreshHistory();
+  } catch {
+    refreshHistory(); // reports what is wrong
+  }
+}
+
 async function start() {
   onWorkerEvent(onEvent);
-  composer.restore();
-  try {
-    applyHostState(await workerCall('host.state'));
-  } catch (err) {
+  const hostState = workerCall('host.state').then(applyHostState, (err) => {
     report(err, 'The Keepsake service worker did not answer');
+  });
+  const others = [resyncStream(), loadConfig()];
+  const boot = await bootRead();
+  if (!boot) {
+    await hostState;
+    await refreshHistory();
+  } else if (boot.error) {
+    await hostState; // as before: the host state first, then what the read says
+    historyFailed(boot.error);
+  } else if (!refreshing && !historyShown) {
+    showHistory(boot.result);
+    bootSeq = typeof boot.result?.changeSeq === 'number' ? boot.result.changeSeq : -1;
+    checkBootRead();
   }
-  await resyncAll();
+  await afterPaint();
+  composer.restore();
+  await Promise.allSettled([hostState, ...others]);
+  if (activeSessionId) updateTitle();
+  drawer.refreshIfOpen();
   composer.focus();
   document.documentElement.dataset.ready = 'true';
 }

@@ -14,6 +14,7 @@ pub mod import;
 pub mod ingest;
 pub mod reduce;
 pub mod request;
+pub mod search;
 pub mod sessions;
 pub mod settings;
 pub mod text;

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::entry::{entry_text, role, starts_with_prefix};
-use super::text::{code_points, cut_u16, is_js_space, js_trim, lower};
+use super::text::{code_points, cut_u16, js_trim, lower};
 
 /// A given name is cut to its first 80 UTF-16 units (§5.1).
 pub const NAME_MAX_UNITS: usize = 80;
@@ -81,54 +81,15 @@ pub fn search_text(entries: &[Value]) -> String {
     out
 }
 
-/// Build the snippet for the first case-insensitive hit of `query_lower` in `text` (§5.3).
-/// Returns `None` when there is no hit.
+/// Build the snippet for the first case-insensitive hit of `query_lower` in `text` (§5.3) by
+/// scanning the whole text. Returns `None` when there is no hit. (The store answers queries
+/// from its index, `super::search`; this is the reference it is tested against.)
 pub fn snippet(text: &str, query_lower: &str) -> Option<String> {
     if query_lower.is_empty() {
         return None;
     }
-    // Lower-case char by char, remembering where each original char lands, so a hit in the
-    // lower-cased text maps back to original chars (lengths can change when lower-casing).
-    let chars: Vec<char> = text.chars().collect();
-    let mut lowered = String::with_capacity(text.len());
-    let mut starts = Vec::with_capacity(chars.len() + 1);
-    let full_lower = lower(text);
-    // Final sigma is the only context-dependent mapping; its forms have equal UTF-8 length,
-    // so per-char offsets line up with the context-aware string.
-    for c in &chars {
-        starts.push(lowered.len());
-        lowered.extend(c.to_lowercase());
-    }
-    starts.push(lowered.len());
-    debug_assert_eq!(lowered.len(), full_lower.len());
-    let hit = memchr::memmem::find(full_lower.as_bytes(), query_lower.as_bytes())?;
-    let hit_end = hit + query_lower.len();
-    // first original char whose lowered span contains `hit`
-    let first = starts.partition_point(|&s| s <= hit).saturating_sub(1);
-    // last original char whose lowered span starts before `hit_end`
-    let last = starts.partition_point(|&s| s < hit_end).saturating_sub(1).max(first);
-    let from = first.saturating_sub(SNIPPET_BEFORE);
-    let to = (last + 1 + SNIPPET_AFTER).min(chars.len());
-    let mut out = String::new();
-    if from > 0 {
-        out.push('…');
-    }
-    let mut in_space = false;
-    for &c in &chars[from..to] {
-        if is_js_space(c) {
-            if !in_space {
-                out.push(' ');
-            }
-            in_space = true;
-        } else {
-            out.push(c);
-            in_space = false;
-        }
-    }
-    if to < chars.len() {
-        out.push('…');
-    }
-    Some(out)
+    let hit = memchr::memmem::find(lower(text).as_bytes(), query_lower.as_bytes())?;
+    Some(super::search::snippet_in(text, 0, hit, query_lower.len()))
 }
 
 #[cfg(test)]

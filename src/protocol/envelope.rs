@@ -74,9 +74,17 @@ pub fn decode_request(body: &[u8]) -> Result<Request, Rejected> {
     Ok(Request { id, op, args })
 }
 
-/// `{"id", "ok": true, "result"}` as JSON text.
+/// `{"id", "ok": true, "result"}` as JSON text, serialised straight from the borrowed result
+/// (never a copy of it: results can be megabytes).
 pub fn ok_reply(id: &Value, result: &Value) -> String {
-    json!({"id": id, "ok": true, "result": result}).to_string()
+    #[derive(serde::Serialize)]
+    struct Ok<'a> {
+        id: &'a Value,
+        ok: bool,
+        result: &'a Value,
+    }
+    serde_json::to_string(&Ok { id, ok: true, result })
+        .unwrap_or_else(|_| unreachable!("a Value always serialises"))
 }
 
 /// `{"id", "ok": false, "error": {"code", "message"}}` as JSON text.

@@ -14,6 +14,7 @@ pub mod open;
 mod pagescan;
 mod requests;
 pub mod salvage;
+mod search;
 mod sessions;
 mod settings;
 
@@ -204,6 +205,8 @@ pub struct Store {
     origin: String,
     /// Set when this connection met `SQLITE_CORRUPT` / `SQLITE_NOTADB`: writes stop (§7).
     damaged: Option<String>,
+    /// Whether this process has checked that every session is in the search index.
+    search_checked: bool,
 }
 
 /// Validate an optional `clientRequestId`.
@@ -238,7 +241,13 @@ impl Store {
         }
         .and_then(|_| open::open_connection(path, Mode::ReadWrite))
         .and_then(|mut conn| {
-            migrate::migrate(&mut conn)?;
+            // A current schema needs no write lock: versions only grow and each migration
+            // commits whole, so a snapshot at LATEST is final. Skipping the lock keeps a start
+            // from queueing behind another host's write (issue 6 scenario 9); any other version
+            // goes through `migrate`, which takes the lock and reads the version again under it.
+            if migrate::schema_version(&conn)? != migrate::LATEST {
+                migrate::migrate(&mut conn)?;
+            }
             Ok(conn)
         });
         match opened {
@@ -290,7 +299,7 @@ impl Store {
         // Damaged cells fail as SQLITE_CORRUPT when their page is loaded instead of being read
         // as data (T19: fewer silent wrong answers from a damaged file).
         let _ = conn.execute_batch("PRAGMA cell_size_check=ON");
-        Store { conn, path: path.to_path_buf(), mode, origin, damaged: None }
+        Store { conn, path: path.to_path_buf(), mode, origin, damaged: None, search_checked: false }
     }
 
     /// Share another connection's origin, so its commits count as this process's own.

@@ -69,7 +69,7 @@ pub const LOST_IMAGE_TEXT: &str = "[image lost when the damaged database was rep
 const ASIDE_INFIX: &str = ".corrupt-";
 const ASIDE_TIME: &str = "%Y%m%dT%H%M%SZ";
 /// Derived tables: rebuilt from the entries, never copied.
-const DERIVED: &[&str] = &["image_refs", "session_search"];
+const DERIVED: &[&str] = &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams"];
 
 /// `<db>.damaged`: written when a host meets the damage.
 pub fn marker_path(db: &Path) -> PathBuf {
@@ -1427,17 +1427,14 @@ fn repair_steps(
     )?;
     *at = "search";
     // search data from the bodies
-    conn.execute("DELETE FROM session_search", [])?;
+    super::search::clear(conn)?;
     let ids: Vec<String> = conn
-        .prepare("SELECT id FROM sessions")?
+        .prepare("SELECT id FROM sessions ORDER BY insert_seq")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for sid in &ids {
         let text = search_text(&session_body(conn, sid)?);
-        conn.execute(
-            "INSERT INTO session_search (session_id, text, text_lower) VALUES (?1, ?2, ?3)",
-            params![sid, text, lower(&text)],
-        )?;
+        super::search::index_session(conn, sid, &text)?;
     }
     *at = "binding";
     // the binding must name a session that exists

@@ -1,6 +1,6 @@
 //! Saved sessions (storage-model §5, §11.7–§11.9, §11.13–§11.14).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
@@ -9,13 +9,13 @@ use super::blobs::{self, add_refs, referenced_blob, Holder, Inliner};
 use super::history::{
     self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries,
 };
-use super::{setting_value, Store, WriteOutcome, WriteTx};
+use super::{search, setting_value, Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::{
     content_chars, entry_text, image_part_count, referenced_blobs, role, validate_new_entry,
 };
 use crate::domain::export::{filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
-use crate::domain::sessions::{choose_name, normalize_name, search_text, snippet};
+use crate::domain::sessions::{choose_name, normalize_name, search_text};
 use crate::domain::settings::max_sessions;
 use crate::domain::text::lower;
 use crate::protocol::{HostError, HostResult};
@@ -37,6 +37,7 @@ fn row_json(r: &rusqlite::Row) -> rusqlite::Result<Value> {
 }
 
 const ROW_COLS: &str = "id, name, created_at, pinned, entry_count";
+
 const ORDER: &str = "ORDER BY pinned DESC, created_at DESC, insert_seq DESC";
 
 pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<Value>> {
@@ -98,12 +99,7 @@ pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostR
     for id in old_ids {
         w.tx.execute("DELETE FROM session_entries WHERE id = ?1", [id])?;
     }
-    let text = search_text(entries);
-    w.tx.execute(
-        "INSERT INTO session_search (session_id, text, text_lower) VALUES (?1, ?2, ?3)
-         ON CONFLICT(session_id) DO UPDATE SET text = excluded.text, text_lower = excluded.text_lower",
-        params![sid, text, lower(&text)],
-    )?;
+    search::index_session(&w.tx, sid, &search_text(entries))?;
     w.tx.execute(
         "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
         params![sid, entries.len() as i64, w.now],
@@ -133,11 +129,7 @@ pub(super) fn update_body_entry(w: &mut WriteTx, row: i64, e: &Value) -> HostRes
 /// Rebuild a session's search data from its body.
 pub(super) fn rebuild_search(w: &mut WriteTx, sid: &str) -> HostResult<()> {
     let body = session_body(&w.tx, sid)?;
-    let text = search_text(&body);
-    w.tx.execute(
-        "UPDATE session_search SET text = ?2, text_lower = ?3 WHERE session_id = ?1",
-        params![sid, text, lower(&text)],
-    )?;
+    search::index_session(&w.tx, sid, &search_text(&body))?;
     w.tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![sid, w.now])?;
     w.changes.sessions.insert(sid.to_owned());
     Ok(())
@@ -174,6 +166,7 @@ pub(super) fn insert_session(
 }
 
 fn delete_session(w: &mut WriteTx, id: &str) -> HostResult<bool> {
+    search::unindex_session(&w.tx, id)?;
     let n = w.tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
     if n > 0 {
         w.changes.sessions.insert(id.to_owned());
@@ -283,8 +276,38 @@ impl Store {
         self.write("sessions.save", crid, |w| save(w, id, name, fallback))
     }
 
+    /// Index the sessions the search index lacks (rows a host older than schema 3 never
+    /// indexed after an interrupted upgrade, or written by other tools), once per process,
+    /// before the first content query.
+    fn ensure_search_index(&mut self) -> HostResult<()> {
+        if self.search_checked {
+            return Ok(());
+        }
+        let missing: Vec<String> = self.read(|tx| {
+            let mut stmt =
+                tx.prepare("SELECT id FROM sessions WHERE id NOT IN (SELECT session_id FROM search_docs)")?;
+            let ids = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+            Ok(ids)
+        })?;
+        if !missing.is_empty() && self.mode == super::Mode::ReadWrite && self.damage().is_none() {
+            tracing::info!(sessions = missing.len(), "indexing sessions missing from the search index");
+            self.write("search.index", None, |w| {
+                for sid in &missing {
+                    let body = session_body(&w.tx, sid)?;
+                    search::index_session(&w.tx, sid, &search_text(&body))?;
+                }
+                Ok(json!({}))
+            })?;
+        }
+        self.search_checked = true;
+        Ok(())
+    }
+
     pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Value> {
         let q = lower(crate::domain::text::js_trim(query.unwrap_or("")));
+        if !q.is_empty() {
+            self.ensure_search_index()?;
+        }
         self.read(|tx| {
             let mut out = Vec::new();
             if q.is_empty() {
@@ -294,25 +317,37 @@ impl Store {
                 }
                 return Ok(Value::Array(out));
             }
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {ROW_COLS}, instr(name_lower, ?1) > 0 AS name_hit FROM sessions s
-                 WHERE instr(name_lower, ?1) > 0
-                    OR instr((SELECT text_lower FROM session_search WHERE session_id = s.id), ?1) > 0
-                 {ORDER}"
-            ))?;
-            let rows = stmt.query_map([&q], |r| Ok((row_json(r)?, r.get::<_, bool>("name_hit")?)))?;
-            for r in rows {
-                let (mut row, name_hit) = r?;
-                if name_hit {
-                    row["contentMatch"] = json!(false);
+            // name hits by a scan of the names; content hits from the index (§5.3)
+            let name_hits: HashSet<String> = tx
+                .prepare_cached("SELECT id FROM sessions WHERE instr(name_lower, ?1) > 0")?
+                .query_map([&q], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let snippets = search::content_hits(tx, &q, |sid| !name_hits.contains(sid))?;
+            if name_hits.is_empty() && snippets.is_empty() {
+                return Ok(Value::Array(out));
+            }
+            // the rows of the hits, in the drawer's order
+            let mut stmt = tx.prepare_cached(&format!("SELECT {ROW_COLS} FROM sessions {ORDER}"))?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let id = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+                let snippet = if name_hits.contains(id) {
+                    None
+                } else if let Some(s) = snippets.get(id) {
+                    Some(s)
                 } else {
-                    let id = row["id"].as_str().unwrap_or_default().to_owned();
-                    let text: String =
-                        tx.query_row("SELECT text FROM session_search WHERE session_id = ?1", [&id], |r| {
-                            r.get(0)
-                        })?;
-                    row["contentMatch"] = json!(true);
-                    row["snippet"] = json!(snippet(&text, &q).unwrap_or_default());
+                    continue;
+                };
+                let mut row = json!({
+                    "id": id,
+                    "name": r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
+                    "createdAt": r.get::<_, i64>(2)?,
+                    "pinned": r.get::<_, i64>(3)? != 0,
+                    "entryCount": r.get::<_, i64>(4)?,
+                    "contentMatch": snippet.is_some(),
+                });
+                if let Some(s) = snippet {
+                    row["snippet"] = json!(s);
                 }
                 out.push(row);
             }
@@ -403,6 +438,7 @@ impl Store {
                 let r = stmt.query_map([], |r| r.get(0))?;
                 r.collect::<Result<_, _>>()?
             };
+            search::clear(&w.tx)?;
             for id in &ids {
                 delete_session(w, id)?;
             }
@@ -431,10 +467,7 @@ impl Store {
                     w.tx.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0))?;
                 insert_body_entry(w, id, n as usize, e)?;
                 let add = format!("{}\n", entry_text(e));
-                w.tx.execute(
-                    "UPDATE session_search SET text = text || ?2, text_lower = text_lower || ?3 WHERE session_id = ?1",
-                    params![id, add, lower(&add)],
-                )?;
+                search::append_to_index(&w.tx, id, &add)?;
                 w.tx.execute(
                     "UPDATE sessions SET entry_count = entry_count + 1, updated_at = ?2 WHERE id = ?1",
                     params![id, w.now],

@@ -181,7 +181,7 @@ test('journey: attach, paste, stream, save, search, load, export, import, worker
       await panel.fill(tid('session-search'), miss);
       await panel.press(tid('session-search'), 'Enter');
       await panel.locator(tid('session-empty')).waitFor({ timeout: 10_000 });
-      assert.equal(k.sql(`SELECT count(*) AS n FROM session_search WHERE text_lower LIKE '%cormorant%'`)[0].n, 1);
+      assert.equal(k.sql(`SELECT count(*) AS n FROM search_text WHERE text LIKE '%cormorant%'`)[0].n, 1);
 
       // ---- 6. new chat: the panel empties, the session stays
       step('new chat');

@@ -1,0 +1,45 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { base64ToBytes, createImageCache } from './images.js';
+
+const REF = `keepsake-image:sha256:${'ab'.repeat(32)}`;
+const bytes = Uint8Array.from({ length: 300 }, (_, i) => (i * 37) & 255);
+const b64 = Buffer.from(bytes).toString('base64');
+
+test('base64ToBytes: Uint8Array.fromBase64 when the engine has it, the atob loop otherwise', () => {
+  const had = Object.getOwnPropertyDescriptor(Uint8Array, 'fromBase64');
+  try {
+    delete Uint8Array.fromBase64;
+    assert.deepEqual(base64ToBytes(b64), bytes);
+    assert.deepEqual(base64ToBytes(''), new Uint8Array(0));
+    let calls = 0;
+    Uint8Array.fromBase64 = (s) => { calls += 1; return new Uint8Array(Buffer.from(s, 'base64')); };
+    assert.deepEqual(base64ToBytes(b64), bytes);
+    assert.equal(calls, 1);
+  } finally {
+    delete Uint8Array.fromBase64;
+    if (had) Object.defineProperty(Uint8Array, 'fromBase64', had);
+  }
+});
+
+test('display: a reference is fetched once with images.get and shown as a Blob URL of its bytes', async () => {
+  const asked = [];
+  const storage = { images: { get: async (a) => { asked.push(a); return { mime: 'image/png', bytes: b64 }; } } };
+  const cache = createImageCache({ storage });
+  const d = await cache.display(REF);
+  assert.equal(d.thumb, false);
+  assert.match(d.src, /^blob:/);
+  const blob = await (await import('node:buffer')).resolveObjectURL(d.src);
+  assert.equal(blob.type, 'image/png');
+  assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), bytes);
+  assert.equal(await cache.display(REF), d);
+  assert.deepEqual(asked, [{ ref: REF }]);
+  assert.equal(await cache.dataUrl(REF), `data:image/png;base64,${b64}`);
+});
+
+test('display: http(s) pictures become links, other URLs are refused', async () => {
+  const cache = createImageCache({ storage: {} });
+  assert.deepEqual(await cache.display('https://example.com/a.png'), { link: 'https://example.com/a.png' });
+  await assert.rejects(cache.display('ftp://example.com/a.png'), /Unsupported image URL/);
+});

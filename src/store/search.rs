@@ -1,0 +1,231 @@
+//! The content-search index's SQL (storage-model §5.3): tables `search_docs`, `search_pieces`
+//! and `search_grams` (migration 0003). What is indexed and how a query is answered is pure
+//! logic in `domain::search`; this module only reads and writes the rows.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::domain::search::{
+    exact_by_index, grams_of, index_text, query_grams, snippet_around, Finder, Indexed, Span, Tail,
+};
+use crate::domain::sessions::search_text;
+use crate::protocol::HostResult;
+
+/// Index a session's whole searchable text, replacing what the index held for it.
+pub(super) fn index_session(conn: &Connection, sid: &str, text: &str) -> rusqlite::Result<()> {
+    unindex_session(conn, sid)?;
+    conn.execute("INSERT INTO search_docs (session_id, lower_bytes, last_char) VALUES (?1, 0, '')", [sid])?;
+    let doc = conn.last_insert_rowid();
+    write_indexed(conn, doc, &index_text(text, Tail::default()))
+}
+
+/// Index text appended to a session's searchable text (`sessions.appendTo`).
+pub(super) fn append_to_index(conn: &Connection, sid: &str, add: &str) -> HostResult<()> {
+    let found: Option<(i64, i64, String)> = conn
+        .query_row("SELECT doc, lower_bytes, last_char FROM search_docs WHERE session_id = ?1", [sid], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    let Some((doc, lower_bytes, last)) = found else {
+        // not indexed (cannot happen through the host's own writes): index the whole body
+        let body = super::sessions::session_body(conn, sid)?;
+        return Ok(index_session(conn, sid, &search_text(&body))?);
+    };
+    let tail =
+        Tail { lower_bytes: usize::try_from(lower_bytes).unwrap_or(0), last_char: last.chars().next() };
+    Ok(write_indexed(conn, doc, &index_text(add, tail))?)
+}
+
+fn write_indexed(conn: &Connection, doc: i64, ix: &Indexed) -> rusqlite::Result<()> {
+    let mut piece = conn
+        .prepare_cached("INSERT INTO search_pieces (doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4)")?;
+    for p in &ix.pieces {
+        piece.execute(params![doc, p.start as i64, p.text, p.lower])?;
+    }
+    let mut gram =
+        conn.prepare_cached("INSERT OR IGNORE INTO search_grams (gram, doc, pos) VALUES (?1, ?2, ?3)")?;
+    for (g, pos) in &ix.grams {
+        gram.execute(params![g, doc, *pos as i64])?;
+    }
+    conn.execute(
+        "UPDATE search_docs SET lower_bytes = ?2, last_char = ?3 WHERE doc = ?1",
+        params![doc, ix.lower_bytes as i64, ix.last_char.map(String::from).unwrap_or_default()],
+    )?;
+    Ok(())
+}
+
+/// Remove a session from the index: its postings (found from its own text, since postings
+/// are keyed by gram), then its pieces and row.
+pub(super) fn unindex_session(conn: &Connection, sid: &str) -> rusqlite::Result<()> {
+    let Some(doc) = conn
+        .query_row("SELECT doc FROM search_docs WHERE session_id = ?1", [sid], |r| r.get::<_, i64>(0))
+        .optional()?
+    else {
+        return Ok(());
+    };
+    let lowers: Vec<String> = conn
+        .prepare_cached("SELECT text_lower FROM search_pieces WHERE doc = ?1 ORDER BY start")?
+        .query_map([doc], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut del = conn.prepare_cached("DELETE FROM search_grams WHERE gram = ?1 AND doc = ?2")?;
+    for g in grams_of(lowers.iter().map(String::as_str)) {
+        del.execute(params![g, doc])?;
+    }
+    conn.execute("DELETE FROM search_docs WHERE doc = ?1", [doc])?;
+    Ok(())
+}
+
+/// Empty the index (every session deleted).
+pub(super) fn clear(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch("DELETE FROM search_grams; DELETE FROM search_pieces; DELETE FROM search_docs;")?;
+    Ok(())
+}
+
+/// Rebuild the whole index from the saved bodies (migration 3, salvage).
+pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
+    clear(conn)?;
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM sessions ORDER BY insert_seq")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for sid in &ids {
+        let body = super::sessions::session_body(conn, sid)?;
+        index_session(conn, sid, &search_text(&body))?;
+    }
+    Ok(())
+}
+
+/// Content hits for a trimmed, lower-cased, non-empty query: session id → snippet, for the
+/// sessions `wanted` accepts (the others, name hits, need no snippet).
+pub(super) fn content_hits(
+    conn: &Connection,
+    q: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> HostResult<HashMap<String, String>> {
+    // candidates: sessions holding every gram; a hit cannot start before `from`. The rarest
+    // gram's postings are read whole; each candidate is then looked up in the others'.
+    let mut grams = Vec::new();
+    let mut count = conn.prepare_cached("SELECT count(*) FROM search_grams WHERE gram = ?1")?;
+    for (g, off) in query_grams(q) {
+        let n: i64 = count.query_row([&g], |r| r.get(0))?;
+        if n == 0 {
+            return Ok(HashMap::new());
+        }
+        grams.push((n, g, off));
+    }
+    grams.sort();
+    let Some(((_, rarest, off), rest)) = grams.split_first() else { return Ok(HashMap::new()) };
+    let mut from: HashMap<i64, usize> = HashMap::new();
+    let mut stmt = conn.prepare_cached("SELECT doc, pos FROM search_grams WHERE gram = ?1")?;
+    let mut rows = stmt.query([rarest])?;
+    while let Some(r) = rows.next()? {
+        let pos = usize::try_from(r.get::<_, i64>(1)?).unwrap_or(0);
+        from.insert(r.get(0)?, pos.saturating_sub(*off));
+    }
+    let mut seek = conn.prepare_cached("SELECT pos FROM search_grams WHERE gram = ?1 AND doc = ?2")?;
+    for (_, g, off) in rest {
+        let mut keep = HashMap::with_capacity(from.len());
+        for (doc, f) in from {
+            if let Some(pos) = seek.query_row(params![g, doc], |r| r.get::<_, i64>(0)).optional()? {
+                keep.insert(doc, f.max(usize::try_from(pos).unwrap_or(0).saturating_sub(*off)));
+            }
+        }
+        from = keep;
+    }
+    let mut session = conn.prepare_cached("SELECT session_id FROM search_docs WHERE doc = ?1")?;
+    let mut wanted_from = Vec::with_capacity(from.len());
+    for (doc, f) in from {
+        // postings left by a deleted session have no row here
+        if let Some(sid) = session.query_row([doc], |r| r.get::<_, String>(0)).optional()? {
+            if wanted(&sid) {
+                wanted_from.push((doc, (f, sid)));
+            }
+        }
+    }
+    let from = wanted_from;
+    let exact = exact_by_index(q);
+    let mut out = HashMap::with_capacity(from.len());
+    for (doc, (from, sid)) in from {
+        let mut found = if exact { piece_at(conn, doc, from, q)?.filter(|(_, holds)| *holds) } else { None };
+        let mut hit = from;
+        if found.is_none() {
+            // a longer query, or a posting that does not match its text (cannot happen through
+            // the host's own writes: then trust the text): scan
+            let Some(at) = find(conn, doc, q, if exact { 0 } else { from })? else { continue };
+            hit = at;
+            found = piece_at(conn, doc, at, q)?;
+        }
+        let Some((piece, _)) = found else { continue };
+        let snippet = snippet_around(
+            hit,
+            q.len(),
+            piece,
+            |start| neighbour(conn, doc, start, false),
+            |start| neighbour(conn, doc, start, true),
+        )?;
+        out.insert(sid, snippet);
+    }
+    Ok(out)
+}
+
+/// The first hit of `q` at or after `from` in one session's lower-cased text.
+fn find(conn: &Connection, doc: i64, q: &str, from: usize) -> HostResult<Option<usize>> {
+    let first: i64 = conn
+        .prepare_cached(
+            "SELECT start FROM search_pieces WHERE doc = ?1 AND start <= ?2 ORDER BY start DESC LIMIT 1",
+        )?
+        .query_row(params![doc, from as i64], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0);
+    let mut stmt = conn.prepare_cached(
+        "SELECT start, text_lower FROM search_pieces WHERE doc = ?1 AND start >= ?2 ORDER BY start",
+    )?;
+    let mut rows = stmt.query(params![doc, first])?;
+    let mut finder = Finder::new(q, from);
+    while let Some(r) = rows.next()? {
+        let start: i64 = r.get(0)?;
+        if let Some(hit) = finder.feed(
+            usize::try_from(start).unwrap_or(0),
+            r.get_ref(1)?.as_bytes().map_err(rusqlite::Error::from)?,
+        ) {
+            return Ok(Some(hit));
+        }
+    }
+    Ok(None)
+}
+
+/// The piece holding lower-cased byte `at`, and whether its lower-cased text there starts
+/// with `q` (as far as the piece goes).
+fn piece_at(conn: &Connection, doc: i64, at: usize, q: &str) -> HostResult<Option<(Span, bool)>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT start, text, text_lower FROM search_pieces WHERE doc = ?1 AND start <= ?2
+             ORDER BY start DESC LIMIT 1",
+        )?
+        .query_row(params![doc, at as i64], |r| {
+            let start = usize::try_from(r.get::<_, i64>(0)?).unwrap_or(0);
+            let lower = r.get_ref(2)?.as_bytes()?;
+            let holds = at.checked_sub(start).and_then(|i| lower.get(i..)).is_some_and(|rest| {
+                let n = rest.len().min(q.len());
+                n > 0 && rest[..n] == q.as_bytes()[..n]
+            });
+            Ok((Span { start, text: r.get(1)? }, holds))
+        })
+        .optional()?)
+}
+
+/// The piece after (or before) the one starting at `start`.
+fn neighbour(conn: &Connection, doc: i64, start: usize, after: bool) -> HostResult<Option<Span>> {
+    let sql = if after {
+        "SELECT start, text FROM search_pieces WHERE doc = ?1 AND start > ?2 ORDER BY start LIMIT 1"
+    } else {
+        "SELECT start, text FROM search_pieces WHERE doc = ?1 AND start < ?2 ORDER BY start DESC LIMIT 1"
+    };
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row(params![doc, start as i64], |r| {
+            Ok(Span { start: usize::try_from(r.get::<_, i64>(0)?).unwrap_or(0), text: r.get(1)? })
+        })
+        .optional()?)
+}

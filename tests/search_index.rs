@@ -1,0 +1,230 @@
+//! The content-search index (schema 3, storage-model §5.3) through the real binary over pipes:
+//! whatever was written — import, save, write-back, appendTo, delete, clearAll — every query's
+//! rows and snippets equal a scan of each session's whole text, and no posting outlives its
+//! session.
+mod common;
+use common::*;
+
+use serde_json::{json, Value};
+
+use keepsake_host::domain::sessions::{search_text, snippet};
+use keepsake_host::domain::text::{js_trim, lower};
+
+/// Words that exercise the lower-casing rules (final sigma, dotted capital I, non-BMP) and CJK.
+const WORDS: &[&str] = &[
+    "the",
+    "Whale",
+    "QUILL",
+    "amber",
+    "ΟΔΟΣ",
+    "σοφός",
+    "İstanbul",
+    "i̇",
+    "鲸",
+    "琥珀",
+    "数据",
+    "缓存",
+    "会话",
+    "😀",
+    "Straße",
+    "naïve",
+    "\n",
+    "  ",
+    "\n\n",
+    "Σ",
+    "ς",
+    "x",
+];
+
+fn text(rng: &mut Rng, words: usize) -> String {
+    let mut s = String::new();
+    for _ in 0..words {
+        s.push_str(WORDS[rng.range(0, WORDS.len() as u64 - 1) as usize]);
+        if rng.range(0, 2) > 0 {
+            s.push(' ');
+        }
+    }
+    s
+}
+
+fn session(rng: &mut Rng, i: usize) -> Value {
+    let n = rng.range(1, 12) as usize;
+    let entries: Vec<Value> = (0..n)
+        .map(|k| {
+            let words = rng.range(0, 900) as usize;
+            json!({"role": if k % 2 == 0 { "user" } else { "assistant" }, "content": text(rng, words)})
+        })
+        .collect();
+    json!({
+        "id": format!("s-{i:03}"),
+        "name": format!("Session {i} {}", WORDS[i % WORDS.len()].trim()),
+        "createdAt": 1_764_700_000_000i64 + i as i64 * 1000,
+        "pinned": i % 7 == 0,
+        "entries": entries,
+    })
+}
+
+/// What `sessions.list({query})` must answer, computed by scanning every body (§5.3).
+fn expected(sessions: &[Value], query: &str) -> Vec<Value> {
+    let q = lower(js_trim(query));
+    let mut order: Vec<&Value> = sessions.iter().collect();
+    order.sort_by_key(|s| (!s["pinned"].as_bool().unwrap(), -s["createdAt"].as_i64().unwrap()));
+    let mut out = Vec::new();
+    for s in order {
+        if lower(s["name"].as_str().unwrap()).contains(&q) {
+            out.push(json!({"id": s["id"], "contentMatch": false}));
+        } else if let Some(sn) = snippet(&search_text(s["entries"].as_array().unwrap()), &q) {
+            out.push(json!({"id": s["id"], "contentMatch": true, "snippet": sn}));
+        }
+    }
+    out
+}
+
+fn listed(h: &mut Host, query: &str) -> Vec<Value> {
+    let rows = h.ok("sessions.list", json!({ "query": query }));
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let mut v = json!({"id": r["id"], "contentMatch": r["contentMatch"]});
+            if let Some(s) = r.get("snippet") {
+                v["snippet"] = s.clone();
+            }
+            v
+        })
+        .collect()
+}
+
+/// Queries: substrings of the bodies (1–6 characters, some upper-cased) and a few misses.
+fn queries(rng: &mut Rng, sessions: &[Value], n: usize) -> Vec<String> {
+    let mut out =
+        vec!["鲸".to_owned(), "琥珀".to_owned(), "quill".to_owned(), "σ".to_owned(), "ΟΣ Σ".to_owned()];
+    out.push("i̇".to_owned());
+    out.push("no such words here".to_owned());
+    while out.len() < n {
+        let s = &sessions[rng.range(0, sessions.len() as u64 - 1) as usize];
+        let body = search_text(s["entries"].as_array().unwrap());
+        let chars: Vec<char> = body.chars().collect();
+        if chars.is_empty() {
+            continue;
+        }
+        let len = rng.range(1, 7) as usize;
+        let at = rng.range(0, chars.len() as u64 - 1) as usize;
+        let q: String = chars[at..(at + len).min(chars.len())].iter().collect();
+        if js_trim(&q).is_empty() {
+            continue;
+        }
+        out.push(if rng.range(0, 1) == 0 { q.to_uppercase() } else { q });
+    }
+    out
+}
+
+fn check_all(h: &mut Host, sessions: &[Value], qs: &[String], when: &str) -> usize {
+    let mut hits = 0;
+    for q in qs {
+        let want = expected(sessions, q);
+        hits += want.len();
+        assert_eq!(listed(h, q), want, "{when}: query {q:?}");
+    }
+    hits
+}
+
+fn orphans(db: &std::path::Path) -> (i64, i64) {
+    let c = sql(db);
+    let grams: i64 = c
+        .query_row(
+            "SELECT count(*) FROM search_grams g WHERE NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.doc = g.doc)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let unindexed: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sessions WHERE id NOT IN (SELECT session_id FROM search_docs)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (grams, unindexed)
+}
+
+#[test]
+fn the_index_answers_like_a_whole_text_scan_through_every_write() {
+    let mut rng = Rng::from_env();
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    h.ok("settings.set", json!({"map": {"maxSessions": 0}}));
+    let mut sessions: Vec<Value> = (0..40).map(|i| session(&mut rng, i)).collect();
+    let doc = json!({"format": "keepsake.sessions", "version": 1, "exportedAt": "2026-12-03T00:00:00+00:00",
+        "sessions": sessions, "images": {}});
+    h.ok("storage.import", json!({ "document": doc }));
+    let pieces: i64 = sql(&db).query_row("SELECT count(*) FROM search_pieces", [], |r| r.get(0)).unwrap();
+    assert!(pieces > 100, "bodies span many pieces: {pieces}");
+    let qs = queries(&mut rng, &sessions, 60);
+    let mut hits = check_all(&mut h, &sessions, &qs, "after import");
+
+    // appendTo: text added to a body is found, across the old end
+    for i in [1usize, 5, 9] {
+        let add = text(&mut rng, 300);
+        let id = sessions[i]["id"].clone();
+        h.ok("sessions.appendTo", json!({"id": id, "entry": user(&add)}));
+        sessions[i]["entries"].as_array_mut().unwrap().push(user(&add));
+    }
+    let tail = search_text(sessions[5]["entries"].as_array().unwrap());
+    let end: String = tail.chars().rev().skip(1).take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let mut qs2 = queries(&mut rng, &sessions, 40);
+    qs2.push(end);
+    hits += check_all(&mut h, &sessions, &qs2, "after appendTo");
+
+    // write-back (save of a loaded session) re-indexes the body
+    let id = sessions[3]["id"].as_str().unwrap().to_owned();
+    h.ok("sessions.load", json!({ "id": id }));
+    let add = text(&mut rng, 50);
+    h.ok("history.append", json!({"entry": assistant(&add)}));
+    h.ok("sessions.save", json!({ "id": id }));
+    sessions[3]["entries"].as_array_mut().unwrap().push(assistant(&add));
+    hits += check_all(&mut h, &sessions, &qs, "after write-back");
+
+    // delete: no posting outlives its session
+    for i in [0usize, 2, 7] {
+        h.ok("sessions.delete", json!({"id": sessions[i]["id"]}));
+    }
+    for i in [7usize, 2, 0] {
+        sessions.remove(i);
+    }
+    hits += check_all(&mut h, &sessions, &qs, "after delete");
+    assert_eq!(orphans(&db), (0, 0), "postings of deleted sessions, or sessions missing from the index");
+
+    h.ok("sessions.clearAll", json!({}));
+    let c = sql(&db);
+    for t in ["search_docs", "search_pieces", "search_grams"] {
+        let n: i64 = c.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 0, "{t} after clearAll");
+    }
+    assert_eq!(h.close().0, Some(0));
+    eprintln!(
+        "search index: {} queries, {hits} rows compared with a whole-text scan, seed {}",
+        qs.len() * 3 + qs2.len(),
+        rng.seed()
+    );
+}
+
+#[test]
+fn sessions_missing_from_the_index_are_indexed_before_the_first_query() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    h.ok("history.replace", json!({"entries": [user("the quill and the 鲸"), assistant("ok")]}));
+    let id = h.ok("sessions.save", json!({}))["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(h.close().0, Some(0));
+    // another tool (or an interrupted upgrade) left the session out of the index
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch("DELETE FROM search_grams; DELETE FROM search_docs;").unwrap();
+    drop(c);
+    assert_eq!(orphans(&db), (0, 1));
+    let mut h = Host::spawn(&db);
+    let rows = h.ok("sessions.list", json!({"query": "OK"}));
+    assert_eq!(rows[0]["id"], json!(id), "{rows}");
+    assert_eq!(rows[0]["snippet"], "the quill and the 鲸 ok ");
+    assert_eq!(orphans(&db), (0, 0));
+    assert_eq!(h.close().0, Some(0));
+}
