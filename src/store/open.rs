@@ -212,9 +212,13 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
             conn.execute_batch(&format!("PRAGMA max_page_count={n}"))?;
         }
     }
-    // A 16 MiB page cache (SQLite's default is 2 MiB): a search touches the pieces around
-    // each hit, and a second query should not read them from the file again. It fills only
-    // as pages are used.
-    conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA trusted_schema=OFF; PRAGMA cache_size=-16384;")?;
+    conn.execute_batch("PRAGMA foreign_keys=ON; PRAGMA trusted_schema=OFF;")?;
+    if mode == Mode::ReadWrite {
+        // A 16 MiB page cache (SQLite's default is 2 MiB): a search touches the pieces around
+        // each hit, and a second query should not read them from the file again. It fills
+        // only as pages are used. (Not on read-only opens: in a folder that cannot hold a
+        // `-shm` it would fail before the immutable fallback.)
+        conn.execute_batch("PRAGMA cache_size=-16384;")?;
+    }
     Ok(conn)
 }
