@@ -12,9 +12,10 @@
 //
 // The extension is a minimal one written to a temp dir (the Keepsake key, so the built-in ID and
 // keepsake-host's caller check pass; a service worker with one function), the hosts are registered
-// for the temp profile only, keepsake-host gets a temp database (opened once before the rounds, so
+// for the temp profile only, keepsake-host gets a temp database (the warm-up rounds create it, so
 // every measured start finds an existing, migrated file, as in ./bench.sh). The host-side numbers
-// without a browser come from `cargo test --test host_start -- --ignored --nocapture`.
+// without a browser, on a populated database too, come from `cargo test --test host_start --
+// --ignored --nocapture`.
 //
 // Clock: the worker stamps `performance.timeOrigin + performance.now()` (wall clock, coarsened by
 // Chromium to 0.1 ms); `perf record -k CLOCK_MONOTONIC` stamps the kernel events, moved onto the

@@ -691,12 +691,14 @@ const MISS_NOTES = [
   },
   {
     scenario: /^9 Host start/,
-    text: `The echo host, which opens no database, is that row's baseline and is nearly as slow; spawned from node
-  outside Chromium, keepsake-host answers hello in 7.1 ms median (5.2 min) against 3.0 ms for the echo host
-  (under strace 9 ms from execve to the reply: ~4 ms loading and init until the log opens, then the database
-  open, WAL and schema check; the change poller starts after the reply). Chromium's own native-host launch
-  (a process started by the browser process) is most of the time in that row, so p50 ≤ 10 ms measured from
-  the worker is out of reach for any host on this machine.`,
+    text: `bench/host-start.mjs with perf (Chromium 156, echo host): connectNative → clone 0.84 ms, fork of the browser
+  2.44 ms, child until execve 1.66 ms, execve 2.53 ms, reply → onMessage ~1.1 ms: Chromium's own share is 8.6 ms of
+  the echo host's 9.6 ms on an idle machine and 12–15 ms on a busy one. keepsake-host's own part (uprobes, populated
+  database, 60 starts): exec → main 1.2 ms (binary load), init and caller check 0.4 ms, database open 1.6 ms (SQLite
+  parsing the schema 0.85–1.25 ms), hello 0.1 ms. Changes made: the poller's connection opens 250 ms after the start,
+  no write lock when the schema is current, fat LTO (5 A/B runs in Chromium: 1.3–3.2 ms faster). So p50 ≤ 10 ms
+  needs an idle machine and a host that answers ~1.4 ms after exec; answering hello before the schema parse would
+  save ~1 ms more (not done: a damaged schema would then be reported by the next request, not by hello).`,
   },
   {
     scenario: /^9 Chunked/,

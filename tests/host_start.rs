@@ -12,15 +12,18 @@
 //!
 //! The test harness itself may be a debug build: it only spawns and times the release binaries
 //! (`common::timing_host_bin`: `target/release/keepsake-host` when it is newer than `src/`, or
-//! `KEEPSAKE_HOST_BIN=<path>`; the echo host is looked up beside it in `examples/`).
+//! `KEEPSAKE_HOST_BIN=<path>`; the echo host is looked up beside it in `examples/`). On a busy
+//! machine other processes dominate the spread; running the test binary under `chrt -f 50`
+//! (real-time priority, inherited by the hosts it spawns) keeps them out.
+//!
 //! `HOST_START_N` sets the rounds (default 50); `HOST_START_BASELINE=<path>` adds the same two
-//! keepsake-host rows for another build (an A/B of a change). Each round runs every case once, interleaved
-//! (performance.md §6): keepsake-host on a fresh database (a new directory: the file is created
-//! and migrated), keepsake-host on a populated database (300 history entries, 40 saved sessions),
-//! and the echo host. A spawn is timed from just before `spawn()` until the hello reply has been
-//! read from the pipe; the hello frame is written straight after the spawn, as Chrome's first
-//! `postMessage` is. The host is then closed (EOF) and waited for, untimed, so starts never
-//! overlap.
+//! keepsake-host rows for another build (an A/B of a change). Each round runs every case once,
+//! interleaved (performance.md §6): keepsake-host on a fresh database (a new directory: the file
+//! is created and migrated), keepsake-host on a populated database (40 saved sessions of 30
+//! entries, a full live history), and the echo host. A spawn is timed from just before `spawn()`
+//! until the hello reply has been read from the pipe; the hello frame is written straight after
+//! the spawn, as Chrome's first `postMessage` is. The host is then closed (EOF) and waited for,
+//! untimed, so starts never overlap.
 mod common;
 
 use std::io::{Read, Write};
@@ -77,6 +80,7 @@ fn populate(bin: &Path, db: &Path) {
         h.ok("history.replace", json!({"entries": entries}));
         h.ok("sessions.save", json!({"name": format!("session {s}")}));
     }
+    // more than the live history keeps: it is trimmed to the cap
     let entries: Vec<Value> = (0..300).map(|i| user(&format!("live {i} {}", "z".repeat(300)))).collect();
     h.ok("history.replace", json!({"entries": entries}));
     let (code, _) = h.close();
