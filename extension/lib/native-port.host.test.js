@@ -5,40 +5,23 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import { NativePort } from './native-port.js';
 import { createStorage } from './storage.js';
 import { OPS } from './protocol.js';
-import { MAX_FRAME, MSG_EXITED, ProcessPort } from '../test-support/process-port.js';
+import { HOST_SKIP as SKIP, MAX_FRAME, MSG_EXITED, ProcessPort, cleanUpHosts, spawnHost, tempDir } from '../test-support/process-port.js';
 
-const BIN = fileURLToPath(new URL('../../target/debug/keepsake-host', import.meta.url));
-const SKIP = existsSync(BIN) ? false : `keepsake-host is not built at ${BIN} (run cargo build)`;
-
-const dirs = [];
-const children = [];
-after(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+after(cleanUpHosts);
 
 /** A NativePort whose connect() spawns `keepsake-host serve` on a temp database. */
 function realHost() {
-  const dir = mkdtempSync(join(tmpdir(), 'keepsake-ext-'));
-  dirs.push(dir);
+  const dir = tempDir('keepsake-ext-');
   const db = join(dir, 'data', 'keepsake.db');
   const env = { lastError: undefined };
   const ports = [];
   const connect = () => {
-    const child = spawn(BIN, ['serve'], {
-      env: { ...process.env, KEEPSAKE_DB: db },
-      stdio: ['pipe', 'pipe', 'ignore'],
-    });
-    children.push(child);
+    const child = spawnHost(db);
     const p = new ProcessPort(child, env);
     ports.push(p);
     return p;

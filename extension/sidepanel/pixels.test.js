@@ -4,11 +4,7 @@
 
 import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import {
   ANNOUNCE_WAIT_MS,
@@ -25,7 +21,7 @@ import { NativePort } from '../lib/native-port.js';
 import { HostError } from '../lib/protocol.js';
 import { createStorage } from '../lib/storage.js';
 import { FakeClock, FakeNativePort, flush } from '../test-support/fakes.js';
-import { ProcessPort } from '../test-support/process-port.js';
+import { HOST_SKIP, ProcessPort, cleanUpHosts, spawnHost, tempDir } from '../test-support/process-port.js';
 
 const PREFIX = '[Page context attached by Keepsake]';
 // 1×1 PNG (valid base64, canonical)
@@ -270,14 +266,8 @@ describe('the 📷 flow', () => {
 // ---------------------------------------------------------------------------------------------
 // Against the real keepsake-host: the panel's process and the worker's process on one database
 
-const BIN = fileURLToPath(new URL('../../target/debug/keepsake-host', import.meta.url));
-const SKIP = existsSync(BIN) ? false : `keepsake-host is not built at ${BIN} (run cargo build)`;
-const dirs = [];
-const children = [];
-after(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const SKIP = HOST_SKIP;
+after(cleanUpHosts);
 
 /** A NativePort whose connect() spawns `keepsake-host serve` on `db` (one process per port). */
 function hostPort(db) {
@@ -285,8 +275,7 @@ function hostPort(db) {
   const ports = [];
   const port = new NativePort({
     connect: () => {
-      const child = spawn(BIN, ['serve'], { env: { ...process.env, KEEPSAKE_DB: db }, stdio: ['pipe', 'pipe', 'ignore'] });
-      children.push(child);
+      const child = spawnHost(db);
       const p = new ProcessPort(child, env);
       ports.push(p);
       return p;
@@ -314,8 +303,7 @@ function nextChange(port, pred, ms = 5_000) {
 }
 
 test('real host: the panel attaches on its own process; the worker process hears it and reads it back', { skip: SKIP }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'keepsake-pixels-'));
-  dirs.push(dir);
+  const dir = tempDir('keepsake-pixels-');
   const db = join(dir, 'keepsake.db');
   const worker = hostPort(db);
   const workerStorage = createStorage(worker.port.request.bind(worker.port));

@@ -3,7 +3,40 @@
 // the port with Chrome's message; an invalid JSON frame is dropped silently; process exit →
 // `Native host has exited.`. Not loaded by the extension.
 
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
 import { fakeEvent } from './fakes.js';
+
+/** The debug keepsake-host `cargo build` makes, and the `skip` reason of tests that need it. */
+export const HOST_BIN = fileURLToPath(new URL('../../target/debug/keepsake-host', import.meta.url));
+export const HOST_SKIP = existsSync(HOST_BIN) ? false : `keepsake-host is not built at ${HOST_BIN} (run cargo build)`;
+
+const dirs = [];
+const children = [];
+
+/** A temp folder removed by `cleanUpHosts`. */
+export function tempDir(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+/** `keepsake-host serve` on `db` with piped stdio, killed by `cleanUpHosts` if still running. */
+export function spawnHost(db) {
+  const child = spawn(HOST_BIN, ['serve'], { env: { ...process.env, KEEPSAKE_DB: db }, stdio: ['pipe', 'pipe', 'ignore'] });
+  children.push(child);
+  return child;
+}
+
+/** For `after()`: kill the hosts still running, remove the temp folders. */
+export function cleanUpHosts() {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+}
 
 export const MAX_FRAME = 1_048_576;
 export const MAX_OUTBOUND = 64 * 1024 * 1024;
