@@ -12,8 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-step() { printf '\n==> %s\n' "$*"; }
 started=$(date +%s)
+# every step says how long the run has taken so far (CI's budget is 45 min on 2 cores)
+step() { printf '\n==> [%ss] %s\n' "$(($(date +%s) - started))" "$*"; }
 
 if ! command -v cargo >/dev/null 2>&1; then
 	echo "cargo not found: install Rust (https://rustup.rs) first" >&2
