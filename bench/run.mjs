@@ -23,6 +23,8 @@ import { fmt, lineChart, markdownTable, row, summarize, textTable } from './repo
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const QUICK = process.env.BENCH_QUICK === '1';
+// BENCH_ONLY=search: scenario 8 alone, printed only (for working on search)
+const ONLY_SEARCH = process.env.BENCH_ONLY === 'search';
 const ECHO_BIN = process.env.BENCH_ECHO_BIN || path.join(ROOT, 'target', 'release', 'examples', 'echo_host');
 const ECHO_NAME = 'dev.keepsake.bench_echo';
 const MiB = 1024 * 1024;
@@ -101,6 +103,30 @@ function makeTestBuild() {
   manifest.permissions = [...new Set([...manifest.permissions, 'unlimitedStorage'])];
   fs.writeFileSync(manifestPath, JSON.stringify(manifest, null, 2));
   return { dir, sizes };
+}
+
+/**
+ * One request to keepsake-host over its stdio on `db` (a process of its own, like the CLI's): the
+ * reply's `result`.
+ */
+function hostCall(db, op, args) {
+  const req = Buffer.from(JSON.stringify({ id: 1, op, args }));
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(req.length);
+  const out = execFileSync(HOST_BIN, ['chrome-extension://' + EXT_ID + '/'], {
+    input: Buffer.concat([len, req]),
+    env: { ...process.env, KEEPSAKE_DB: db },
+    maxBuffer: 256 * MiB,
+  });
+  for (let at = 0; at + 4 <= out.length; ) {
+    const n = out.readUInt32LE(at);
+    const msg = JSON.parse(out.subarray(at + 4, at + 4 + n).toString('utf8'));
+    at += 4 + n;
+    if (msg.id !== 1) continue;
+    if (!msg.ok || msg.chunk) throw new Error(`${op}: ${JSON.stringify(msg).slice(0, 300)}`);
+    return msg.result;
+  }
+  throw new Error(`${op}: no reply from keepsake-host`);
 }
 
 /** Register the echo host for the profile, beside the manifest `keepsake-host install` wrote. */
@@ -445,13 +471,22 @@ async function search(testBuild) {
     const docBytes = fs.statSync(doc).size;
     fs.rmSync(doc);
     log(`search: ${CFG.searchSessions} sessions generated in ${genMs} ms, imported in ${importMs} ms`);
+    // each query's sessions.list result, as keepsake-host gives it, for the echo host to replay
+    const replies = Object.fromEntries(
+      SEARCH_QUERIES.map(({ q }, i) => {
+        const file = path.join(dataDir, `reply-${i}.json`);
+        fs.writeFileSync(file, JSON.stringify(hostCall(dbPath, 'sessions.list', { query: q })));
+        return [q, file];
+      }),
+    );
     const k = await launch({ name: 'bench-search', extDir: testBuild, dataDir, hostDebug: true });
     try {
+      installEchoHost(k.profileDir);
       await bench(k, 'init');
       const facts = await bench(k, 'prepare', 'search', { seed, count: CFG.searchSessions, chars: CFG.searchChars });
       Object.assign(facts, { genMs, importMs, docBytes, dbBytes: fs.statSync(dbPath).size });
       log(`search: digests stored in ${Math.round(facts.storeMs)} ms, loaded in ${Math.round(facts.loadMs)} ms`);
-      const samples = Object.fromEntries(SEARCH_QUERIES.map((q) => [q.q, { keepsake: [], baseline: [] }]));
+      const samples = Object.fromEntries(SEARCH_QUERIES.map((q) => [q.q, { keepsake: [], baseline: [], floor: [] }]));
       let logMark = 0;
       for (let r = 0; r < CFG.warmup + CFG.searchRounds; r++) {
         if (r === CFG.warmup) logMark = k.hostLog().length;
@@ -460,6 +495,8 @@ async function search(testBuild) {
             const res = await bench(k, 'run', 'search', way, r, { query: q });
             if (r >= CFG.warmup) samples[q][way].push(res);
           }
+          const floor = await bench(k, 'run', 'searchFloor', 'keepsake', r, { file: replies[q] });
+          if (r >= CFG.warmup) samples[q].floor.push(floor);
         }
       }
       const served = servedMs(k.hostLog().slice(logMark))['sessions.list'] ?? [];
@@ -529,6 +566,18 @@ function buildRows(R) {
   rows.push(row({ scenario: '6 … all 6 pictures shown (info)', ...ways('s6', 'imagesMs'), target: '–', met: () => null }));
   const perAppend = (xs) => xs.map((x) => x.written / APPENDS);
   rows.push(row({ scenario: '7 Bytes written per append (8 MiB images)', keepsake: perAppend(A.s7.keepsake), baseline: perAppend(A.s7.baseline), unit: 'bytes', target: 'ratio ≤ 0.05', met: ratioAtMost(0.05) }));
+  rows.push(...searchRows(R));
+  rows.push(row({ scenario: '9 Host start: spawn → hello (vs echo host)', ...ways('s9hello'), target: 'p50 ≤ 10 ms', met: ({ ks }) => ks.median <= 10 }));
+  const mb = (R.rounds.facts.s9chunked.replyChars / MiB).toFixed(2);
+  rows.push(row({ scenario: `9 Chunked reply ${mb} MiB: images.get vs echo`, ...ways('s9chunked'), target: 'ratio ≤ 1.25 (≥ 80 % throughput)', met: ratioAtMost(1.25) }));
+  rows.push(row({ scenario: '9 Host peak RSS, idle', keepsake: R.idleRss, unit: 'bytes', target: '≤ 64 MiB', met: ({ ks }) => ks.max <= 64 * MiB }));
+  rows.push(row({ scenario: '9 Host peak RSS, bounding scenario 5', keepsake: pickAll(at.keepsake, 'hostPeakRss'), unit: 'bytes', target: '≤ 256 MiB', met: ({ ks }) => ks.max <= 256 * MiB }));
+  return rows;
+}
+
+/** Scenario 8's rows: each query's round trip, host-side time and the channel floor. */
+function searchRows(R) {
+  const rows = [];
   const S = R.search;
   for (const { q, label } of SEARCH_QUERIES) {
     const s = S.samples[q];
@@ -542,12 +591,16 @@ function buildRows(R) {
       }),
     );
     rows.push(row({ scenario: `8 … host-side (host log)`, keepsake: S.hostMs[q], target: 'p50 ≤ 5 ms', met: ({ ks }) => ks.median <= 5 }));
+    rows.push(
+      row({
+        scenario: `8 … channel floor: echo host replays the same reply (info)`,
+        keepsake: pickAll(s.floor, 'ms'),
+        baseline: pickAll(s.baseline, 'ms'),
+        target: '–',
+        met: () => null,
+      }),
+    );
   }
-  rows.push(row({ scenario: '9 Host start: spawn → hello (vs echo host)', ...ways('s9hello'), target: 'p50 ≤ 10 ms', met: ({ ks }) => ks.median <= 10 }));
-  const mb = (R.rounds.facts.s9chunked.replyChars / MiB).toFixed(2);
-  rows.push(row({ scenario: `9 Chunked reply ${mb} MiB: images.get vs echo`, ...ways('s9chunked'), target: 'ratio ≤ 1.25 (≥ 80 % throughput)', met: ratioAtMost(1.25) }));
-  rows.push(row({ scenario: '9 Host peak RSS, idle', keepsake: R.idleRss, unit: 'bytes', target: '≤ 64 MiB', met: ({ ks }) => ks.max <= 64 * MiB }));
-  rows.push(row({ scenario: '9 Host peak RSS, bounding scenario 5', keepsake: pickAll(at.keepsake, 'hostPeakRss'), unit: 'bytes', target: '≤ 256 MiB', met: ({ ks }) => ks.max <= 256 * MiB }));
   return rows;
 }
 
@@ -597,6 +650,15 @@ async function main() {
   const mach = machine();
   const build = makeTestBuild();
   const R = {};
+  if (ONLY_SEARCH) {
+    try {
+      R.search = await search(build.dir);
+    } finally {
+      fs.rmSync(build.dir, { recursive: true, force: true });
+    }
+    console.log(textTable(searchRows(R)));
+    return;
+  }
   try {
     const k = await launch({ name: 'bench', extDir: build.dir, hostDebug: true });
     try {

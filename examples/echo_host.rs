@@ -12,6 +12,9 @@
 //!   cut into chunk frames by keepsake-host's own `frames_for_reply` and written with one
 //!   `write_all`. The N base64 chars are built once per size and kept, so a reply costs only the
 //!   copy into the reply text, the chunking and the pipe;
+//! - `{"op": "bench.replay", "args": {"file": F}}` → `{"id", "ok": true, "result": <the JSON text in F>}`
+//!   (read once and kept), cut and written the same way: the channel's floor for a reply keepsake-host
+//!   gave (scenario 8 writes a `sessions.list` result there);
 //! - anything else: the request frame's bytes, echoed back unchanged.
 //!
 //! Run: `cargo build --release --example echo_host` (target/release/examples/echo_host).
@@ -36,6 +39,7 @@ fn main() -> io::Result<()> {
     let mut input = io::stdin().lock();
     let mut output = io::stdout().lock();
     let mut payloads: HashMap<usize, String> = HashMap::new();
+    let mut files: HashMap<String, String> = HashMap::new();
     loop {
         let frame = match read_frame(&mut input, MAX_INBOUND_FRAME) {
             Ok(Some(f)) => f,
@@ -62,6 +66,20 @@ fn main() -> io::Result<()> {
                     "{{\"id\":{id},\"ok\":true,\"result\":{{\"mime\":{},\"bytes\":\"{data}\"}}}}",
                     Value::String(mime)
                 );
+                for f in frames_for_reply(&id, text) {
+                    framed(&mut out, f.as_bytes());
+                }
+            }
+            Some("bench.replay") => {
+                let file = req.pointer("/args/file").and_then(Value::as_str).unwrap_or("").to_owned();
+                let result = match files.get(&file) {
+                    Some(r) => r,
+                    None => {
+                        let text = std::fs::read_to_string(&file).unwrap_or_else(|_| "null".to_owned());
+                        files.entry(file).or_insert(text)
+                    }
+                };
+                let text = format!("{{\"id\":{id},\"ok\":true,\"result\":{result}}}");
                 for f in frames_for_reply(&id, text) {
                     framed(&mut out, f.as_bytes());
                 }

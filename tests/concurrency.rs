@@ -495,3 +495,47 @@ fn a_port_joining_during_heavy_writes_hears_every_later_commit() {
     eprintln!("{writes} writes by 3 processes; test took {:?}", t.elapsed());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A write lock held by another connection: the host waits for it (polling, not sleeping
+/// 100 ms at a time), answers `busy` with nothing applied once the wait passes the busy timeout
+/// (shortened here with the KEEPSAKE_BUSY_TIMEOUT_MS test knob), and a retry with the same
+/// clientRequestId after the lock is released applies the write once.
+#[test]
+fn a_write_waits_for_a_held_lock_and_answers_busy_only_past_the_timeout() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn_with(&db, &[ORIGIN], &[("KEEPSAKE_BUSY_TIMEOUT_MS", "1500")]);
+    h.ok("history.append", json!({"entry": user("first"), "clientRequestId": "c-1"}));
+
+    // held past the timeout: busy, nothing applied
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let t = Instant::now();
+    let r = h.call("history.append", json!({"entry": user("second"), "clientRequestId": "c-2"}));
+    let waited = t.elapsed();
+    assert_eq!(r["ok"], json!(false), "{r}");
+    assert_eq!(r["error"]["code"], json!("busy"), "{r}");
+    assert!(waited >= Duration::from_millis(1500), "answered busy after {waited:?}, before the timeout");
+    holder.execute_batch("COMMIT").unwrap();
+    assert_eq!(h.ok("history.meta", json!({}))["length"], json!(1), "the busy write left nothing");
+
+    // released while the host waits: the write goes through
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let release = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        holder.execute_batch("COMMIT").unwrap();
+    });
+    let r = h.ok("history.append", json!({"entry": user("second"), "clientRequestId": "c-2"}));
+    release.join().unwrap();
+    assert_eq!(r["length"], json!(2), "{r}");
+    // the retry is applied once
+    let again = h.ok("history.append", json!({"entry": user("second"), "clientRequestId": "c-2"}));
+    assert_eq!(again["length"], json!(2), "{again}");
+    let texts: Vec<Value> = h.ok("history.get", json!({}))["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["content"].clone())
+        .collect();
+    assert_eq!(texts, vec![json!("first"), json!("second")]);
+    assert_eq!(h.close().0, Some(0));
+}

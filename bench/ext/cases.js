@@ -256,6 +256,25 @@ cases.search = {
   },
 };
 
+/** NativePorts to the echo host (scenarios 8 and 9). */
+const ports = {};
+
+/**
+ * Scenario 8's channel floor: the echo host answers with the very `sessions.list` result
+ * keepsake-host gave (written to a file by run.mjs), through a NativePort like the storage
+ * client's. What is left of the round trip when the host's work costs nothing.
+ */
+cases.searchFloor = {
+  reset: () => {},
+  async run(_way, _round, p) {
+    ports.floor ??= new NativePort({ connect: () => chrome.runtime.connectNative(ECHO_HOST) });
+    await ports.floor.open();
+    const t0 = now();
+    const rows = await ports.floor.request('bench.replay', { file: p.file });
+    return { ms: now() - t0, hits: rows.length };
+  },
+};
+
 /** Scenario 9: spawn to the first `host.hello` reply through a fresh NativePort (the real client). */
 cases.hello = {
   reset: () => {},
@@ -271,7 +290,6 @@ cases.hello = {
 };
 
 /** Scenario 9: a chunked reply of the same bytes: `images.get` vs the echo host's prebuilt reply. */
-const ports = {};
 cases.chunked = {
   async prepare(p) {
     const ref = await keepImage(p.shot);

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use super::sessions::{SNIPPET_AFTER, SNIPPET_BEFORE};
-use super::text::{is_js_space, lower};
+use super::text::lower;
 
 /// Target size of a piece: its original text and lower-cased copy together, in bytes (a piece
 /// ends at the first character boundary at or after it). Two such rows fill one 4 KiB
@@ -284,22 +284,22 @@ pub fn snippet_around<E>(
     let (mut first_start, mut last_start) = (piece.start, piece.start);
     let mut text = piece.text;
     // the hit's characters, as byte offsets in `text`: the first and one past the last
-    let (first, mut end) = hit_bytes(&text, piece.start, hit, hit_len);
+    let (first, mut end) = hit_bytes(text.as_bytes(), piece.start, hit, hit_len);
     while end.is_none() {
         let Some(p) = next(last_start)? else { break };
         last_start = p.start;
         let from = text.len();
         text.push_str(&p.text);
-        end = hit_bytes(&text[from..], p.start, hit, hit_len).1.map(|e| from + e);
+        end = hit_bytes(&text.as_bytes()[from..], p.start, hit, hit_len).1.map(|e| from + e);
     }
     let (mut first, mut end) = (first.unwrap_or(0), end.unwrap_or(text.len()));
     // one character more than the snippet shows on each side, so a cut is seen as a cut
-    while chars_after(&text, end, SNIPPET_AFTER + 1).1 <= SNIPPET_AFTER {
+    while chars_after(text.as_bytes(), end, SNIPPET_AFTER + 1).1 <= SNIPPET_AFTER {
         let Some(p) = next(last_start)? else { break };
         last_start = p.start;
         text.push_str(&p.text);
     }
-    while chars_before(&text, first, SNIPPET_BEFORE + 1).1 <= SNIPPET_BEFORE {
+    while chars_before(text.as_bytes(), first, SNIPPET_BEFORE + 1).1 <= SNIPPET_BEFORE {
         let Some(p) = prev(first_start)? else { break };
         first_start = p.start;
         first += p.text.len();
@@ -309,52 +309,134 @@ pub fn snippet_around<E>(
     Ok(cut(&text, first, end))
 }
 
-/// Where a hit covering lower-cased bytes `hit .. hit + hit_len` lies in `text` (whose
+/// The snippet for a hit when the hit's own piece holds it with all its context: `text` is the
+/// piece's original text as stored (UTF-8 bytes, checked only where the snippet is cut), whose
+/// lower-cased form starts at `start`; `first_piece` / `last_piece` say whether the session's
+/// text begins / ends with it. `None` when the context runs into a neighbouring piece (or the
+/// bytes there are not UTF-8): then [`snippet_around`] fetches the neighbours. Most hits are
+/// answered here without copying the piece.
+pub fn snippet_in_piece(
+    text: &[u8],
+    start: usize,
+    hit: usize,
+    hit_len: usize,
+    first_piece: bool,
+    last_piece: bool,
+) -> Option<String> {
+    let (first, end) = hit_bytes(text, start, hit, hit_len);
+    let (first, end) = (first?, end?);
+    // one character more than the snippet shows on each side, so a cut is seen as a cut
+    let (from, before) = chars_before(text, first, SNIPPET_BEFORE + 1);
+    if before <= SNIPPET_BEFORE && !first_piece {
+        return None;
+    }
+    let (to, after) = chars_after(text, end, SNIPPET_AFTER + 1);
+    if after <= SNIPPET_AFTER && !last_piece {
+        return None;
+    }
+    let window = std::str::from_utf8(&text[from..to]).ok()?;
+    Some(cut(window, first - from, end - from))
+}
+
+/// Where a hit covering lower-cased bytes `hit .. hit + hit_len` lies in `text` (UTF-8, whose
 /// lower-cased form starts at `start`): the byte offset of its first character, if `text`
-/// holds it, and one past its last, if `text` holds the whole hit.
-fn hit_bytes(text: &str, start: usize, hit: usize, hit_len: usize) -> (Option<usize>, Option<usize>) {
+/// holds it, and one past its last, if `text` holds the whole hit. A byte that does not start
+/// a UTF-8 character counts as one byte both ways.
+fn hit_bytes(text: &[u8], start: usize, hit: usize, hit_len: usize) -> (Option<usize>, Option<usize>) {
     let hit_end = hit + hit_len;
+    let bytes = text;
     let mut first = None;
-    let mut pos = start;
-    for (i, c) in text.char_indices() {
+    let (mut i, mut pos) = (0, start);
+    while i < bytes.len() {
         if pos >= hit_end {
             return (first, Some(i));
         }
-        let next = pos + lowered_len(c);
+        // whole 16-byte blocks before the hit with no character that changes length when
+        // lower-cased: lower-cased offsets advance with the bytes (a block may end inside such a
+        // character; `i` is then moved back to its first byte)
+        if pos + 16 <= hit && i + 16 <= bytes.len() && same_length_block(&bytes[i..i + 16]) {
+            let mut skip = 16;
+            while skip > 0 && i + skip < bytes.len() && bytes[i + skip] & 0xc0 == 0x80 {
+                skip -= 1;
+            }
+            if skip > 0 {
+                i += skip;
+                pos += skip;
+                continue;
+            }
+        }
+        // (UTF-8 length, lower-cased UTF-8 length) of the character at `i`, read off its lead
+        // byte for ASCII and the caseless blocks (U+3000–U+9FFF: E3–E9; U+B000–U+CFFF, Hangul:
+        // EB–EC), which are most of the text; decoded otherwise
+        let (len, lowered) = match bytes[i] {
+            0..=0x7f => (1, 1),
+            0xe3..=0xe9 | 0xeb..=0xec => (3, 3),
+            _ => char_at(bytes, i).map_or((1, 1), |c| (c.len_utf8(), lowered_len(c))),
+        };
+        let next = pos + lowered;
         if pos <= hit && hit < next {
             first = Some(i);
         }
         pos = next;
+        i += len;
     }
     (first, (pos >= hit_end).then_some(text.len()))
 }
 
-/// The byte offset `n` characters before `at` (or 0) and how many characters that is.
-fn chars_before(text: &str, at: usize, n: usize) -> (usize, usize) {
-    let mut from = at;
-    let mut count = 0;
-    for (i, _) in text[..at].char_indices().rev().take(n) {
-        from = i;
+/// The UTF-8 character starting at byte `i`, if one does.
+fn char_at(bytes: &[u8], i: usize) -> Option<char> {
+    let w = &bytes[i..bytes.len().min(i + 4)];
+    let valid = match std::str::from_utf8(w) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&w[..e.valid_up_to()]).ok()?,
+    };
+    valid.chars().next()
+}
+
+/// Whether a byte can be part of a character whose lower-cased form has the same UTF-8 bytes
+/// length, as far as this byte tells: ASCII, continuation bytes, and the lead bytes of the
+/// caseless blocks U+3000–U+9FFF (E3–E9) and U+B000–U+CFFF (EB–EC).
+fn same_length_byte(b: u8) -> bool {
+    b < 0xc0 || matches!(b, 0xe3..=0xe9 | 0xeb..=0xec)
+}
+
+/// [`same_length_byte`] for 16 bytes, with one test for an all-ASCII block.
+fn same_length_block(block: &[u8]) -> bool {
+    let word = block.try_into().map_or(u128::MAX, u128::from_le_bytes);
+    word & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 || block.iter().all(|&b| same_length_byte(b))
+}
+
+/// The byte offset `n` characters before `at` (or 0) and how many characters that is
+/// (`text` is UTF-8 and `at` a character boundary).
+fn chars_before(text: &[u8], at: usize, n: usize) -> (usize, usize) {
+    let (mut i, mut count) = (at, 0);
+    while count < n && i > 0 {
+        i -= 1;
+        while i > 0 && text[i] & 0xc0 == 0x80 {
+            i -= 1;
+        }
         count += 1;
     }
-    (from, count)
+    (i, count)
 }
 
 /// The byte offset `n` characters after `at` (or the end) and how many characters that is.
-fn chars_after(text: &str, at: usize, n: usize) -> (usize, usize) {
-    let mut count = 0;
-    let mut to = at;
-    for c in text[at..].chars().take(n) {
-        to += c.len_utf8();
+fn chars_after(text: &[u8], at: usize, n: usize) -> (usize, usize) {
+    let (mut i, mut count) = (at, 0);
+    while count < n && i < text.len() {
+        i += 1;
+        while i < text.len() && text[i] & 0xc0 == 0x80 {
+            i += 1;
+        }
         count += 1;
     }
-    (to, count)
+    (i, count)
 }
 
 /// The snippet for a hit cut from `text`, a run of the original text whose lower-cased form
 /// starts at `text_start`; the hit covers lower-cased bytes `hit .. hit + hit_len`.
 pub fn snippet_in(text: &str, text_start: usize, hit: usize, hit_len: usize) -> String {
-    let (first, end) = hit_bytes(text, text_start, hit, hit_len);
+    let (first, end) = hit_bytes(text.as_bytes(), text_start, hit, hit_len);
     cut(text, first.unwrap_or(0), end.unwrap_or(text.len()))
 }
 
@@ -362,30 +444,59 @@ pub fn snippet_in(text: &str, text_start: usize, hit: usize, hit_len: usize) -> 
 /// and [`SNIPPET_AFTER`] after, whitespace runs collapsed to one space, `…` where `text` goes
 /// on.
 fn cut(text: &str, first: usize, end: usize) -> String {
-    let (from, before) = chars_before(text, first, SNIPPET_BEFORE + 1);
-    let (to, after) = chars_after(text, end, SNIPPET_AFTER + 1);
-    let from = if before > SNIPPET_BEFORE { chars_before(text, first, SNIPPET_BEFORE).0 } else { from };
-    let to = if after > SNIPPET_AFTER { chars_after(text, end, SNIPPET_AFTER).0 } else { to };
-    let mut out = String::with_capacity(to - from + 8);
+    // one character more than shown on each side says whether `text` goes on past the cut
+    let (mut from, before) = chars_before(text.as_bytes(), first, SNIPPET_BEFORE + 1);
+    let (mut to, after) = chars_after(text.as_bytes(), end, SNIPPET_AFTER + 1);
+    if before > SNIPPET_BEFORE {
+        from = chars_after(text.as_bytes(), from, 1).0;
+    }
+    if after > SNIPPET_AFTER {
+        to = chars_before(text.as_bytes(), to, 1).0;
+    }
+    let shown = &text[from..to];
+    let mut out = String::with_capacity(shown.len() + 8);
     if before > SNIPPET_BEFORE {
         out.push('…');
     }
-    let mut in_space = false;
-    for c in text[from..to].chars() {
-        if is_js_space(c) {
-            if !in_space {
-                out.push(' ');
-            }
-            in_space = true;
-        } else {
-            out.push(c);
+    // runs of whitespace become one space; the text between them is copied whole
+    let bytes = shown.as_bytes();
+    let (mut i, mut copied, mut in_space) = (0, 0, false);
+    while i < bytes.len() {
+        let n = space_len(bytes, i);
+        if n == 0 {
             in_space = false;
+            i += 1;
+            continue;
         }
+        if !in_space {
+            out.push_str(&shown[copied..i]);
+            out.push(' ');
+            in_space = true;
+        }
+        i += n;
+        copied = i;
     }
+    out.push_str(&shown[copied..]);
     if after > SNIPPET_AFTER {
         out.push('…');
     }
     out
+}
+
+/// The UTF-8 length of the whitespace character (`is_js_space`: Unicode White_Space and U+FEFF)
+/// starting at byte `i` of `b`, or 0, read off the bytes: only ASCII and the lead bytes C2, E1,
+/// E2, E3 and EF can start one.
+fn space_len(b: &[u8], i: usize) -> usize {
+    let next = |k: usize| b.get(i + k).copied().unwrap_or(0);
+    match b[i] {
+        b'\t'..=b'\r' | b' ' => 1,
+        0xc2 if matches!(next(1), 0x85 | 0xa0) => 2,
+        0xe1 if (next(1), next(2)) == (0x9a, 0x80) => 3,
+        0xe2 if matches!((next(1), next(2)), (0x80, 0x80..=0x8a | 0xa8 | 0xa9 | 0xaf) | (0x81, 0x9f)) => 3,
+        0xe3 if (next(1), next(2)) == (0x80, 0x80) => 3,
+        0xef if (next(1), next(2)) == (0xbb, 0xbf) => 3,
+        _ => 0,
+    }
 }
 
 /// UTF-8 length of a character's lower-case mapping, with fast paths for ASCII and for the
@@ -404,7 +515,18 @@ fn lowered_len(c: char) -> usize {
 mod tests {
     use super::*;
     use crate::domain::sessions::snippet;
+    use crate::domain::text::is_js_space;
     use proptest::prelude::*;
+
+    #[test]
+    fn space_len_agrees_with_is_js_space_for_every_character() {
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let b = c.encode_utf8(&mut buf).as_bytes();
+            let want = if is_js_space(c) { b.len() } else { 0 };
+            assert_eq!(space_len(b, 0), want, "U+{:04X}", c as u32);
+        }
+    }
 
     /// The index's answer for `q` over `text` indexed in `parts` (each appended to the last),
     /// computed the way the store does it, with every piece at hand.

@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::maintenance::sidecar;
-use super::open::{self, Mode, BUSY_TIMEOUT};
+use super::open::{self, Mode};
 use super::pagescan::{self, Val};
 use super::{is_corrupt, migrate, StoreError};
 use crate::domain::entry::{
@@ -280,7 +280,7 @@ fn check_damage_once(db: &Path) -> Result<Option<String>, StoreError> {
     let flags =
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(db, flags)?;
-    conn.busy_timeout(BUSY_TIMEOUT)?;
+    open::set_busy_wait(&conn)?;
     let lines: rusqlite::Result<Vec<String>> = conn.prepare("PRAGMA integrity_check").and_then(|mut s| {
         let rows = s.query_map([], |r| r.get::<_, String>(0))?;
         rows.collect()

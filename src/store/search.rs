@@ -2,12 +2,12 @@
 //! and `search_grams` (migration 0003). What is indexed and how a query is answered is pure
 //! logic in `domain::search`; this module only reads and writes the rows.
 
-use std::collections::HashMap;
-
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::sessions::{Listed, LISTED_COLS};
 use crate::domain::search::{
-    exact_by_index, grams_of, index_text, query_grams, snippet_around, Finder, Indexed, Span, Tail,
+    exact_by_index, grams_of, index_text, query_grams, snippet_around, snippet_in_piece, Finder, Indexed,
+    Span, Tail,
 };
 use crate::domain::sessions::search_text;
 use crate::protocol::HostResult;
@@ -96,13 +96,13 @@ pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
     Ok(())
 }
 
-/// Content hits for a trimmed, lower-cased, non-empty query: session id → snippet, for the
-/// sessions `wanted` accepts (the others, name hits, need no snippet).
+/// Content hits for a trimmed, lower-cased, non-empty query: each session's drawer row and
+/// snippet, for the sessions `wanted` accepts (the others, name hits, need no snippet).
 pub(super) fn content_hits(
     conn: &Connection,
     q: &str,
     wanted: impl Fn(&str) -> bool,
-) -> HostResult<HashMap<String, String>> {
+) -> HostResult<Vec<(Listed, String)>> {
     // candidates: sessions holding every gram; a hit cannot start before `from`. The rarest
     // gram's postings are read whole; each candidate is then looked up in the others'.
     let mut grams = Vec::new();
@@ -110,63 +110,81 @@ pub(super) fn content_hits(
     for (g, off) in query_grams(q) {
         let n: i64 = count.query_row([&g], |r| r.get(0))?;
         if n == 0 {
-            return Ok(HashMap::new());
+            return Ok(Vec::new());
         }
         grams.push((n, g, off));
     }
     grams.sort();
-    let Some(((_, rarest, off), rest)) = grams.split_first() else { return Ok(HashMap::new()) };
-    let mut from: HashMap<i64, usize> = HashMap::new();
-    let mut stmt = conn.prepare_cached("SELECT doc, pos FROM search_grams WHERE gram = ?1")?;
+    let Some(((_, rarest, off), rest)) = grams.split_first() else { return Ok(Vec::new()) };
+    // (doc, earliest hit, session id) of every session holding the rarest gram; postings left
+    // by a deleted session have no search_docs row and drop out of the join
+    let mut from: Vec<Candidate> = Vec::new();
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT g.doc, g.pos, d.lower_bytes, {LISTED_COLS} FROM search_grams g
+         JOIN search_docs d ON d.doc = g.doc JOIN sessions s ON s.id = d.session_id WHERE g.gram = ?1"
+    ))?;
     let mut rows = stmt.query([rarest])?;
     while let Some(r) = rows.next()? {
         let pos = usize::try_from(r.get::<_, i64>(1)?).unwrap_or(0);
-        from.insert(r.get(0)?, pos.saturating_sub(*off));
+        let lower_bytes = usize::try_from(r.get::<_, i64>(2)?).unwrap_or(usize::MAX);
+        let row = Listed::read(r, 3)?;
+        from.push(Candidate { doc: r.get(0)?, from: pos.saturating_sub(*off), row, lower_bytes });
     }
     let mut seek = conn.prepare_cached("SELECT pos FROM search_grams WHERE gram = ?1 AND doc = ?2")?;
     for (_, g, off) in rest {
-        let mut keep = HashMap::with_capacity(from.len());
-        for (doc, f) in from {
-            if let Some(pos) = seek.query_row(params![g, doc], |r| r.get::<_, i64>(0)).optional()? {
-                keep.insert(doc, f.max(usize::try_from(pos).unwrap_or(0).saturating_sub(*off)));
+        let mut keep = Vec::with_capacity(from.len());
+        for mut c in from {
+            if let Some(pos) = seek.query_row(params![g, c.doc], |r| r.get::<_, i64>(0)).optional()? {
+                c.from = c.from.max(usize::try_from(pos).unwrap_or(0).saturating_sub(*off));
+                keep.push(c);
             }
         }
         from = keep;
     }
-    let mut session = conn.prepare_cached("SELECT session_id FROM search_docs WHERE doc = ?1")?;
-    let mut wanted_from = Vec::with_capacity(from.len());
-    for (doc, f) in from {
-        // postings left by a deleted session have no row here
-        if let Some(sid) = session.query_row([doc], |r| r.get::<_, String>(0)).optional()? {
-            if wanted(&sid) {
-                wanted_from.push((doc, (f, sid)));
-            }
-        }
-    }
-    let from = wanted_from;
+    from.retain(|c| wanted(&c.row.id));
     let exact = exact_by_index(q);
-    let mut out = HashMap::with_capacity(from.len());
-    for (doc, (from, sid)) in from {
-        let mut found = if exact { piece_at(conn, doc, from, q)?.filter(|(_, holds)| *holds) } else { None };
+    let mut out = Vec::with_capacity(from.len());
+    for Candidate { doc, from, row, lower_bytes } in from {
+        let mut found =
+            if exact { piece_at(conn, doc, from, q, lower_bytes)?.filter(|p| p.holds) } else { None };
         let mut hit = from;
         if found.is_none() {
             // a longer query, or a posting that does not match its text (cannot happen through
             // the host's own writes: then trust the text): scan
             let Some(at) = find(conn, doc, q, if exact { 0 } else { from })? else { continue };
             hit = at;
-            found = piece_at(conn, doc, at, q)?;
+            found = piece_at(conn, doc, at, q, lower_bytes)?;
         }
-        let Some((piece, _)) = found else { continue };
-        let snippet = snippet_around(
-            hit,
-            q.len(),
-            piece,
-            |start| neighbour(conn, doc, start, false),
-            |start| neighbour(conn, doc, start, true),
-        )?;
-        out.insert(sid, snippet);
+        let Some(found) = found else { continue };
+        let snippet = match found.cut {
+            Ok(snippet) => snippet,
+            Err(piece) => snippet_around(
+                hit,
+                q.len(),
+                piece,
+                |start| neighbour(conn, doc, start, false),
+                |start| neighbour(conn, doc, start, true),
+            )?,
+        };
+        out.push((row, snippet));
     }
     Ok(out)
+}
+
+/// A session that may hold the query: its index number, the earliest byte a hit can start at,
+/// its drawer row, and the byte length of its lower-cased text.
+struct Candidate {
+    doc: i64,
+    from: usize,
+    row: Listed,
+    lower_bytes: usize,
+}
+
+/// The piece holding a hit: whether its lower-cased text there starts with the query, and the
+/// snippet when the piece alone holds it (else the piece, for `snippet_around`).
+struct AtPiece {
+    holds: bool,
+    cut: Result<String, Span>,
 }
 
 /// The first hit of `q` at or after `from` in one session's lower-cased text.
@@ -195,9 +213,15 @@ fn find(conn: &Connection, doc: i64, q: &str, from: usize) -> HostResult<Option<
     Ok(None)
 }
 
-/// The piece holding lower-cased byte `at`, and whether its lower-cased text there starts
-/// with `q` (as far as the piece goes).
-fn piece_at(conn: &Connection, doc: i64, at: usize, q: &str) -> HostResult<Option<(Span, bool)>> {
+/// The piece holding lower-cased byte `at` of a session whose lower-cased text is
+/// `lower_bytes` long, and the snippet of a hit of `q` there.
+fn piece_at(
+    conn: &Connection,
+    doc: i64,
+    at: usize,
+    q: &str,
+    lower_bytes: usize,
+) -> HostResult<Option<AtPiece>> {
     Ok(conn
         .prepare_cached(
             "SELECT start, text, text_lower FROM search_pieces WHERE doc = ?1 AND start <= ?2
@@ -210,7 +234,13 @@ fn piece_at(conn: &Connection, doc: i64, at: usize, q: &str) -> HostResult<Optio
                 let n = rest.len().min(q.len());
                 n > 0 && rest[..n] == q.as_bytes()[..n]
             });
-            Ok((Span { start, text: r.get(1)? }, holds))
+            let last = start + lower.len() >= lower_bytes;
+            let text = r.get_ref(1)?.as_bytes()?;
+            let cut = match snippet_in_piece(text, start, at, q.len(), start == 0, last) {
+                Some(s) => Ok(s),
+                None => Err(Span { start, text: r.get(1)? }),
+            };
+            Ok(AtPiece { holds, cut })
         })
         .optional()?)
 }

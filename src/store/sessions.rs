@@ -38,6 +38,56 @@ fn row_json(r: &rusqlite::Row) -> rusqlite::Result<Value> {
 
 const ROW_COLS: &str = "id, name, created_at, pinned, entry_count";
 
+/// A drawer row found by a search, with the drawer's order key (`ORDER`).
+pub(super) struct Listed {
+    pinned: bool,
+    created_at: i64,
+    insert_seq: i64,
+    pub(super) id: String,
+    name: String,
+    entry_count: i64,
+}
+
+/// The columns `Listed::read` takes, from the `sessions` table aliased `s`.
+pub(super) const LISTED_COLS: &str = "s.id, s.name, s.created_at, s.pinned, s.entry_count, s.insert_seq";
+
+impl Listed {
+    /// Read [`LISTED_COLS`] from column `at` on.
+    pub(super) fn read(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Listed> {
+        Ok(Listed {
+            id: r.get(at)?,
+            name: r.get(at + 1)?,
+            created_at: r.get(at + 2)?,
+            pinned: r.get::<_, i64>(at + 3)? != 0,
+            entry_count: r.get(at + 4)?,
+            insert_seq: r.get(at + 5)?,
+        })
+    }
+
+    /// `ORDER`: pinned first, then newest first.
+    fn drawer_order(&self, other: &Listed) -> std::cmp::Ordering {
+        (other.pinned, other.created_at, other.insert_seq).cmp(&(
+            self.pinned,
+            self.created_at,
+            self.insert_seq,
+        ))
+    }
+
+    fn into_json(self, snippet: Option<String>) -> Value {
+        let mut row = Map::with_capacity(7);
+        row.insert("id".into(), Value::String(self.id));
+        row.insert("name".into(), Value::String(self.name));
+        row.insert("createdAt".into(), self.created_at.into());
+        row.insert("pinned".into(), self.pinned.into());
+        row.insert("entryCount".into(), self.entry_count.into());
+        row.insert("contentMatch".into(), snippet.is_some().into());
+        if let Some(s) = snippet {
+            row.insert("snippet".into(), Value::String(s));
+        }
+        Value::Object(row)
+    }
+}
+
 const ORDER: &str = "ORDER BY pinned DESC, created_at DESC, insert_seq DESC";
 
 pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<Value>> {
@@ -317,41 +367,19 @@ impl Store {
                 }
                 return Ok(Value::Array(out));
             }
-            // name hits by a scan of the names; content hits from the index (§5.3)
-            let name_hits: HashSet<String> = tx
-                .prepare_cached("SELECT id FROM sessions WHERE instr(name_lower, ?1) > 0")?
-                .query_map([&q], |r| r.get(0))?
+            // name hits by a scan of the names; content hits from the index (§5.3), each with
+            // its row; then the drawer's order
+            let mut hits: Vec<(Listed, Option<String>)> = tx
+                .prepare_cached(&format!(
+                    "SELECT {LISTED_COLS} FROM sessions s WHERE instr(s.name_lower, ?1) > 0"
+                ))?
+                .query_map([&q], |r| Ok((Listed::read(r, 0)?, None)))?
                 .collect::<rusqlite::Result<_>>()?;
-            let snippets = search::content_hits(tx, &q, |sid| !name_hits.contains(sid))?;
-            if name_hits.is_empty() && snippets.is_empty() {
-                return Ok(Value::Array(out));
-            }
-            // the rows of the hits, in the drawer's order
-            let mut stmt = tx.prepare_cached(&format!("SELECT {ROW_COLS} FROM sessions {ORDER}"))?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let id = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-                let snippet = if name_hits.contains(id) {
-                    None
-                } else if let Some(s) = snippets.get(id) {
-                    Some(s)
-                } else {
-                    continue;
-                };
-                let mut row = json!({
-                    "id": id,
-                    "name": r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?,
-                    "createdAt": r.get::<_, i64>(2)?,
-                    "pinned": r.get::<_, i64>(3)? != 0,
-                    "entryCount": r.get::<_, i64>(4)?,
-                    "contentMatch": snippet.is_some(),
-                });
-                if let Some(s) = snippet {
-                    row["snippet"] = json!(s);
-                }
-                out.push(row);
-            }
-            Ok(Value::Array(out))
+            let name_hits: HashSet<&str> = hits.iter().map(|(l, _)| l.id.as_str()).collect();
+            let content = search::content_hits(tx, &q, |sid| !name_hits.contains(sid))?;
+            hits.extend(content.into_iter().map(|(l, s)| (l, Some(s))));
+            hits.sort_by(|a, b| a.0.drawer_order(&b.0));
+            Ok(Value::Array(hits.into_iter().map(|(l, s)| l.into_json(s)).collect()))
         })
     }
 
