@@ -338,13 +338,12 @@ pub fn snippet_in_piece(
     Some(cut(window, first - from, end - from))
 }
 
-/// Where a hit covering lower-cased bytes `hit .. hit + hit_len` lies in `text` (UTF-8, whose
-/// lower-cased form starts at `start`): the byte offset of its first character, if `text`
-/// holds it, and one past its last, if `text` holds the whole hit. A byte that does not start
+/// Where a hit covering lower-cased bytes `hit .. hit + hit_len` lies in `bytes` (UTF-8, whose
+/// lower-cased form starts at `start`): the byte offset of its first character, if `bytes`
+/// holds it, and one past its last, if `bytes` holds the whole hit. A byte that does not start
 /// a UTF-8 character counts as one byte both ways.
-fn hit_bytes(text: &[u8], start: usize, hit: usize, hit_len: usize) -> (Option<usize>, Option<usize>) {
+fn hit_bytes(bytes: &[u8], start: usize, hit: usize, hit_len: usize) -> (Option<usize>, Option<usize>) {
     let hit_end = hit + hit_len;
-    let bytes = text;
     let mut first = None;
     let (mut i, mut pos) = (0, start);
     while i < bytes.len() {
@@ -380,7 +379,7 @@ fn hit_bytes(text: &[u8], start: usize, hit: usize, hit_len: usize) -> (Option<u
         pos = next;
         i += len;
     }
-    (first, (pos >= hit_end).then_some(text.len()))
+    (first, (pos >= hit_end).then_some(bytes.len()))
 }
 
 /// The UTF-8 character starting at byte `i`, if one does.

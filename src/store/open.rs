@@ -2,7 +2,7 @@
 //!
 //! 1. Create the directory (0700 when we create it) and the file (0600, exclusively) ourselves,
 //!    refuse a symlinked path, open with `SQLITE_OPEN_NOFOLLOW`.
-//! 2. A busy wait of up to 10 s ([`set_busy_wait`]), polling the lock every 1–4 ms.
+//! 2. A busy wait of up to 10 s ([`set_busy_wait`]), looking at the lock every 0.5–3.25 ms.
 //! 3. Switch to WAL in a retry loop on `SQLITE_BUSY` (jittered 10–30 ms sleeps, 5 s deadline).
 //! 4. `synchronous=FULL`: chat history is written at human pace, and FULL makes "acknowledged
 //!    means durable" hold across power loss too. The measured cost (reliability.md §5): NORMAL
@@ -99,7 +99,8 @@ fn jitter_ms() -> u64 {
 /// contention a waiter looks at the lock ten times a second while the other writers take it
 /// back to back between its looks: in tests/concurrency.rs (4 processes appending, debug build,
 /// a loaded machine) one writer waited out the whole 10 s four times while the others' p50 was
-/// 1 ms. Here a waiter looks every 1–4 ms (jittered per process), so it finds the lock free in
+/// 1 ms. Here a waiter looks every 0.5–0.9 ms for its first 10 tries, then every 1–3.25 ms (the
+/// step depends on the process id), so it finds the lock free in
 /// the gaps between the others' transactions.
 pub fn set_busy_wait(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_handler(Some(busy_wait))
