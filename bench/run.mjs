@@ -756,17 +756,19 @@ const MISS_NOTES = [
   },
   {
     scenario: /^8 /,
-    text: `The index (schema 3) answers from postings and the pieces around each hit; a query no longer touches
-  the other sessions' text. The 1-character query matches a quarter of the sessions (256 rows, an 80 KB reply), so
-  its cost is per hit. valgrind --tool=callgrind of a host answering 20 × \`sessions.list 鲸\` on this run's database:
-  12.8 M instructions per query (16.6 M before rows were joined with the postings and snippets cut from the
-  stored piece bytes): the hit's piece 43 % (SQLite ~24 %: two b-tree descents per piece, the (doc, start) key
-  then the row; the snippet cut ~20 %), neighbouring pieces 6 %, drawer rows joined with the postings ~8 %, JSON
-  building and writing ~20 %; SQLite's own code is 30 % of all. The "channel floor" row is the echo host
-  replaying the very same reply: what the worker pays for these bytes when the host's work is free. The ratio
-  ≤ 0.2 needs the round trip within 0.2 × the digest scan (~4.7–6 ms), i.e. host-side ≲ 1 ms on top of a floor
-  of 3–8 ms measured here. Next: pieces keyed by one integer (doc << 32 | start, one descent instead of two) in a
-  schema 4, then fewer allocations per row.`,
+    text: `The index answers from postings and the pieces around each hit; a query no longer touches the other
+  sessions' text. The 1-character query matches a quarter of the sessions (256 rows, an 80 KB reply), so its cost is
+  per hit. valgrind --tool=callgrind of a host answering 20 × \`sessions.list 鲸\` on this run's database
+  (bench/search-host.py): 9.4 M instructions per query (16.6 M two changes ago; 12.8 M before schema 4's one-descent
+  piece keys, rows written as JSON text without \`Value\`s, and one walk per snippet window): the hit's piece 41 %
+  (SQLite and rusqlite ~25 %: the descent, reading the two ~900-byte text columns, the statement's bind and
+  reset; the snippet cut 16 %), neighbouring pieces for hits near a piece's edge 12 %, the name scan over all 1,000
+  rows 16 %, drawer rows joined with the postings ~8 %, JSON ~12 %. The "channel floor" row is the echo host
+  replaying the very same reply: what the worker pays for these bytes when the host's work is free (the same reply
+  sent as one JSON-text chunk, parsed by the worker's JSON.parse, took 3.8 ms against 2.9 ms in a search-only run:
+  no gain there). The ratio ≤ 0.2 needs the round trip within 0.2 × the digest scan (~4.3–4.6 ms here),
+  i.e. host-side ≲ 1.4 ms on top of a ~2.9 ms floor: about 2× less work per hit than now. Not done: fetching a
+  hit's piece and its neighbour in one range read, a name scan that does not run SQL per row.`,
   },
   {
     scenario: /^9 Host start/,

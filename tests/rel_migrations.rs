@@ -307,11 +307,20 @@ fn insert_session(
         .unwrap();
         let doc = c.last_insert_rowid();
         for p in &ix.pieces {
-            c.execute(
-                "INSERT INTO search_pieces (doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4)",
-                params![doc, p.start as i64, p.text, p.lower],
-            )
-            .unwrap();
+            if version < 4 {
+                c.execute(
+                    "INSERT INTO search_pieces (doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4)",
+                    params![doc, p.start as i64, p.text, p.lower],
+                )
+                .unwrap();
+            } else {
+                // v4: keyed by doc * 2^32 + start
+                c.execute(
+                    "INSERT INTO search_pieces (key, doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![(doc << 32) + p.start as i64, doc, p.start as i64, p.text, p.lower],
+                )
+                .unwrap();
+            }
         }
         for (g, pos) in &ix.grams {
             c.execute(

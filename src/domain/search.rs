@@ -334,8 +334,8 @@ pub fn snippet_in_piece(
     if after <= SNIPPET_AFTER && !last_piece {
         return None;
     }
-    let window = std::str::from_utf8(&text[from..to]).ok()?;
-    Some(cut(window, first - from, end - from))
+    let (from, to, head, tail) = shown(text, (from, before), (to, after));
+    Some(render(std::str::from_utf8(&text[from..to]).ok()?, head, tail))
 }
 
 /// Where a hit covering lower-cased bytes `hit .. hit + hit_len` lies in `bytes` (UTF-8, whose
@@ -353,7 +353,9 @@ fn hit_bytes(bytes: &[u8], start: usize, hit: usize, hit_len: usize) -> (Option<
         // whole 16-byte blocks before the hit with no character that changes length when
         // lower-cased: lower-cased offsets advance with the bytes (a block may end inside such a
         // character; `i` is then moved back to its first byte)
-        if pos + 16 <= hit && i + 16 <= bytes.len() && same_length_block(&bytes[i..i + 16]) {
+        if pos + 16 <= hit
+            && bytes.get(i..i + 16).and_then(|b| b.try_into().ok()).is_some_and(same_length_block)
+        {
             let mut skip = 16;
             while skip > 0 && i + skip < bytes.len() && bytes[i + skip] & 0xc0 == 0x80 {
                 skip -= 1;
@@ -396,13 +398,13 @@ fn char_at(bytes: &[u8], i: usize) -> Option<char> {
 /// length, as far as this byte tells: ASCII, continuation bytes, and the lead bytes of the
 /// caseless blocks U+3000–U+9FFF (E3–E9) and U+B000–U+CFFF (EB–EC).
 fn same_length_byte(b: u8) -> bool {
-    b < 0xc0 || matches!(b, 0xe3..=0xe9 | 0xeb..=0xec)
+    // `|`, not `||`: no branches
+    (b < 0xc0) | (b.wrapping_sub(0xe3) < 7) | (b.wrapping_sub(0xeb) < 2)
 }
 
-/// [`same_length_byte`] for 16 bytes, with one test for an all-ASCII block.
-fn same_length_block(block: &[u8]) -> bool {
-    let word = block.try_into().map_or(u128::MAX, u128::from_le_bytes);
-    word & 0x8080_8080_8080_8080_8080_8080_8080_8080 == 0 || block.iter().all(|&b| same_length_byte(b))
+/// [`same_length_byte`] for 16 bytes, tested without branches (so the test is vectorised).
+fn same_length_block(block: &[u8; 16]) -> bool {
+    block.iter().fold(true, |ok, &b| ok & same_length_byte(b))
 }
 
 /// The byte offset `n` characters before `at` (or 0) and how many characters that is
@@ -443,25 +445,38 @@ pub fn snippet_in(text: &str, text_start: usize, hit: usize, hit_len: usize) -> 
 /// and [`SNIPPET_AFTER`] after, whitespace runs collapsed to one space, `…` where `text` goes
 /// on.
 fn cut(text: &str, first: usize, end: usize) -> String {
-    // one character more than shown on each side says whether `text` goes on past the cut
-    let (mut from, before) = chars_before(text.as_bytes(), first, SNIPPET_BEFORE + 1);
-    let (mut to, after) = chars_after(text.as_bytes(), end, SNIPPET_AFTER + 1);
-    if before > SNIPPET_BEFORE {
-        from = chars_after(text.as_bytes(), from, 1).0;
-    }
-    if after > SNIPPET_AFTER {
-        to = chars_before(text.as_bytes(), to, 1).0;
-    }
-    let shown = &text[from..to];
+    let b = text.as_bytes();
+    let (from, to, head, tail) =
+        shown(b, chars_before(b, first, SNIPPET_BEFORE + 1), chars_after(b, end, SNIPPET_AFTER + 1));
+    render(&text[from..to], head, tail)
+}
+
+/// The bytes a snippet shows, from the walks one character past what it shows on each side
+/// (`chars_before(…, SNIPPET_BEFORE + 1)`, `chars_after(…, SNIPPET_AFTER + 1)`): `from`, `to`,
+/// and whether the text goes on before / after them.
+fn shown(
+    text: &[u8],
+    (from, before): (usize, usize),
+    (to, after): (usize, usize),
+) -> (usize, usize, bool, bool) {
+    let (head, tail) = (before > SNIPPET_BEFORE, after > SNIPPET_AFTER);
+    let from = if head { chars_after(text, from, 1).0 } else { from };
+    let to = if tail { chars_before(text, to, 1).0 } else { to };
+    (from, to, head, tail)
+}
+
+/// A snippet's text: `shown` with whitespace runs collapsed to one space, `…` before it when
+/// the text goes on before it (`head`), after it when it goes on after (`tail`).
+fn render(shown: &str, head: bool, tail: bool) -> String {
     let mut out = String::with_capacity(shown.len() + 8);
-    if before > SNIPPET_BEFORE {
+    if head {
         out.push('…');
     }
     // runs of whitespace become one space; the text between them is copied whole
     let bytes = shown.as_bytes();
     let (mut i, mut copied, mut in_space) = (0, 0, false);
     while i < bytes.len() {
-        let n = space_len(bytes, i);
+        let n = if MAY_START_SPACE[usize::from(bytes[i])] { space_len(bytes, i) } else { 0 };
         if n == 0 {
             in_space = false;
             i += 1;
@@ -476,11 +491,23 @@ fn cut(text: &str, first: usize, end: usize) -> String {
         copied = i;
     }
     out.push_str(&shown[copied..]);
-    if after > SNIPPET_AFTER {
+    if tail {
         out.push('…');
     }
     out
 }
+
+/// The bytes that can start a whitespace character ([`space_len`]): `\t`–`\r`, space, and the
+/// lead bytes C2, E1, E2, E3 and EF.
+const MAY_START_SPACE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = matches!(b, 0x09..=0x0d | 0x20 | 0xc2 | 0xe1 | 0xe2 | 0xe3 | 0xef);
+        b += 1;
+    }
+    t
+};
 
 /// The UTF-8 length of the whitespace character (`is_js_space`: Unicode White_Space and U+FEFF)
 /// starting at byte `i` of `b`, or 0, read off the bytes: only ASCII and the lead bytes C2, E1,
@@ -524,6 +551,25 @@ mod tests {
             let b = c.encode_utf8(&mut buf).as_bytes();
             let want = if is_js_space(c) { b.len() } else { 0 };
             assert_eq!(space_len(b, 0), want, "U+{:04X}", c as u32);
+            if want > 0 {
+                assert!(MAY_START_SPACE[usize::from(b[0])], "U+{:04X}", c as u32);
+            }
+        }
+    }
+
+    #[test]
+    fn same_length_bytes_are_those_of_characters_lower_cased_to_the_same_length() {
+        let mut buf = [0u8; 4];
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let b = c.encode_utf8(&mut buf).as_bytes();
+            if b.iter().all(|&x| same_length_byte(x)) {
+                assert_eq!(
+                    c.to_lowercase().map(char::len_utf8).sum::<usize>(),
+                    b.len(),
+                    "U+{:04X}",
+                    c as u32
+                );
+            }
         }
     }
 

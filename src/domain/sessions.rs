@@ -16,6 +16,22 @@ pub const DEFAULT_MAX_SESSIONS: u64 = 50;
 pub const SNIPPET_BEFORE: usize = 40;
 pub const SNIPPET_AFTER: usize = 80;
 
+/// A drawer row (`sessions.list`): `{id, name, createdAt, pinned, entryCount}`; a search's rows
+/// add `contentMatch`, and a content hit its `snippet` (§5.3).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrawerRow {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+    pub pinned: bool,
+    pub entry_count: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_match: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+}
+
 /// Trim, then cut to 80 units (§11.14). Returns `None` when the result is blank.
 pub fn normalize_name(name: &str) -> Option<String> {
     let t = js_trim(name);

@@ -4,6 +4,8 @@
 //! Reply: `{"id", "ok": true, "result": …}` or `{"id", "ok": false, "error": {"code", "message"}}`.
 //! Event: `{"event": "changed", …}` (no id).
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::error::HostError;
@@ -74,17 +76,49 @@ pub fn decode_request(body: &[u8]) -> Result<Request, Rejected> {
     Ok(Request { id, op, args })
 }
 
+/// An operation's result: a JSON value, or JSON text written straight from typed rows (a long
+/// list is then never built as a tree of `Value`s only to be written out again).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Payload {
+    Value(Value),
+    Json(Box<RawValue>),
+}
+
+impl Payload {
+    /// `v` written as JSON text now.
+    pub fn json(v: &impl Serialize) -> Result<Payload, HostError> {
+        serde_json::value::to_raw_value(v)
+            .map(Payload::Json)
+            .map_err(|e| HostError::internal(format!("result not serialisable: {e}")))
+    }
+
+    /// The result as a `Value` (parsed back when it is JSON text).
+    pub fn into_value(self) -> Value {
+        match self {
+            Payload::Value(v) => v,
+            Payload::Json(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl From<Value> for Payload {
+    fn from(v: Value) -> Payload {
+        Payload::Value(v)
+    }
+}
+
 /// `{"id", "ok": true, "result"}` as JSON text, serialised straight from the borrowed result
 /// (never a copy of it: results can be megabytes).
-pub fn ok_reply(id: &Value, result: &Value) -> String {
-    #[derive(serde::Serialize)]
-    struct Ok<'a> {
+pub fn ok_reply<R: Serialize>(id: &Value, result: &R) -> String {
+    #[derive(Serialize)]
+    struct Ok<'a, R> {
         id: &'a Value,
         ok: bool,
-        result: &'a Value,
+        result: &'a R,
     }
     serde_json::to_string(&Ok { id, ok: true, result })
-        .unwrap_or_else(|_| unreachable!("a Value always serialises"))
+        .unwrap_or_else(|_| unreachable!("a Value or JSON text always serialises"))
 }
 
 /// `{"id", "ok": false, "error": {"code", "message"}}` as JSON text.
@@ -122,6 +156,23 @@ mod tests {
             assert_eq!(e.error.code, ErrorCode::BadRequest, "{body:?}");
             assert_eq!(e.id, id, "{body:?}");
         }
+    }
+
+    #[test]
+    fn a_result_given_as_json_text_is_written_as_the_same_reply() {
+        #[derive(Serialize)]
+        struct Row<'a> {
+            id: &'a str,
+            n: i64,
+        }
+        let rows = [Row { id: "a\"b", n: 1 }, Row { id: "鲸", n: -2 }];
+        let as_text = ok_reply(&json!("x"), &Payload::json(&rows).unwrap());
+        let as_value = ok_reply(&json!("x"), &Payload::Value(serde_json::to_value(&rows).unwrap()));
+        assert_eq!(as_text, as_value);
+        assert_eq!(
+            Payload::json(&rows).unwrap().into_value(),
+            json!([{"id": "a\"b", "n": 1}, {"id": "鲸", "n": -2}])
+        );
     }
 
     #[test]

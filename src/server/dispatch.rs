@@ -15,6 +15,7 @@ use crate::domain::images::{THUMB_MAX_EDGE, THUMB_PASS_BYTES, THUMB_QUALITY, UNS
 use crate::domain::import::SettingsMode;
 use crate::domain::reduce::{is_context_overflow, AgeOptions};
 use crate::domain::request::{Kind, Pass};
+use crate::protocol::envelope::Payload;
 use crate::protocol::limits::{MAX_IMAGE_BYTES, MAX_INBOUND_FRAME, MAX_OUTBOUND_FRAME, PROTOCOL_VERSION};
 use crate::protocol::ErrorCode;
 use crate::protocol::{HostError, HostResult};
@@ -30,19 +31,19 @@ pub enum Followup {
 
 /// What a handler produced.
 pub struct Reply {
-    pub result: Value,
+    pub result: Payload,
     pub event: Option<ChangeEvent>,
     pub followup: Option<Followup>,
 }
 
 impl From<WriteOutcome> for Reply {
     fn from(w: WriteOutcome) -> Self {
-        Reply { result: w.result, event: w.event, followup: None }
+        Reply { result: w.result.into(), event: w.event, followup: None }
     }
 }
 
-fn read(result: Value) -> Reply {
-    Reply { result, event: None, followup: None }
+fn read(result: impl Into<Payload>) -> Reply {
+    Reply { result: result.into(), event: None, followup: None }
 }
 
 /// Server state shared by handlers.
@@ -324,7 +325,7 @@ fn sessions_save(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
 
 fn sessions_list(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
     let a = Args::new(a, &["query"], false)?;
-    Ok(read(s.sessions_list(a.opt_str("query")?)?))
+    Ok(read(Payload::json(&s.sessions_list(a.opt_str("query")?)?)?))
 }
 
 fn sessions_get(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

@@ -12,6 +12,7 @@ pub const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_attachments.sql")),
     (3, include_str!("migrations/0003_search_index.sql")),
+    (4, include_str!("migrations/0004_search_piece_keys.sql")),
 ];
 
 /// The schema version this binary writes.
@@ -30,15 +31,16 @@ pub fn migrate(conn: &mut Connection) -> Result<u32, StoreError> {
     }
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
         tx.execute_batch(sql).map_err(|e| StoreError::Other(format!("migration {version} failed: {e}")))?;
-        if *version == 3 {
-            // the search index is derived data that SQL alone cannot compute (a cache that
-            // holds the index while every session adds its postings, as for an import)
-            tx.execute_batch("PRAGMA cache_size=-262144;")?;
-            let r = super::search::reindex_all(&tx);
-            tx.execute_batch("PRAGMA cache_size=-16384;")?;
-            r.map_err(|e| StoreError::Other(format!("migration {version} failed: {}", e.message)))?;
-        }
         tx.pragma_update(None, "user_version", version)?;
+    }
+    if found < 3 {
+        // migration 3 created the search index, derived data that SQL alone cannot compute:
+        // built once the tables have their latest shape (a cache that holds the index while
+        // every session adds its postings, as for an import)
+        tx.execute_batch("PRAGMA cache_size=-262144;")?;
+        let r = super::search::reindex_all(&tx);
+        tx.execute_batch("PRAGMA cache_size=-16384;")?;
+        r.map_err(|e| StoreError::Other(format!("migration 3 failed: {}", e.message)))?;
     }
     tx.commit()?;
     Ok(found)

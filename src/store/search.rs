@@ -1,5 +1,5 @@
 //! The content-search index's SQL (storage-model §5.3): tables `search_docs`, `search_pieces`
-//! and `search_grams` (migration 0003). What is indexed and how a query is answered is pure
+//! and `search_grams` (migrations 0003, 0004). What is indexed and how a query is answered is pure
 //! logic in `domain::search`; this module only reads and writes the rows.
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -37,11 +37,22 @@ pub(super) fn append_to_index(conn: &Connection, sid: &str, add: &str) -> HostRe
     Ok(write_indexed(conn, doc, &index_text(add, tail))?)
 }
 
+/// A piece's key: `doc * 2^32 + start` (the table's CHECK refuses a start past 32 bits).
+fn piece_key(doc: i64, start: usize) -> i64 {
+    doc.saturating_mul(1 << 32).saturating_add(i64::try_from(start).unwrap_or(i64::MAX))
+}
+
+/// The keys of one document's pieces: `lo ..= lo + (2^32 - 1)`.
+fn doc_keys(doc: i64) -> (i64, i64) {
+    (piece_key(doc, 0), piece_key(doc, u32::MAX as usize))
+}
+
 fn write_indexed(conn: &Connection, doc: i64, ix: &Indexed) -> rusqlite::Result<()> {
-    let mut piece = conn
-        .prepare_cached("INSERT INTO search_pieces (doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4)")?;
+    let mut piece = conn.prepare_cached(
+        "INSERT INTO search_pieces (key, doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
     for p in &ix.pieces {
-        piece.execute(params![doc, p.start as i64, p.text, p.lower])?;
+        piece.execute(params![piece_key(doc, p.start), doc, p.start as i64, p.text, p.lower])?;
     }
     let mut gram =
         conn.prepare_cached("INSERT OR IGNORE INTO search_grams (gram, doc, pos) VALUES (?1, ?2, ?3)")?;
@@ -56,7 +67,7 @@ fn write_indexed(conn: &Connection, doc: i64, ix: &Indexed) -> rusqlite::Result<
 }
 
 /// Remove a session from the index: its postings (found from its own text, since postings
-/// are keyed by gram), then its pieces and row.
+/// are keyed by gram), then its row (a trigger removes its pieces).
 pub(super) fn unindex_session(conn: &Connection, sid: &str) -> rusqlite::Result<()> {
     let Some(doc) = conn
         .query_row("SELECT doc FROM search_docs WHERE session_id = ?1", [sid], |r| r.get::<_, i64>(0))
@@ -65,8 +76,8 @@ pub(super) fn unindex_session(conn: &Connection, sid: &str) -> rusqlite::Result<
         return Ok(());
     };
     let lowers: Vec<String> = conn
-        .prepare_cached("SELECT text_lower FROM search_pieces WHERE doc = ?1 ORDER BY start")?
-        .query_map([doc], |r| r.get(0))?
+        .prepare_cached("SELECT text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2 ORDER BY key")?
+        .query_map(doc_keys(doc), |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     let mut del = conn.prepare_cached("DELETE FROM search_grams WHERE gram = ?1 AND doc = ?2")?;
     for g in grams_of(lowers.iter().map(String::as_str)) {
@@ -141,7 +152,7 @@ pub(super) fn content_hits(
         }
         from = keep;
     }
-    from.retain(|c| wanted(&c.row.id));
+    from.retain(|c| wanted(&c.row.row.id));
     let exact = exact_by_index(q);
     let mut out = Vec::with_capacity(from.len());
     for Candidate { doc, from, row, lower_bytes } in from {
@@ -189,32 +200,36 @@ struct AtPiece {
 
 /// The first hit of `q` at or after `from` in one session's lower-cased text.
 fn find(conn: &Connection, doc: i64, q: &str, from: usize) -> HostResult<Option<usize>> {
+    let (lo, hi) = doc_keys(doc);
     let first: i64 = conn
         .prepare_cached(
-            "SELECT start FROM search_pieces WHERE doc = ?1 AND start <= ?2 ORDER BY start DESC LIMIT 1",
+            "SELECT key FROM search_pieces WHERE key BETWEEN ?1 AND ?2 ORDER BY key DESC LIMIT 1",
         )?
-        .query_row(params![doc, from as i64], |r| r.get(0))
+        .query_row(params![lo, piece_key(doc, from)], |r| r.get(0))
         .optional()?
-        .unwrap_or(0);
+        .unwrap_or(lo);
     let mut stmt = conn.prepare_cached(
-        "SELECT start, text_lower FROM search_pieces WHERE doc = ?1 AND start >= ?2 ORDER BY start",
+        "SELECT key, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2 ORDER BY key",
     )?;
-    let mut rows = stmt.query(params![doc, first])?;
+    let mut rows = stmt.query(params![first, hi])?;
     let mut finder = Finder::new(q, from);
     while let Some(r) = rows.next()? {
-        let start: i64 = r.get(0)?;
-        if let Some(hit) = finder.feed(
-            usize::try_from(start).unwrap_or(0),
-            r.get_ref(1)?.as_bytes().map_err(rusqlite::Error::from)?,
-        ) {
+        let start = piece_start(r.get(0)?, lo);
+        if let Some(hit) = finder.feed(start, r.get_ref(1)?.as_bytes().map_err(rusqlite::Error::from)?) {
             return Ok(Some(hit));
         }
     }
     Ok(None)
 }
 
+/// A piece's start from its key and its document's first key.
+fn piece_start(key: i64, lo: i64) -> usize {
+    usize::try_from(key - lo).unwrap_or(0)
+}
+
 /// The piece holding lower-cased byte `at` of a session whose lower-cased text is
-/// `lower_bytes` long, and the snippet of a hit of `q` there.
+/// `lower_bytes` long, and the snippet of a hit of `q` there: the piece with the largest key
+/// up to the byte's own, one descent.
 fn piece_at(
     conn: &Connection,
     doc: i64,
@@ -222,13 +237,14 @@ fn piece_at(
     q: &str,
     lower_bytes: usize,
 ) -> HostResult<Option<AtPiece>> {
+    let lo = piece_key(doc, 0);
     Ok(conn
         .prepare_cached(
-            "SELECT start, text, text_lower FROM search_pieces WHERE doc = ?1 AND start <= ?2
-             ORDER BY start DESC LIMIT 1",
+            "SELECT key, text, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2
+             ORDER BY key DESC LIMIT 1",
         )?
-        .query_row(params![doc, at as i64], |r| {
-            let start = usize::try_from(r.get::<_, i64>(0)?).unwrap_or(0);
+        .query_row(params![lo, piece_key(doc, at)], |r| {
+            let start = piece_start(r.get(0)?, lo);
             let lower = r.get_ref(2)?.as_bytes()?;
             let holds = at.checked_sub(start).and_then(|i| lower.get(i..)).is_some_and(|rest| {
                 let n = rest.len().min(q.len());
@@ -247,15 +263,18 @@ fn piece_at(
 
 /// The piece after (or before) the one starting at `start`.
 fn neighbour(conn: &Connection, doc: i64, start: usize, after: bool) -> HostResult<Option<Span>> {
-    let sql = if after {
-        "SELECT start, text FROM search_pieces WHERE doc = ?1 AND start > ?2 ORDER BY start LIMIT 1"
+    let (lo, hi) = doc_keys(doc);
+    let key = piece_key(doc, start);
+    let (sql, bounds) = if after {
+        ("SELECT key, text FROM search_pieces WHERE key > ?1 AND key <= ?2 ORDER BY key LIMIT 1", [key, hi])
     } else {
-        "SELECT start, text FROM search_pieces WHERE doc = ?1 AND start < ?2 ORDER BY start DESC LIMIT 1"
+        (
+            "SELECT key, text FROM search_pieces WHERE key < ?1 AND key >= ?2 ORDER BY key DESC LIMIT 1",
+            [key, lo],
+        )
     };
     Ok(conn
         .prepare_cached(sql)?
-        .query_row(params![doc, start as i64], |r| {
-            Ok(Span { start: usize::try_from(r.get::<_, i64>(0)?).unwrap_or(0), text: r.get(1)? })
-        })
+        .query_row(bounds, |r| Ok(Span { start: piece_start(r.get(0)?, lo), text: r.get(1)? }))
         .optional()?)
 }

@@ -15,7 +15,7 @@ use crate::domain::entry::{
     content_chars, entry_text, image_part_count, referenced_blobs, role, validate_new_entry,
 };
 use crate::domain::export::{filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
-use crate::domain::sessions::{choose_name, normalize_name, search_text};
+use crate::domain::sessions::{choose_name, normalize_name, search_text, DrawerRow};
 use crate::domain::settings::max_sessions;
 use crate::domain::text::lower;
 use crate::protocol::{HostError, HostResult};
@@ -38,14 +38,10 @@ fn row_json(r: &rusqlite::Row) -> rusqlite::Result<Value> {
 
 const ROW_COLS: &str = "id, name, created_at, pinned, entry_count";
 
-/// A drawer row found by a search, with the drawer's order key (`ORDER`).
+/// A drawer row with the drawer's order key (`ORDER`).
 pub(super) struct Listed {
-    pinned: bool,
-    created_at: i64,
+    pub(super) row: DrawerRow,
     insert_seq: i64,
-    pub(super) id: String,
-    name: String,
-    entry_count: i64,
 }
 
 /// The columns `Listed::read` takes, from the `sessions` table aliased `s`.
@@ -55,36 +51,30 @@ impl Listed {
     /// Read [`LISTED_COLS`] from column `at` on.
     pub(super) fn read(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Listed> {
         Ok(Listed {
-            id: r.get(at)?,
-            name: r.get(at + 1)?,
-            created_at: r.get(at + 2)?,
-            pinned: r.get::<_, i64>(at + 3)? != 0,
-            entry_count: r.get(at + 4)?,
+            row: DrawerRow {
+                id: r.get(at)?,
+                name: r.get(at + 1)?,
+                created_at: r.get(at + 2)?,
+                pinned: r.get::<_, i64>(at + 3)? != 0,
+                entry_count: r.get(at + 4)?,
+                content_match: None,
+                snippet: None,
+            },
             insert_seq: r.get(at + 5)?,
         })
     }
 
     /// `ORDER`: pinned first, then newest first.
     fn drawer_order(&self, other: &Listed) -> std::cmp::Ordering {
-        (other.pinned, other.created_at, other.insert_seq).cmp(&(
-            self.pinned,
-            self.created_at,
-            self.insert_seq,
-        ))
+        let key = |l: &Listed| (l.row.pinned, l.row.created_at, l.insert_seq);
+        key(other).cmp(&key(self))
     }
 
-    fn into_json(self, snippet: Option<String>) -> Value {
-        let mut row = Map::with_capacity(7);
-        row.insert("id".into(), Value::String(self.id));
-        row.insert("name".into(), Value::String(self.name));
-        row.insert("createdAt".into(), self.created_at.into());
-        row.insert("pinned".into(), self.pinned.into());
-        row.insert("entryCount".into(), self.entry_count.into());
-        row.insert("contentMatch".into(), snippet.is_some().into());
-        if let Some(s) = snippet {
-            row.insert("snippet".into(), Value::String(s));
-        }
-        Value::Object(row)
+    /// The row of a search hit: a content hit has a snippet, a name hit none.
+    fn hit(mut self, snippet: Option<String>) -> DrawerRow {
+        self.row.content_match = Some(snippet.is_some());
+        self.row.snippet = snippet;
+        self.row
     }
 }
 
@@ -353,19 +343,16 @@ impl Store {
         Ok(())
     }
 
-    pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Value> {
+    pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Vec<DrawerRow>> {
         let q = lower(crate::domain::text::js_trim(query.unwrap_or("")));
         if !q.is_empty() {
             self.ensure_search_index()?;
         }
         self.read(|tx| {
-            let mut out = Vec::new();
             if q.is_empty() {
-                let mut stmt = tx.prepare(&format!("SELECT {ROW_COLS} FROM sessions {ORDER}"))?;
-                for r in stmt.query_map([], row_json)? {
-                    out.push(r?);
-                }
-                return Ok(Value::Array(out));
+                let mut stmt = tx.prepare(&format!("SELECT {LISTED_COLS} FROM sessions s {ORDER}"))?;
+                let rows = stmt.query_map([], |r| Ok(Listed::read(r, 0)?.row))?;
+                return Ok(rows.collect::<rusqlite::Result<_>>()?);
             }
             // name hits by a scan of the names; content hits from the index (§5.3), each with
             // its row; then the drawer's order
@@ -375,11 +362,11 @@ impl Store {
                 ))?
                 .query_map([&q], |r| Ok((Listed::read(r, 0)?, None)))?
                 .collect::<rusqlite::Result<_>>()?;
-            let name_hits: HashSet<&str> = hits.iter().map(|(l, _)| l.id.as_str()).collect();
+            let name_hits: HashSet<&str> = hits.iter().map(|(l, _)| l.row.id.as_str()).collect();
             let content = search::content_hits(tx, &q, |sid| !name_hits.contains(sid))?;
             hits.extend(content.into_iter().map(|(l, s)| (l, Some(s))));
             hits.sort_by(|a, b| a.0.drawer_order(&b.0));
-            Ok(Value::Array(hits.into_iter().map(|(l, s)| l.into_json(s)).collect()))
+            Ok(hits.into_iter().map(|(l, s)| l.hit(s)).collect())
         })
     }
 
