@@ -2,7 +2,10 @@
 //! and `search_grams` (migrations 0003, 0004). What is indexed and how a query is answered is pure
 //! logic in `domain::search`; this module only reads and writes the rows.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::types::ValueRef;
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::salvage::content_damage;
 
 use super::sessions::{Listed, LISTED_COLS};
 use crate::domain::search::{
@@ -10,7 +13,7 @@ use crate::domain::search::{
     Span, Tail,
 };
 use crate::domain::sessions::search_text;
-use crate::protocol::HostResult;
+use crate::protocol::{HostError, HostResult};
 
 /// Index a session's whole searchable text, replacing what the index held for it.
 pub(super) fn index_session(conn: &Connection, sid: &str, text: &str) -> rusqlite::Result<()> {
@@ -136,17 +139,18 @@ pub(super) fn content_hits(
     ))?;
     let mut rows = stmt.query([rarest])?;
     while let Some(r) = rows.next()? {
-        let pos = usize::try_from(r.get::<_, i64>(1)?).unwrap_or(0);
-        let lower_bytes = usize::try_from(r.get::<_, i64>(2)?).unwrap_or(usize::MAX);
+        let pos = usize::try_from(int_col(r, 1)?).unwrap_or(0);
+        let lower_bytes = usize::try_from(int_col(r, 2)?).unwrap_or(usize::MAX);
         let row = Listed::read(r, 3)?;
-        from.push(Candidate { doc: r.get(0)?, from: pos.saturating_sub(*off), row, lower_bytes });
+        from.push(Candidate { doc: int_col(r, 0)?, from: pos.saturating_sub(*off), row, lower_bytes });
     }
     let mut seek = conn.prepare_cached("SELECT pos FROM search_grams WHERE gram = ?1 AND doc = ?2")?;
     for (_, g, off) in rest {
         let mut keep = Vec::with_capacity(from.len());
         for mut c in from {
-            if let Some(pos) = seek.query_row(params![g, c.doc], |r| r.get::<_, i64>(0)).optional()? {
-                c.from = c.from.max(usize::try_from(pos).unwrap_or(0).saturating_sub(*off));
+            let mut found = seek.query(params![g, c.doc])?;
+            if let Some(r) = found.next()? {
+                c.from = c.from.max(usize::try_from(int_col(r, 0)?).unwrap_or(0).saturating_sub(*off));
                 keep.push(c);
             }
         }
@@ -215,7 +219,7 @@ fn find(conn: &Connection, doc: i64, q: &str, from: usize) -> HostResult<Option<
     let mut finder = Finder::new(q, from);
     while let Some(r) = rows.next()? {
         let start = piece_start(r.get(0)?, lo);
-        if let Some(hit) = finder.feed(start, r.get_ref(1)?.as_bytes().map_err(rusqlite::Error::from)?) {
+        if let Some(hit) = finder.feed(start, text_col(r, 1)?) {
             return Ok(Some(hit));
         }
     }
@@ -238,27 +242,25 @@ fn piece_at(
     lower_bytes: usize,
 ) -> HostResult<Option<AtPiece>> {
     let lo = piece_key(doc, 0);
-    Ok(conn
-        .prepare_cached(
-            "SELECT key, text, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2
-             ORDER BY key DESC LIMIT 1",
-        )?
-        .query_row(params![lo, piece_key(doc, at)], |r| {
-            let start = piece_start(r.get(0)?, lo);
-            let lower = r.get_ref(2)?.as_bytes()?;
-            let holds = at.checked_sub(start).and_then(|i| lower.get(i..)).is_some_and(|rest| {
-                let n = rest.len().min(q.len());
-                n > 0 && rest[..n] == q.as_bytes()[..n]
-            });
-            let last = start + lower.len() >= lower_bytes;
-            let text = r.get_ref(1)?.as_bytes()?;
-            let cut = match snippet_in_piece(text, start, at, q.len(), start == 0, last) {
-                Some(s) => Ok(s),
-                None => Err(Span { start, text: r.get(1)? }),
-            };
-            Ok(AtPiece { holds, cut })
-        })
-        .optional()?)
+    let mut stmt = conn.prepare_cached(
+        "SELECT key, text, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2
+         ORDER BY key DESC LIMIT 1",
+    )?;
+    let mut rows = stmt.query(params![lo, piece_key(doc, at)])?;
+    let Some(r) = rows.next()? else { return Ok(None) };
+    let start = piece_start(r.get(0)?, lo);
+    let lower = text_col(r, 2)?;
+    let holds = at.checked_sub(start).and_then(|i| lower.get(i..)).is_some_and(|rest| {
+        let n = rest.len().min(q.len());
+        n > 0 && rest[..n] == q.as_bytes()[..n]
+    });
+    let last = start + lower.len() >= lower_bytes;
+    let text = text_col(r, 1)?;
+    let cut = match snippet_in_piece(text, start, at, q.len(), start == 0, last) {
+        Some(s) => Ok(s),
+        None => Err(Span { start, text: utf8(text)? }),
+    };
+    Ok(Some(AtPiece { holds, cut }))
 }
 
 /// The piece after (or before) the one starting at `start`.
@@ -273,8 +275,37 @@ fn neighbour(conn: &Connection, doc: i64, start: usize, after: bool) -> HostResu
             [key, lo],
         )
     };
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row(bounds, |r| Ok(Span { start: piece_start(r.get(0)?, lo), text: r.get(1)? }))
-        .optional()?)
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(bounds)?;
+    let Some(r) = rows.next()? else { return Ok(None) };
+    Ok(Some(Span { start: piece_start(r.get(0)?, lo), text: utf8(text_col(r, 1)?)? }))
+}
+
+/// Integer column `i` of a search-index row. Every such column is NOT NULL, so a value of another
+/// type read back is damage SQLite cannot see (a zeroed record header reads as NULL).
+fn int_col(r: &Row, i: usize) -> HostResult<i64> {
+    match r.get_ref(i)? {
+        ValueRef::Integer(v) => Ok(v),
+        v => Err(not_as_written(v, "an integer")),
+    }
+}
+
+/// Text column `i` of a search-index row, as bytes (see [`int_col`]).
+fn text_col<'r>(r: &'r Row, i: usize) -> HostResult<&'r [u8]> {
+    match r.get_ref(i)? {
+        ValueRef::Text(b) => Ok(b),
+        v => Err(not_as_written(v, "text")),
+    }
+}
+
+fn not_as_written(v: ValueRef, want: &str) -> HostError {
+    content_damage(format!("the search index holds {} where {want} belongs", v.data_type()))
+}
+
+/// Stored text as a `String`: the host only ever stores Rust strings, so bytes that are not
+/// UTF-8 are damage.
+fn utf8(b: &[u8]) -> HostResult<String> {
+    std::str::from_utf8(b)
+        .map(str::to_owned)
+        .map_err(|e| content_damage(format!("stored text is not UTF-8: {e}")))
 }
