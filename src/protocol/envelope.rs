@@ -92,14 +92,6 @@ impl Payload {
             .map(Payload::Json)
             .map_err(|e| HostError::internal(format!("result not serialisable: {e}")))
     }
-
-    /// The result as a `Value` (parsed back when it is JSON text).
-    pub fn into_value(self) -> Value {
-        match self {
-            Payload::Value(v) => v,
-            Payload::Json(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-        }
-    }
 }
 
 impl From<Value> for Payload {
@@ -110,6 +102,8 @@ impl From<Value> for Payload {
 
 /// `{"id", "ok": true, "result"}` as JSON text, serialised straight from the borrowed result
 /// (never a copy of it: results can be megabytes).
+/// A result that cannot be written as JSON (a `Value` or a [`Payload`] always can) becomes an
+/// `internal` error reply.
 pub fn ok_reply<R: Serialize>(id: &Value, result: &R) -> String {
     #[derive(Serialize)]
     struct Ok<'a, R> {
@@ -118,7 +112,7 @@ pub fn ok_reply<R: Serialize>(id: &Value, result: &R) -> String {
         result: &'a R,
     }
     serde_json::to_string(&Ok { id, ok: true, result })
-        .unwrap_or_else(|_| unreachable!("a Value or JSON text always serialises"))
+        .unwrap_or_else(|e| error_reply(id, &HostError::internal(format!("result not serialisable: {e}"))))
 }
 
 /// `{"id", "ok": false, "error": {"code", "message"}}` as JSON text.
@@ -169,10 +163,18 @@ mod tests {
         let as_text = ok_reply(&json!("x"), &Payload::json(&rows).unwrap());
         let as_value = ok_reply(&json!("x"), &Payload::Value(serde_json::to_value(&rows).unwrap()));
         assert_eq!(as_text, as_value);
-        assert_eq!(
-            Payload::json(&rows).unwrap().into_value(),
-            json!([{"id": "a\"b", "n": 1}, {"id": "鲸", "n": -2}])
-        );
+        let back: Value = serde_json::from_str(&as_text).unwrap();
+        assert_eq!(back["result"], json!([{"id": "a\"b", "n": 1}, {"id": "鲸", "n": -2}]));
+    }
+
+    #[test]
+    fn a_result_json_cannot_hold_becomes_an_internal_error_reply() {
+        // serde_json refuses map keys that are not strings
+        let unwritable = std::collections::BTreeMap::from([(vec![1u8], 1)]);
+        let reply: Value = serde_json::from_str(&ok_reply(&json!(7), &unwritable)).unwrap();
+        assert_eq!(reply["id"], json!(7));
+        assert_eq!(reply["ok"], json!(false));
+        assert_eq!(reply["error"]["code"], json!("internal"));
     }
 
     #[test]
