@@ -762,8 +762,8 @@ const MISS_NOTES = [
   (bench/search-host.py): 9.4 M instructions per query (16.6 M two changes ago; 12.8 M before schema 4's one-descent
   piece keys, rows written as JSON text without \`Value\`s, and one walk per snippet window): the hit's piece 41 %
   (SQLite and rusqlite ~25 %: the descent, reading the two ~900-byte text columns, the statement's bind and
-  reset; the snippet cut 16 %), neighbouring pieces for hits near a piece's edge 12 %, the name scan over all 1,000
-  rows 16 %, drawer rows joined with the postings ~8 %, JSON ~12 %. The "channel floor" row is the echo host
+  reset; the snippet cut 16 %), neighbouring pieces for hits near a piece's edge 12 %, drawer rows joined with the
+  postings ~22 %, the name scan over all 1,000 rows 10 %, JSON ~12 %. The "channel floor" row is the echo host
   replaying the very same reply: what the worker pays for these bytes when the host's work is free (the same reply
   sent as one JSON-text chunk, parsed by the worker's JSON.parse, took 3.8 ms against 2.9 ms in a search-only run:
   no gain there). The ratio ≤ 0.2 needs the round trip within 0.2 × the digest scan (~4.3–4.6 ms here),
