@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 
 use crate::domain::import::SettingsMode;
+use crate::domain::sessions::DrawerRow;
 use crate::protocol::{ErrorCode, HostError};
 use crate::store::maintenance::backup_file;
 use crate::store::{salvage, ExportFormat, ImportOptions, Store};
@@ -152,7 +153,7 @@ impl From<crate::store::StoreError> for CliError {
     }
 }
 
-fn pretty(v: &Value) -> String {
+fn pretty(v: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
@@ -162,8 +163,7 @@ fn fmt_time(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-fn print_rows(rows: &Value) {
-    let Some(rows) = rows.as_array() else { return };
+fn print_rows(rows: &[DrawerRow]) {
     if rows.is_empty() {
         println!("(no saved sessions)");
         return;
@@ -172,13 +172,13 @@ fn print_rows(rows: &Value) {
     for r in rows {
         println!(
             "{:<38} {:<16} {:>3} {:>7}  {}",
-            r["id"].as_str().unwrap_or_default(),
-            fmt_time(r["createdAt"].as_i64().unwrap_or(0)),
-            if r["pinned"] == json!(true) { "*" } else { "" },
-            r["entryCount"],
-            r["name"].as_str().unwrap_or_default()
+            r.id,
+            fmt_time(r.created_at),
+            if r.pinned { "*" } else { "" },
+            r.entry_count,
+            r.name
         );
-        if let Some(s) = r.get("snippet").and_then(Value::as_str) {
+        if let Some(s) = &r.snippet {
             println!("{:<38} {}", "", s);
         }
     }
@@ -201,7 +201,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Sessions { json } => {
             let mut s = Store::open_read_only(&db)?;
-            let rows = serde_json::to_value(s.sessions_list(None)?).unwrap_or_default();
+            let rows = s.sessions_list(None)?;
             if json {
                 println!("{}", pretty(&rows));
             } else {
@@ -211,7 +211,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Search { query, json } => {
             let mut s = Store::open_read_only(&db)?;
-            let rows = serde_json::to_value(s.sessions_list(Some(&query))?).unwrap_or_default();
+            let rows = s.sessions_list(Some(&query))?;
             if json {
                 println!("{}", pretty(&rows));
             } else {

@@ -102,6 +102,7 @@ impl From<Value> for Payload {
 
 /// `{"id", "ok": true, "result"}` as JSON text, serialised straight from the borrowed result
 /// (never a copy of it: results can be megabytes).
+///
 /// A result that cannot be written as JSON (a `Value` or a [`Payload`] always can) becomes an
 /// `internal` error reply.
 pub fn ok_reply<R: Serialize>(id: &Value, result: &R) -> String {

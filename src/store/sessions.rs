@@ -25,19 +25,6 @@ pub(super) fn session_exists(conn: &Connection, id: &str) -> HostResult<bool> {
     Ok(conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(())).optional()?.is_some())
 }
 
-/// A list row: `{id, name, createdAt, pinned, entryCount}`.
-fn row_json(r: &rusqlite::Row) -> rusqlite::Result<Value> {
-    Ok(json!({
-        "id": r.get::<_, String>("id")?,
-        "name": r.get::<_, String>("name")?,
-        "createdAt": r.get::<_, i64>("created_at")?,
-        "pinned": r.get::<_, i64>("pinned")? != 0,
-        "entryCount": r.get::<_, i64>("entry_count")?,
-    }))
-}
-
-const ROW_COLS: &str = "id, name, created_at, pinned, entry_count";
-
 /// A drawer row with the drawer's order key (`ORDER`).
 pub(super) struct Listed {
     pub(super) row: DrawerRow,
@@ -80,9 +67,12 @@ impl Listed {
 
 const ORDER: &str = "ORDER BY pinned DESC, created_at DESC, insert_seq DESC";
 
-pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<Value>> {
+/// A saved session's drawer row (`{id, name, createdAt, pinned, entryCount}`).
+pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<DrawerRow>> {
     Ok(conn
-        .query_row(&format!("SELECT {ROW_COLS} FROM sessions WHERE id = ?1"), [id], row_json)
+        .query_row(&format!("SELECT {LISTED_COLS} FROM sessions s WHERE s.id = ?1"), [id], |r| {
+            Ok(Listed::read(r, 0)?.row)
+        })
         .optional()?)
 }
 
@@ -382,8 +372,8 @@ impl Store {
                 }
             }
             Ok(json!({
-                "id": row["id"], "name": row["name"], "createdAt": row["createdAt"],
-                "pinned": row["pinned"], "entries": entries,
+                "id": row.id, "name": row.name, "createdAt": row.created_at,
+                "pinned": row.pinned, "entries": entries,
             }))
         })
     }
@@ -507,7 +497,7 @@ impl Store {
             match format {
                 ExportFormat::Markdown => {
                     let (row, body) = &sessions[0];
-                    let name = row["name"].as_str().unwrap_or_default();
+                    let name = &row.name;
                     Ok(json!({"filename": filename(name, &date, "md"), "text": markdown(name, &local_iso(), body)}))
                 }
                 ExportFormat::Json => {
@@ -525,22 +515,22 @@ impl Store {
                         }
                         let extra: Option<String> = tx.query_row(
                             "SELECT extra FROM sessions WHERE id = ?1",
-                            [row["id"].as_str().unwrap_or_default()],
+                            [&row.id],
                             |r| r.get(0),
                         )?;
                         let mut s = Map::new();
                         if let Some(Value::Object(x)) = extra.and_then(|x| serde_json::from_str(&x).ok()) {
                             s.extend(x);
                         }
-                        s.insert("id".into(), row["id"].clone());
-                        s.insert("name".into(), row["name"].clone());
-                        s.insert("createdAt".into(), row["createdAt"].clone());
-                        s.insert("pinned".into(), row["pinned"].clone());
+                        s.insert("id".into(), row.id.clone().into());
+                        s.insert("name".into(), row.name.clone().into());
+                        s.insert("createdAt".into(), row.created_at.into());
+                        s.insert("pinned".into(), row.pinned.into());
                         s.insert("entries".into(), Value::Array(body.clone()));
                         out.push(Value::Object(s));
                     }
                     let fname = if sessions.len() == 1 {
-                        filename(sessions[0].0["name"].as_str().unwrap_or_default(), &date, "json")
+                        filename(&sessions[0].0.name, &date, "json")
                     } else {
                         format!("keepsake-sessions-{date}.json")
                     };
