@@ -1667,3 +1667,52 @@ fn session_write_events_carry_client_request_id_and_replays_apply_once() {
     assert_eq!(r["error"]["code"], json!("conflict"), "{r}");
     assert_eq!(session_count(&db), 1);
 }
+
+/// `sessions.list` reuses the drawer it read last while the database is unchanged; every kind
+/// of change must show in the next list: this host's writes, another host's commits, and a
+/// write by another tool straight to the file.
+#[test]
+fn lists_and_searches_see_every_change_made_since_the_last_list() {
+    let (_dir, db, mut a) = start();
+    let first = archive(&mut a, users("alpha text ", 0..2), "First");
+    let names = |h: &mut Host, args: Value| -> Vec<String> {
+        let rows = h.ok("sessions.list", args);
+        rows.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(names(&mut a, json!({})), ["First"]);
+    assert_eq!(names(&mut a, json!({"query": "alpha"})), ["First"]);
+
+    // this host's own writes
+    a.ok("sessions.rename", json!({"id": first, "name": "Renamed"}));
+    assert_eq!(names(&mut a, json!({})), ["Renamed"]);
+    assert_eq!(names(&mut a, json!({"query": "renamed"})), ["Renamed"]);
+    let second = archive(&mut a, users("beta text ", 0..2), "Second");
+    assert_eq!(names(&mut a, json!({"query": "text"})), ["Second", "Renamed"]);
+
+    // another host's commits
+    let mut b = Host::spawn(&db);
+    b.ok("sessions.pin", json!({"id": first, "pinned": true}));
+    let rows = a.ok("sessions.list", json!({}));
+    assert_eq!(rows[0]["name"], json!("Renamed"), "pinned first: {rows}");
+    assert_eq!(rows[0]["pinned"], json!(true), "{rows}");
+    b.ok("sessions.appendTo", json!({"id": second, "entry": user("gamma appended")}));
+    let hits = a.ok("sessions.list", json!({"query": "gamma"}));
+    assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
+    assert_eq!(hits[0]["entryCount"], json!(3), "{hits}");
+    b.ok("sessions.delete", json!({"id": first}));
+    assert_eq!(names(&mut a, json!({})), ["Second"]);
+    assert_eq!(names(&mut a, json!({"query": "alpha"})), Vec::<String>::new());
+
+    // another tool writing the file
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE sessions SET name = 'From sqlite3', name_lower = 'from sqlite3' WHERE id = ?1",
+            [&second],
+        )
+        .unwrap();
+    assert_eq!(names(&mut a, json!({})), ["From sqlite3"]);
+    assert_eq!(names(&mut a, json!({"query": "sqlite3"})), ["From sqlite3"]);
+    b.close();
+    a.close();
+}

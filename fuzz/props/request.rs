@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use keepsake_host::protocol::chunk::frames_for_reply;
-use keepsake_host::protocol::envelope::{decode_request, error_reply, ok_reply};
+use keepsake_host::protocol::envelope::{decode_request, error_reply, payload_reply};
 use keepsake_host::protocol::limits::{MAX_OUTBOUND_FRAME, REQUEST_ID_MAX};
 use keepsake_host::protocol::{ErrorCode, HostError};
 use keepsake_host::server::dispatch::{dispatch, op_names, Ctx};
@@ -312,7 +312,7 @@ pub fn check(body: &[u8]) {
     match outcome {
         Ok(r) => {
             assert!(known, "unknown op {:?} succeeded", req.op);
-            check_frames(&req.id, &ok_reply(&req.id, &r.result));
+            check_frames(&req.id, &payload_reply(&req.id, &r.result));
         }
         Err(e) => {
             assert!(allowed_failure(e.code), "{} answered {}", req.op, e);

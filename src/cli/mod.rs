@@ -201,7 +201,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Sessions { json } => {
             let mut s = Store::open_read_only(&db)?;
-            let rows = s.sessions_list(None)?;
+            let rows = s.sessions_list(None)?.rows();
             if json {
                 println!("{}", pretty(&rows));
             } else {
@@ -211,7 +211,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Search { query, json } => {
             let mut s = Store::open_read_only(&db)?;
-            let rows = s.sessions_list(Some(&query))?;
+            let rows = s.sessions_list(Some(&query))?.rows();
             if json {
                 println!("{}", pretty(&rows));
             } else {

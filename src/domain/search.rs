@@ -30,11 +30,12 @@ pub struct Piece {
     pub lower: String,
 }
 
-/// A piece's original text and where its lower-cased form starts: what a snippet needs.
+/// A piece's original text and where its lower-cased form starts: what a snippet needs. The
+/// text is UTF-8 bytes as stored, checked only where the snippet is cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Span {
     pub start: usize,
-    pub text: String,
+    pub text: Vec<u8>,
 }
 
 /// What indexing a text (or text appended to an indexed one) produces.
@@ -273,38 +274,39 @@ impl<'q> Finder<'q> {
 /// the hit's first byte (lower-cased bytes `hit .. hit + hit_len`); `prev(start)` / `next(start)`
 /// give the piece before / after the one starting at `start` (`None` at either end of the
 /// text). Only the characters up to the hit's end are walked; the context on either side is
-/// taken from neighbouring pieces only when the hit's own piece lacks it.
+/// taken from neighbouring pieces only when the hit's own piece lacks it. `Ok(None)` when the
+/// bytes cut are not UTF-8 (damage: the host only stores strings).
 pub fn snippet_around<E>(
     hit: usize,
     hit_len: usize,
     piece: Span,
     mut prev: impl FnMut(usize) -> Result<Option<Span>, E>,
     mut next: impl FnMut(usize) -> Result<Option<Span>, E>,
-) -> Result<String, E> {
+) -> Result<Option<String>, E> {
     let (mut first_start, mut last_start) = (piece.start, piece.start);
     let mut text = piece.text;
     // the hit's characters, as byte offsets in `text`: the first and one past the last
-    let (first, mut end) = hit_bytes(text.as_bytes(), piece.start, hit, hit_len);
+    let (first, mut end) = hit_bytes(&text, piece.start, hit, hit_len);
     while end.is_none() {
         let Some(p) = next(last_start)? else { break };
         last_start = p.start;
         let from = text.len();
-        text.push_str(&p.text);
-        end = hit_bytes(&text.as_bytes()[from..], p.start, hit, hit_len).1.map(|e| from + e);
+        text.extend_from_slice(&p.text);
+        end = hit_bytes(&text[from..], p.start, hit, hit_len).1.map(|e| from + e);
     }
     let (mut first, mut end) = (first.unwrap_or(0), end.unwrap_or(text.len()));
     // one character more than the snippet shows on each side, so a cut is seen as a cut
-    while chars_after(text.as_bytes(), end, SNIPPET_AFTER + 1).1 <= SNIPPET_AFTER {
+    while chars_after(&text, end, SNIPPET_AFTER + 1).1 <= SNIPPET_AFTER {
         let Some(p) = next(last_start)? else { break };
         last_start = p.start;
-        text.push_str(&p.text);
+        text.extend_from_slice(&p.text);
     }
-    while chars_before(text.as_bytes(), first, SNIPPET_BEFORE + 1).1 <= SNIPPET_BEFORE {
+    while chars_before(&text, first, SNIPPET_BEFORE + 1).1 <= SNIPPET_BEFORE {
         let Some(p) = prev(first_start)? else { break };
         first_start = p.start;
         first += p.text.len();
         end += p.text.len();
-        text.insert_str(0, &p.text);
+        text.splice(0..0, p.text);
     }
     Ok(cut(&text, first, end))
 }
@@ -438,17 +440,17 @@ fn chars_after(text: &[u8], at: usize, n: usize) -> (usize, usize) {
 /// starts at `text_start`; the hit covers lower-cased bytes `hit .. hit + hit_len`.
 pub fn snippet_in(text: &str, text_start: usize, hit: usize, hit_len: usize) -> String {
     let (first, end) = hit_bytes(text.as_bytes(), text_start, hit, hit_len);
-    cut(text, first.unwrap_or(0), end.unwrap_or(text.len()))
+    // a `str` is UTF-8 and the offsets are its character boundaries: `cut` cannot refuse it
+    cut(text.as_bytes(), first.unwrap_or(0), end.unwrap_or(text.len())).unwrap_or_default()
 }
 
 /// §5.3's cut of the hit `text[first..end]`: up to [`SNIPPET_BEFORE`] characters before it
 /// and [`SNIPPET_AFTER`] after, whitespace runs collapsed to one space, `…` where `text` goes
-/// on.
-fn cut(text: &str, first: usize, end: usize) -> String {
-    let b = text.as_bytes();
+/// on. `None` when the bytes cut are not UTF-8.
+fn cut(text: &[u8], first: usize, end: usize) -> Option<String> {
     let (from, to, head, tail) =
-        shown(b, chars_before(b, first, SNIPPET_BEFORE + 1), chars_after(b, end, SNIPPET_AFTER + 1));
-    render(&text[from..to], head, tail)
+        shown(text, chars_before(text, first, SNIPPET_BEFORE + 1), chars_after(text, end, SNIPPET_AFTER + 1));
+    Some(render(std::str::from_utf8(&text[from..to]).ok()?, head, tail))
 }
 
 /// The bytes a snippet shows, from the walks one character past what it shows on each side
@@ -472,23 +474,30 @@ fn render(shown: &str, head: bool, tail: bool) -> String {
     if head {
         out.push('…');
     }
-    // runs of whitespace become one space; the text between them is copied whole
+    // runs of whitespace become one space; the text between them is copied whole, and so is
+    // a run that is one space already (most runs, in prose)
     let bytes = shown.as_bytes();
-    let (mut i, mut copied, mut in_space) = (0, 0, false);
+    let space_at = |i: usize| if MAY_START_SPACE[usize::from(bytes[i])] { space_len(bytes, i) } else { 0 };
+    let (mut i, mut copied) = (0, 0);
     while i < bytes.len() {
-        let n = if MAY_START_SPACE[usize::from(bytes[i])] { space_len(bytes, i) } else { 0 };
+        let n = space_at(i);
         if n == 0 {
-            in_space = false;
             i += 1;
             continue;
         }
-        if !in_space {
+        let mut end = i + n;
+        while end < bytes.len() {
+            match space_at(end) {
+                0 => break,
+                m => end += m,
+            }
+        }
+        if end - i > 1 || bytes[i] != b' ' {
             out.push_str(&shown[copied..i]);
             out.push(' ');
-            in_space = true;
+            copied = end;
         }
-        i += n;
-        copied = i;
+        i = end;
     }
     out.push_str(&shown[copied..]);
     if tail {
@@ -599,7 +608,7 @@ mod tests {
             assert_eq!(hit, from, "a one- or two-character query's first hit is its gram's position");
         }
         let at = pieces.partition_point(|p| p.start <= hit) - 1;
-        let span = |p: &Piece| Span { start: p.start, text: p.text.clone() };
+        let span = |p: &Piece| Span { start: p.start, text: p.text.clone().into_bytes() };
         let before = |start: usize| -> Result<Option<Span>, ()> {
             let i = pieces.partition_point(|p| p.start < start);
             Ok(i.checked_sub(1).map(|i| span(&pieces[i])))
@@ -607,7 +616,7 @@ mod tests {
         let after = |start: usize| -> Result<Option<Span>, ()> {
             Ok(pieces.get(pieces.partition_point(|p| p.start <= start)).map(span))
         };
-        Some(snippet_around(hit, q.len(), span(&pieces[at]), before, after).unwrap())
+        snippet_around(hit, q.len(), span(&pieces[at]), before, after).unwrap()
     }
 
     #[test]

@@ -5,7 +5,6 @@
 //! Event: `{"event": "changed", …}` (no id).
 
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::error::HostError;
@@ -76,21 +75,28 @@ pub fn decode_request(body: &[u8]) -> Result<Request, Rejected> {
     Ok(Request { id, op, args })
 }
 
-/// An operation's result: a JSON value, or JSON text written straight from typed rows (a long
-/// list is then never built as a tree of `Value`s only to be written out again).
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
+/// An operation's result: a JSON value, or JSON text the host wrote itself (a long list is
+/// then never built as a tree of `Value`s only to be written out again).
+#[derive(Debug)]
 pub enum Payload {
     Value(Value),
-    Json(Box<RawValue>),
+    Text(String),
 }
 
-impl Payload {
-    /// `v` written as JSON text now.
-    pub fn json(v: &impl Serialize) -> Result<Payload, HostError> {
-        serde_json::value::to_raw_value(v)
-            .map(Payload::Json)
-            .map_err(|e| HostError::internal(format!("result not serialisable: {e}")))
+/// [`ok_reply`] for a [`Payload`]: JSON text goes into the reply as it is.
+pub fn payload_reply(id: &Value, result: &Payload) -> String {
+    match result {
+        Payload::Value(v) => ok_reply(id, v),
+        Payload::Text(json) => {
+            let id = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
+            let mut out = String::with_capacity(json.len() + id.len() + 30);
+            out.push_str(r#"{"id":"#);
+            out.push_str(&id);
+            out.push_str(r#","ok":true,"result":"#);
+            out.push_str(json);
+            out.push('}');
+            out
+        }
     }
 }
 
@@ -161,8 +167,8 @@ mod tests {
             n: i64,
         }
         let rows = [Row { id: "a\"b", n: 1 }, Row { id: "鲸", n: -2 }];
-        let as_text = ok_reply(&json!("x"), &Payload::json(&rows).unwrap());
-        let as_value = ok_reply(&json!("x"), &Payload::Value(serde_json::to_value(&rows).unwrap()));
+        let as_text = payload_reply(&json!("x"), &Payload::Text(serde_json::to_string(&rows).unwrap()));
+        let as_value = payload_reply(&json!("x"), &Payload::Value(serde_json::to_value(&rows).unwrap()));
         assert_eq!(as_text, as_value);
         let back: Value = serde_json::from_str(&as_text).unwrap();
         assert_eq!(back["result"], json!([{"id": "a\"b", "n": 1}, {"id": "鲸", "n": -2}]));

@@ -325,7 +325,7 @@ fn sessions_save(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
 
 fn sessions_list(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
     let a = Args::new(a, &["query"], false)?;
-    Ok(read(Payload::json(&s.sessions_list(a.opt_str("query")?)?)?))
+    Ok(read(Payload::Text(s.sessions_list(a.opt_str("query")?)?.to_json())))
 }
 
 fn sessions_get(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::domain::images::UNSEEN_IMAGE_BYTES_BUDGET;
 use crate::protocol::chunk::frames_for_reply;
-use crate::protocol::envelope::{decode_request, error_reply, ok_reply};
+use crate::protocol::envelope::{decode_request, error_reply, payload_reply};
 use crate::protocol::frame::{read_frame, write_frame, FrameError};
 use crate::protocol::limits::MAX_INBOUND_FRAME;
 use crate::protocol::{ErrorCode, HostError};
@@ -175,7 +175,7 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
     let started = std::time::Instant::now();
     let outcome = dispatch_with(ctx, bodies, &req.op, &req.args);
     let (reply, event, followup) = match outcome {
-        Ok(r) => (ok_reply(&req.id, &r.result), r.event, r.followup),
+        Ok(r) => (payload_reply(&req.id, &r.result), r.event, r.followup),
         Err(e) => {
             tracing::debug!(op = %req.op, error = %e, "operation failed");
             (error_reply(&req.id, &e), None, None)

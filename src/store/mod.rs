@@ -6,6 +6,7 @@ mod attach;
 mod blobs;
 mod bound;
 mod changes;
+mod drawer;
 mod history;
 mod import;
 pub mod maintenance;
@@ -27,6 +28,7 @@ use serde_json::{json, Map, Value};
 pub use attach::AttachArgs;
 pub use blobs::{parse_images_mode, Blob, IngestedEntries};
 pub use changes::ChangeEvent;
+pub use drawer::Listing;
 pub use history::Page;
 pub use import::ImportOptions;
 pub use open::Mode;
@@ -207,6 +209,8 @@ pub struct Store {
     damaged: Option<String>,
     /// Whether this process has checked that every session is in the search index.
     search_checked: bool,
+    /// The drawer as the last `sessions.list` read it (reused while the database is unchanged).
+    drawer: Option<std::sync::Arc<drawer::Drawer>>,
 }
 
 /// Validate an optional `clientRequestId`.
@@ -299,7 +303,15 @@ impl Store {
         // Damaged cells fail as SQLITE_CORRUPT when their page is loaded instead of being read
         // as data (T19: fewer silent wrong answers from a damaged file).
         let _ = conn.execute_batch("PRAGMA cell_size_check=ON");
-        Store { conn, path: path.to_path_buf(), mode, origin, damaged: None, search_checked: false }
+        Store {
+            conn,
+            path: path.to_path_buf(),
+            mode,
+            origin,
+            damaged: None,
+            search_checked: false,
+            drawer: None,
+        }
     }
 
     /// Share another connection's origin, so its commits count as this process's own.

@@ -3,11 +3,11 @@
 //! logic in `domain::search`; this module only reads and writes the rows.
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, Statement};
 
 use super::salvage::content_damage;
 
-use super::sessions::{Listed, LISTED_COLS};
+use super::drawer::Drawer;
 use crate::domain::search::{
     exact_by_index, grams_of, index_text, query_grams, snippet_around, snippet_in_piece, Finder, Indexed,
     Span, Tail,
@@ -110,13 +110,15 @@ pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
     Ok(())
 }
 
-/// Content hits for a trimmed, lower-cased, non-empty query: each session's drawer row and
-/// snippet, for the sessions `wanted` accepts (the others, name hits, need no snippet).
+/// Content hits for a trimmed, lower-cased, non-empty query: the index in `drawer.rows` and the
+/// snippet of each session holding it, for the sessions `wanted` accepts (the others, name
+/// hits, need no snippet).
 pub(super) fn content_hits(
     conn: &Connection,
     q: &str,
-    wanted: impl Fn(&str) -> bool,
-) -> HostResult<Vec<(Listed, String)>> {
+    drawer: &Drawer,
+    wanted: impl Fn(usize) -> bool,
+) -> HostResult<Vec<(usize, String)>> {
     // candidates: sessions holding every gram; a hit cannot start before `from`. The rarest
     // gram's postings are read whole; each candidate is then looked up in the others'.
     let mut grams = Vec::new();
@@ -130,19 +132,17 @@ pub(super) fn content_hits(
     }
     grams.sort();
     let Some(((_, rarest, off), rest)) = grams.split_first() else { return Ok(Vec::new()) };
-    // (doc, earliest hit, session id) of every session holding the rarest gram; postings left
-    // by a deleted session have no search_docs row and drop out of the join
+    // every session holding the rarest gram; postings of a document no session has (left by a
+    // deleted session) drop out
     let mut from: Vec<Candidate> = Vec::new();
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT g.doc, g.pos, d.lower_bytes, {LISTED_COLS} FROM search_grams g
-         JOIN search_docs d ON d.doc = g.doc JOIN sessions s ON s.id = d.session_id WHERE g.gram = ?1"
-    ))?;
+    let mut stmt = conn.prepare_cached("SELECT doc, pos FROM search_grams WHERE gram = ?1")?;
     let mut rows = stmt.query([rarest])?;
     while let Some(r) = rows.next()? {
+        let doc = int_col(r, 0)?;
         let pos = usize::try_from(int_col(r, 1)?).unwrap_or(0);
-        let lower_bytes = usize::try_from(int_col(r, 2)?).unwrap_or(usize::MAX);
-        let row = Listed::read(r, 3)?;
-        from.push(Candidate { doc: int_col(r, 0)?, from: pos.saturating_sub(*off), row, lower_bytes });
+        if let Some((row, lower_bytes)) = drawer.doc(doc) {
+            from.push(Candidate { doc, from: pos.saturating_sub(*off), row, lower_bytes });
+        }
     }
     let mut seek = conn.prepare_cached("SELECT pos FROM search_grams WHERE gram = ?1 AND doc = ?2")?;
     for (_, g, off) in rest {
@@ -156,30 +156,42 @@ pub(super) fn content_hits(
         }
         from = keep;
     }
-    from.retain(|c| wanted(&c.row.row.id));
+    from.retain(|c| wanted(c.row));
     let exact = exact_by_index(q);
+    let mut at_stmt = conn.prepare_cached(
+        "SELECT key, text, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2
+         ORDER BY key DESC LIMIT 1",
+    )?;
+    let mut prev_stmt = conn.prepare_cached(
+        "SELECT key, text FROM search_pieces WHERE key < ?1 AND key >= ?2 ORDER BY key DESC LIMIT 1",
+    )?;
+    let mut next_stmt = conn.prepare_cached(
+        "SELECT key, text FROM search_pieces WHERE key > ?1 AND key <= ?2 ORDER BY key LIMIT 1",
+    )?;
     let mut out = Vec::with_capacity(from.len());
     for Candidate { doc, from, row, lower_bytes } in from {
         let mut found =
-            if exact { piece_at(conn, doc, from, q, lower_bytes)?.filter(|p| p.holds) } else { None };
+            if exact { piece_at(&mut at_stmt, doc, from, q, lower_bytes)?.filter(|p| p.holds) } else { None };
         let mut hit = from;
         if found.is_none() {
             // a longer query, or a posting that does not match its text (cannot happen through
             // the host's own writes: then trust the text): scan
             let Some(at) = find(conn, doc, q, if exact { 0 } else { from })? else { continue };
             hit = at;
-            found = piece_at(conn, doc, at, q, lower_bytes)?;
+            found = piece_at(&mut at_stmt, doc, at, q, lower_bytes)?;
         }
         let Some(found) = found else { continue };
         let snippet = match found.cut {
             Ok(snippet) => snippet,
+            // the context runs into a neighbouring piece
             Err(piece) => snippet_around(
                 hit,
                 q.len(),
                 piece,
-                |start| neighbour(conn, doc, start, false),
-                |start| neighbour(conn, doc, start, true),
-            )?,
+                |start| neighbour(&mut prev_stmt, doc, start, false),
+                |start| neighbour(&mut next_stmt, doc, start, true),
+            )?
+            .ok_or_else(|| content_damage("stored text is not UTF-8 where a snippet is cut"))?,
         };
         out.push((row, snippet));
     }
@@ -187,11 +199,11 @@ pub(super) fn content_hits(
 }
 
 /// A session that may hold the query: its index number, the earliest byte a hit can start at,
-/// its drawer row, and the byte length of its lower-cased text.
+/// its row in the drawer, and the byte length of its lower-cased text.
 struct Candidate {
     doc: i64,
     from: usize,
-    row: Listed,
+    row: usize,
     lower_bytes: usize,
 }
 
@@ -233,19 +245,16 @@ fn piece_start(key: i64, lo: i64) -> usize {
 
 /// The piece holding lower-cased byte `at` of a session whose lower-cased text is
 /// `lower_bytes` long, and the snippet of a hit of `q` there: the piece with the largest key
-/// up to the byte's own, one descent.
+/// up to the byte's own, one descent (`stmt`: key, text, text_lower of the pieces with keys in
+/// ?1 ..= ?2, largest first).
 fn piece_at(
-    conn: &Connection,
+    stmt: &mut Statement,
     doc: i64,
     at: usize,
     q: &str,
     lower_bytes: usize,
 ) -> HostResult<Option<AtPiece>> {
     let lo = piece_key(doc, 0);
-    let mut stmt = conn.prepare_cached(
-        "SELECT key, text, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2
-         ORDER BY key DESC LIMIT 1",
-    )?;
     let mut rows = stmt.query(params![lo, piece_key(doc, at)])?;
     let Some(r) = rows.next()? else { return Ok(None) };
     let start = piece_start(r.get(0)?, lo);
@@ -258,32 +267,23 @@ fn piece_at(
     let text = text_col(r, 1)?;
     let cut = match snippet_in_piece(text, start, at, q.len(), start == 0, last) {
         Some(s) => Ok(s),
-        None => Err(Span { start, text: utf8(text)? }),
+        None => Err(Span { start, text: text.to_vec() }),
     };
     Ok(Some(AtPiece { holds, cut }))
 }
 
-/// The piece after (or before) the one starting at `start`.
-fn neighbour(conn: &Connection, doc: i64, start: usize, after: bool) -> HostResult<Option<Span>> {
+/// The piece after (or before) the one starting at `start` (`stmt`: key and text of the piece
+/// nearest key ?1 on that side, up to ?2, the document's last or first key).
+fn neighbour(stmt: &mut Statement, doc: i64, start: usize, after: bool) -> HostResult<Option<Span>> {
     let (lo, hi) = doc_keys(doc);
-    let key = piece_key(doc, start);
-    let (sql, bounds) = if after {
-        ("SELECT key, text FROM search_pieces WHERE key > ?1 AND key <= ?2 ORDER BY key LIMIT 1", [key, hi])
-    } else {
-        (
-            "SELECT key, text FROM search_pieces WHERE key < ?1 AND key >= ?2 ORDER BY key DESC LIMIT 1",
-            [key, lo],
-        )
-    };
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(bounds)?;
+    let mut rows = stmt.query([piece_key(doc, start), if after { hi } else { lo }])?;
     let Some(r) = rows.next()? else { return Ok(None) };
-    Ok(Some(Span { start: piece_start(r.get(0)?, lo), text: utf8(text_col(r, 1)?)? }))
+    Ok(Some(Span { start: piece_start(r.get(0)?, lo), text: text_col(r, 1)?.to_vec() }))
 }
 
 /// Integer column `i` of a search-index row. Every such column is NOT NULL, so a value of another
 /// type read back is damage SQLite cannot see (a zeroed record header reads as NULL).
-fn int_col(r: &Row, i: usize) -> HostResult<i64> {
+pub(super) fn int_col(r: &Row, i: usize) -> HostResult<i64> {
     match r.get_ref(i)? {
         ValueRef::Integer(v) => Ok(v),
         v => Err(not_as_written(v, "an integer")),
@@ -291,7 +291,7 @@ fn int_col(r: &Row, i: usize) -> HostResult<i64> {
 }
 
 /// Text column `i` of a search-index row, as bytes (see [`int_col`]).
-fn text_col<'r>(r: &'r Row, i: usize) -> HostResult<&'r [u8]> {
+pub(super) fn text_col<'r>(r: &'r Row, i: usize) -> HostResult<&'r [u8]> {
     match r.get_ref(i)? {
         ValueRef::Text(b) => Ok(b),
         v => Err(not_as_written(v, "text")),
@@ -304,7 +304,7 @@ fn not_as_written(v: ValueRef, want: &str) -> HostError {
 
 /// Stored text as a `String`: the host only ever stores Rust strings, so bytes that are not
 /// UTF-8 are damage.
-fn utf8(b: &[u8]) -> HostResult<String> {
+pub(super) fn utf8(b: &[u8]) -> HostResult<String> {
     std::str::from_utf8(b)
         .map(str::to_owned)
         .map_err(|e| content_damage(format!("stored text is not UTF-8: {e}")))

@@ -1,11 +1,13 @@
 //! Saved sessions (storage-model §5, §11.7–§11.9, §11.13–§11.14).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 use super::blobs::{self, add_refs, referenced_blob, Holder, Inliner};
+use super::drawer::{Drawer, Found, Listing};
 use super::history::{
     self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries,
 };
@@ -25,54 +27,29 @@ pub(super) fn session_exists(conn: &Connection, id: &str) -> HostResult<bool> {
     Ok(conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(())).optional()?.is_some())
 }
 
-/// A drawer row with the drawer's order key (`ORDER`).
-pub(super) struct Listed {
-    pub(super) row: DrawerRow,
-    insert_seq: i64,
+/// The columns [`drawer_row`] reads, from the `sessions` table aliased `s`.
+pub(super) const ROW_COLS: &str = "s.id, s.name, s.created_at, s.pinned, s.entry_count";
+
+/// A drawer row from [`ROW_COLS`] at the start of `r`.
+pub(super) fn drawer_row(r: &rusqlite::Row) -> rusqlite::Result<DrawerRow> {
+    Ok(DrawerRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        created_at: r.get(2)?,
+        pinned: r.get::<_, i64>(3)? != 0,
+        entry_count: r.get(4)?,
+        content_match: None,
+        snippet: None,
+    })
 }
 
-/// The columns `Listed::read` takes, from the `sessions` table aliased `s`.
-pub(super) const LISTED_COLS: &str = "s.id, s.name, s.created_at, s.pinned, s.entry_count, s.insert_seq";
-
-impl Listed {
-    /// Read [`LISTED_COLS`] from column `at` on.
-    pub(super) fn read(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Listed> {
-        Ok(Listed {
-            row: DrawerRow {
-                id: r.get(at)?,
-                name: r.get(at + 1)?,
-                created_at: r.get(at + 2)?,
-                pinned: r.get::<_, i64>(at + 3)? != 0,
-                entry_count: r.get(at + 4)?,
-                content_match: None,
-                snippet: None,
-            },
-            insert_seq: r.get(at + 5)?,
-        })
-    }
-
-    /// `ORDER`: pinned first, then newest first.
-    fn drawer_order(&self, other: &Listed) -> std::cmp::Ordering {
-        let key = |l: &Listed| (l.row.pinned, l.row.created_at, l.insert_seq);
-        key(other).cmp(&key(self))
-    }
-
-    /// The row of a search hit: a content hit has a snippet, a name hit none.
-    fn hit(mut self, snippet: Option<String>) -> DrawerRow {
-        self.row.content_match = Some(snippet.is_some());
-        self.row.snippet = snippet;
-        self.row
-    }
-}
-
-const ORDER: &str = "ORDER BY pinned DESC, created_at DESC, insert_seq DESC";
+/// The drawer's order: pinned first, then newest first (`insert_seq` breaks ties).
+pub(super) const ORDER: &str = "ORDER BY s.pinned DESC, s.created_at DESC, s.insert_seq DESC";
 
 /// A saved session's drawer row (`{id, name, createdAt, pinned, entryCount}`).
 pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<DrawerRow>> {
     Ok(conn
-        .query_row(&format!("SELECT {LISTED_COLS} FROM sessions s WHERE s.id = ?1"), [id], |r| {
-            Ok(Listed::read(r, 0)?.row)
-        })
+        .query_row(&format!("SELECT {ROW_COLS} FROM sessions s WHERE s.id = ?1"), [id], drawer_row)
         .optional()?)
 }
 
@@ -333,31 +310,29 @@ impl Store {
         Ok(())
     }
 
-    pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Vec<DrawerRow>> {
+    pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Listing> {
         let q = lower(crate::domain::text::js_trim(query.unwrap_or("")));
         if !q.is_empty() {
             self.ensure_search_index()?;
         }
-        self.read(|tx| {
+        let held = self.drawer.take();
+        let listing = self.read(|tx| {
+            let drawer = Drawer::current(tx, held)?;
             if q.is_empty() {
-                let mut stmt = tx.prepare(&format!("SELECT {LISTED_COLS} FROM sessions s {ORDER}"))?;
-                let rows = stmt.query_map([], |r| Ok(Listed::read(r, 0)?.row))?;
-                return Ok(rows.collect::<rusqlite::Result<_>>()?);
+                return Ok(Listing::all(drawer));
             }
-            // name hits by a scan of the names; content hits from the index (§5.3), each with
-            // its row; then the drawer's order
-            let mut hits: Vec<(Listed, Option<String>)> = tx
-                .prepare_cached(&format!(
-                    "SELECT {LISTED_COLS} FROM sessions s WHERE instr(s.name_lower, ?1) > 0"
-                ))?
-                .query_map([&q], |r| Ok((Listed::read(r, 0)?, None)))?
-                .collect::<rusqlite::Result<_>>()?;
-            let name_hits: HashSet<&str> = hits.iter().map(|(l, _)| l.row.id.as_str()).collect();
-            let content = search::content_hits(tx, &q, |sid| !name_hits.contains(sid))?;
-            hits.extend(content.into_iter().map(|(l, s)| (l, Some(s))));
-            hits.sort_by(|a, b| a.0.drawer_order(&b.0));
-            Ok(hits.into_iter().map(|(l, s)| l.hit(s)).collect())
-        })
+            // name hits from the names in memory; content hits from the index (§5.3) for the
+            // other sessions; both in the drawer's order
+            let mut found: Vec<Option<Found>> =
+                drawer.name_hits(&q).into_iter().map(|name| name.then_some(Found::Name)).collect();
+            for (i, snippet) in search::content_hits(tx, &q, &drawer, |i| found[i].is_none())? {
+                found[i] = Some(Found::Content(snippet));
+            }
+            let found = found.into_iter().enumerate().filter_map(|(i, f)| Some((i, f?))).collect();
+            Ok(Listing::found(drawer, found))
+        })?;
+        self.drawer = Some(Arc::clone(&listing.drawer));
+        Ok(listing)
     }
 
     pub fn sessions_get(&mut self, id: &str, inline: bool) -> HostResult<Value> {

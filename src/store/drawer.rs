@@ -1,0 +1,275 @@
+//! The drawer (storage-model §5.3) held in memory between `sessions.list` calls: every saved
+//! session's row in the drawer's order, with its lower-cased name and its search-index
+//! document. One read of the `sessions` table serves every list and search until the database
+//! changes, so a search joins its postings with rows in memory instead of looking each one up.
+//!
+//! The copy is tied to the database state it was read from: `PRAGMA data_version` (changes
+//! when another connection commits) and this connection's `total_changes()` (changes when it
+//! writes, commits or not). A read that finds either changed reads the table again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rusqlite::types::ValueRef;
+use rusqlite::Connection;
+
+use super::search::{int_col, text_col, utf8};
+use super::sessions::{drawer_row, ORDER, ROW_COLS};
+use crate::domain::sessions::DrawerRow;
+use crate::protocol::{HostError, HostResult};
+
+/// Every saved session in the drawer's order, as of one database state.
+pub(super) struct Drawer {
+    stamp: Stamp,
+    rows: Vec<DrawerRow>,
+    /// Each row as JSON text without its closing brace, so a search adds its fields to it.
+    json: Vec<String>,
+    /// The lower-cased names (`sessions.name_lower`) in the rows' order, each followed by a
+    /// 0xFF byte (never part of UTF-8, so no match of a query crosses it), for name hits.
+    names: Vec<u8>,
+    /// Where each row's name starts in `names`.
+    name_at: Vec<usize>,
+    /// Search-index document → (index in `rows`, byte length of its lower-cased text).
+    docs: HashMap<i64, (usize, usize)>,
+}
+
+/// What identifies a database state to this connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    data_version: i64,
+    total_changes: u64,
+}
+
+/// The state `conn`'s read transaction sees. Must be the transaction's first statement: the
+/// pragma starts the read, so the version is the snapshot's.
+fn stamp(conn: &Connection) -> HostResult<Stamp> {
+    let data_version = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+    Ok(Stamp { data_version, total_changes: conn.total_changes() })
+}
+
+impl Drawer {
+    /// `held` if the database has not changed since it was read, else a fresh read. Call first
+    /// in a read transaction (see [`stamp`]).
+    pub(super) fn current(conn: &Connection, held: Option<Arc<Drawer>>) -> HostResult<Arc<Drawer>> {
+        let now = stamp(conn)?;
+        match held {
+            Some(d) if d.stamp == now => Ok(d),
+            _ => Ok(Arc::new(Drawer::read(conn, now)?)),
+        }
+    }
+
+    fn read(conn: &Connection, stamp: Stamp) -> HostResult<Drawer> {
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {ROW_COLS}, s.name_lower, d.doc, d.lower_bytes FROM sessions s
+             LEFT JOIN search_docs d ON d.session_id = s.id {ORDER}"
+        ))?;
+        let (mut rows, mut json, mut names, mut name_at, mut docs) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), HashMap::new());
+        let mut q = stmt.query([])?;
+        while let Some(r) = q.next()? {
+            let row = drawer_row(r)?;
+            name_at.push(names.len());
+            names.extend_from_slice(utf8(text_col(r, 5)?)?.as_bytes());
+            names.push(0xff);
+            // a session the index lacks has no document (the LEFT JOIN's NULL): name hits only
+            if !matches!(r.get_ref(6)?, ValueRef::Null) {
+                let lower_bytes = usize::try_from(int_col(r, 7)?).unwrap_or(usize::MAX);
+                docs.insert(int_col(r, 6)?, (rows.len(), lower_bytes));
+            }
+            json.push(open_json(&row)?);
+            rows.push(row);
+        }
+        Ok(Drawer { stamp, rows, json, names, name_at, docs })
+    }
+
+    /// Which rows' lower-cased names contain `q` (lower-cased, not empty): one scan of all the
+    /// names.
+    pub(super) fn name_hits(&self, q: &str) -> Vec<bool> {
+        let mut hit = vec![false; self.rows.len()];
+        let mut row = 0;
+        for at in memchr::memmem::find_iter(&self.names, q.as_bytes()) {
+            // the row whose name holds byte `at` (matches come in order)
+            while row + 1 < self.name_at.len() && self.name_at[row + 1] <= at {
+                row += 1;
+            }
+            hit[row] = true;
+        }
+        hit
+    }
+
+    /// The row index and lower-cased text length of a search-index document's session; `None`
+    /// for a document no session has (postings a deleted session left behind).
+    pub(super) fn doc(&self, doc: i64) -> Option<(usize, usize)> {
+        self.docs.get(&doc).copied()
+    }
+}
+
+/// `s` as a JSON string. Snippets seldom hold a byte JSON escapes (their whitespace is
+/// collapsed to spaces): those are copied as they are, after a test of 16 bytes at a time
+/// without branches (vectorised); the others are written by `serde_json`.
+fn push_json_str(out: &mut String, s: &str) {
+    let plain = |b: u8| (b >= 0x20) & (b != b'"') & (b != b'\\');
+    if s.as_bytes().chunks(16).all(|c| c.iter().fold(true, |ok, &b| ok & plain(b))) {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        // a string always serialises
+        out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    }
+}
+
+/// A row as JSON text without its closing brace.
+fn open_json(row: &DrawerRow) -> HostResult<String> {
+    let mut text = serde_json::to_string(row)
+        .map_err(|e| HostError::internal(format!("drawer row not serialisable: {e}")))?;
+    text.pop();
+    Ok(text)
+}
+
+/// A `sessions.list` answer: drawer rows in the drawer's order, each with what the search found
+/// in it. Written as JSON from the drawer's JSON rows (no row is built again per answer).
+pub struct Listing {
+    pub(super) drawer: Arc<Drawer>,
+    found: Vec<(usize, Found)>,
+}
+
+/// What a search found in a row.
+pub(super) enum Found {
+    /// No query: the row as it is.
+    Listed,
+    /// The name holds the query (`contentMatch: false`).
+    Name,
+    /// The text holds it (`contentMatch: true`, the snippet).
+    Content(String),
+}
+
+impl Listing {
+    /// Every row of `drawer` (no query).
+    pub(super) fn all(drawer: Arc<Drawer>) -> Listing {
+        let found = (0..drawer.rows.len()).map(|i| (i, Found::Listed)).collect();
+        Listing { drawer, found }
+    }
+
+    /// Rows `found` says a search found, by index in `drawer`, in the drawer's order.
+    pub(super) fn found(drawer: Arc<Drawer>, found: Vec<(usize, Found)>) -> Listing {
+        Listing { drawer, found }
+    }
+
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    /// The rows as values.
+    pub fn rows(&self) -> Vec<DrawerRow> {
+        self.found
+            .iter()
+            .map(|(i, found)| {
+                let row = self.drawer.rows[*i].clone();
+                match found {
+                    Found::Listed => row,
+                    Found::Name => DrawerRow { content_match: Some(false), ..row },
+                    Found::Content(s) => {
+                        DrawerRow { content_match: Some(true), snippet: Some(s.clone()), ..row }
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// The rows as a JSON array: the same text `serde_json` writes for [`Listing::rows`].
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(self.found.len() * 320 + 2);
+        out.push('[');
+        for (n, (i, found)) in self.found.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            out.push_str(&self.drawer.json[*i]);
+            match found {
+                Found::Listed => {}
+                Found::Name => out.push_str(r#","contentMatch":false"#),
+                Found::Content(s) => {
+                    out.push_str(r#","contentMatch":true,"snippet":"#);
+                    push_json_str(&mut out, s);
+                }
+            }
+            out.push('}');
+        }
+        out.push(']');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, name: &str, pinned: bool) -> DrawerRow {
+        DrawerRow {
+            id: id.into(),
+            name: name.into(),
+            created_at: 1_764_759_940_000,
+            pinned,
+            entry_count: 3,
+            content_match: None,
+            snippet: None,
+        }
+    }
+
+    fn drawer(rows: Vec<DrawerRow>) -> Arc<Drawer> {
+        let json = rows.iter().map(|r| open_json(r).unwrap()).collect();
+        let mut names = Vec::new();
+        let mut name_at = Vec::new();
+        for r in &rows {
+            name_at.push(names.len());
+            names.extend_from_slice(crate::domain::text::lower(&r.name).as_bytes());
+            names.push(0xff);
+        }
+        let stamp = Stamp { data_version: 0, total_changes: 0 };
+        Arc::new(Drawer { stamp, rows, json, names, name_at, docs: HashMap::new() })
+    }
+
+    #[test]
+    fn listing_json_is_what_serde_writes_for_its_rows() {
+        let d = drawer(vec![
+            row("a", "say \"hi\" \\ 鲸", true),
+            row("b", "tab\there\u{1}", false),
+            row("c", "plain", false),
+        ]);
+        let all = Listing::all(Arc::clone(&d));
+        assert_eq!(all.to_json(), serde_json::to_string(&all.rows()).unwrap());
+        assert_eq!(all.len(), 3);
+        let found = Listing::found(
+            d,
+            vec![
+                (0, Found::Name),
+                (1, Found::Content("…a plain 鲸 hit, twenty or more bytes long…".into())),
+                (2, Found::Content("…a \"quoted\" 鲸\u{7f} hit…".into())),
+            ],
+        );
+        let rows = found.rows();
+        assert_eq!(found.to_json(), serde_json::to_string(&rows).unwrap());
+        assert_eq!(rows[0].content_match, Some(false));
+        assert_eq!(rows[2].snippet.as_deref(), Some("…a \"quoted\" 鲸\u{7f} hit…"));
+        for bad in ["\\", "\u{0}", "\u{1f}", "x\"", "0123456789abcdef0123456789\\"] {
+            let mut out = String::new();
+            push_json_str(&mut out, bad);
+            assert_eq!(out, serde_json::to_string(bad).unwrap());
+        }
+        assert!(Listing::found(all.drawer, Vec::new()).to_json() == "[]");
+    }
+
+    #[test]
+    fn name_hits_never_cross_from_one_name_into_the_next() {
+        let d = drawer(vec![row("a", "ab", false), row("b", "cd", false), row("c", "xcdx", false)]);
+        assert_eq!(d.name_hits("bc"), vec![false, false, false]);
+        assert_eq!(d.name_hits("cd"), vec![false, true, true]);
+        assert_eq!(d.name_hits("a"), vec![true, false, false]);
+        assert_eq!(d.name_hits("x"), vec![false, false, true]);
+    }
+}
