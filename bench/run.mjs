@@ -735,9 +735,11 @@ const MISS_NOTES = [
   sequential native-messaging round trips (settings.get → request.build → history.append) and, in the host
   log, 13–16 ms between request.build finishing and history.append finishing (the append itself 1–2 ms): the
   delta applied, the 300K-char body hashed, parsed and walked for image tokens; then lib/llm.js stringifies it
-  again. Changes that cut
-  it: keep the settings in the worker (invalidated by \`changed\` events), hand the provider the body text as it
-  came (no parse and re-stringify), and do not wait for the durable user-entry append before calling the provider.`,
+  again. Each of the three round trips also pays this machine's slow group of round trips (scenario 8's
+  channel-floor samples: ~2 ms or ~7–9 ms for the same reply), which is why the ratio moves between runs (0.45–0.54
+  before, 0.51 and 0.62 in the two full runs of 2026-12-03). Changes that would cut it, not made yet: keep the
+  settings in the worker (invalidated by \`changed\` events), hand the provider the body text as it came (no parse
+  and re-stringify), and do not wait for the durable user-entry append before calling the provider.`,
   },
   {
     scenario: /^5 … service-worker/,
@@ -765,16 +767,18 @@ const MISS_NOTES = [
     text: `The index answers from postings and the pieces around each hit; a query no longer touches the other
   sessions' text. The 1-character query matches a quarter of the sessions (256 rows, an 80 KB reply), so its cost is
   per hit. valgrind --tool=callgrind of a host answering 20 × \`sessions.list 鲸\` on this run's database
-  (bench/search-host.py): 9.4 M instructions per query (16.6 M two changes ago; 12.8 M before schema 4's one-descent
-  piece keys, rows written as JSON text without \`Value\`s, and one walk per snippet window): the hit's piece 41 %
-  (SQLite and rusqlite ~25 %: the descent, reading the two ~900-byte text columns, the statement's bind and
-  reset; the snippet cut 16 %), neighbouring pieces for hits near a piece's edge 12 %, drawer rows joined with the
-  postings ~22 %, the name scan over all 1,000 rows 10 %, JSON ~12 %. The "channel floor" row is the echo host
-  replaying the very same reply: what the worker pays for these bytes when the host's work is free (the same reply
-  sent as one JSON-text chunk, parsed by the worker's JSON.parse, took 3.8 ms against 2.9 ms in a search-only run:
-  no gain there). The ratio ≤ 0.2 needs the round trip within 0.2 × the digest scan (~4.3–4.6 ms here),
-  i.e. host-side ≲ 1.4 ms on top of a ~2.9 ms floor: about 2× less work per hit than now. Not done: fetching a
-  hit's piece and its neighbour in one range read, a name scan that does not run SQL per row.`,
+  (bench/search-host.py): 6.0 M instructions per query (16.6 M four changes ago, 9.5 M before the drawer was kept
+  in memory with per-row JSON text): the hit's piece 52 % (the snippet cut 24 %, SQLite's descent and rusqlite's
+  step, bind and reset ~20 %), neighbouring pieces for the ~21 % of hits near a piece's edge 19 %, the drawer's one
+  read of the 1,000 rows 9 % (paid again only after a write), JSON 3 %. Host-side is now ~1.2–1.6 ms. What is left
+  is the channel: the "channel floor" row is the echo host replaying the very same reply, what the worker pays for
+  these bytes when the host's work is free. On this machine (a 2-vCPU Firecracker VM) round trips fall in two groups:
+  BENCH_DUMP=1 BENCH_ONLY=search ./bench.sh at 22:28 logged the echo host's 鲸 replays at 2.1–2.5 ms and 6.6–9.1 ms
+  (median 5.1 ms, so 0.33 × that run's 15.4 ms digest scan with the host doing nothing), and Keepsake's round trips
+  at 3.4–3.6 ms and 9–12 ms. Waking an idle vCPU is slow here: a thread spawned to cut snippets beside the SQLite
+  reads started 0.33–1.12 ms after spawn (tried and dropped). In a run whose floor median stays in the fast group
+  (~2.2–2.9 ms) the ratio needs host-side ≲ 0.3–1.5 ms, depending on that run's digest scan (13–22 ms); in a run
+  where the floor's own ratio is over 0.2, no host work can meet it.`,
   },
   {
     scenario: /^9 Host start/,
