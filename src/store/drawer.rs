@@ -156,14 +156,6 @@ impl Listing {
         Listing { drawer, found }
     }
 
-    pub fn len(&self) -> usize {
-        self.found.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.found.is_empty()
-    }
-
     /// The rows as values.
     pub fn rows(&self) -> Vec<DrawerRow> {
         self.found
@@ -243,7 +235,7 @@ mod tests {
         ]);
         let all = Listing::all(Arc::clone(&d));
         assert_eq!(all.to_json(), serde_json::to_string(&all.rows()).unwrap());
-        assert_eq!(all.len(), 3);
+        assert_eq!(all.rows().len(), 3);
         let found = Listing::found(
             d,
             vec![
