@@ -198,6 +198,9 @@ pub struct WriteOutcome {
     pub event: Option<ChangeEvent>,
 }
 
+/// A -wal larger than this after a commit is checkpointed with RESTART ([`Store::write`]).
+const WAL_RESTART_BYTES: u64 = 8 * 1024 * 1024;
+
 /// An open database.
 pub struct Store {
     conn: Connection,
@@ -407,6 +410,9 @@ impl Store {
             ));
         }
         let r = self.write_inner(op, client_request_id, f);
+        if r.is_ok() {
+            self.bound_wal();
+        }
         self.observe(r)
     }
 
@@ -455,6 +461,23 @@ impl Store {
         }
         w.tx.commit()?;
         Ok(WriteOutcome { result, event })
+    }
+
+    /// Keep the -wal bounded under readers that never pause (reliability.md T15: under 16 MiB).
+    /// SQLite's automatic checkpoint (PASSIVE) copies frames back but starts the file over only
+    /// when no reader holds an older snapshot, which a streaming reader and other writers seldom
+    /// allow: T15 saw the file reach 33 MiB. Past [`WAL_RESTART_BYTES`] a RESTART checkpoint
+    /// waits (busy handler) for the reads under way, new readers go on, and the next write
+    /// starts the file over (`journal_size_limit` then cuts it back to 4 MiB). The write has
+    /// committed: a checkpoint that fails is only logged.
+    fn bound_wal(&self) {
+        let wal = maintenance::sidecar(&self.path, "-wal");
+        if std::fs::metadata(wal).map_or(0, |m| m.len()) <= WAL_RESTART_BYTES {
+            return;
+        }
+        if let Err(e) = self.conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(())) {
+            tracing::debug!(error = %e, "wal checkpoint (restart) failed");
+        }
     }
 
     /// `PRAGMA optimize` before closing (reliability.md §3 step 7).
