@@ -6,6 +6,7 @@
 #   ./bench.sh                  the full run (≈ 10–15 min on 2 cores)
 #   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
 #   BENCH_ONLY=search ./bench.sh  scenario 8 alone, printed only
+#   BENCH_ONLY=text ./bench.sh    scenario 4 alone, with a timeline of its turns, printed only
 #
 # Needs cargo, node >= 20, npm, /usr/bin/chromium (Debian's; never downloaded) and playwright-core
 # in tests/e2e/node_modules (installed with `npm ci` there when missing). Exit status 0 unless
@@ -19,7 +20,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,12p' "$0"
+	sed -n '2,13p' "$0"
 	exit 0
 	;;
 esac

@@ -24,8 +24,11 @@ import { fmt, lineChart, markdownTable, row, summarize, textTable } from './repo
 const here = path.dirname(fileURLToPath(import.meta.url));
 const QUICK = process.env.BENCH_QUICK === '1';
 // BENCH_ONLY=search: scenario 8 alone, printed only (for working on search); BENCH_DUMP=1 also
-// logs scenario 8's every sample
+// logs scenario 8's every sample (and, with BENCH_ONLY=text, each scenario-4 turn's timeline)
 const ONLY_SEARCH = process.env.BENCH_ONLY === 'search';
+// BENCH_ONLY=text: scenario 4 alone, printed with where the Keepsake turn's time goes
+const ONLY_TEXT = process.env.BENCH_ONLY === 'text';
+const DUMP = process.env.BENCH_DUMP === '1';
 const ECHO_BIN = process.env.BENCH_ECHO_BIN || path.join(ROOT, 'target', 'release', 'examples', 'echo_host');
 const ECHO_NAME = 'dev.keepsake.bench_echo';
 const MiB = 1024 * 1024;
@@ -283,6 +286,31 @@ async function textConversation(k) {
   return { samples, facts, hostMs: servedMs(k.hostLog().slice(logMark)) };
 }
 
+/**
+ * Scenario 4's Keepsake turns as a timeline: each storage call turns.js made (in the order of the
+ * first turn) and the body reaching \`fetch\`, as median ms after the send.
+ */
+function traceTable(samples) {
+  const ops = new Map();
+  for (const s of samples) {
+    const seen = new Map();
+    for (const c of s.trace ?? []) {
+      const n = (seen.get(c.op) ?? 0) + 1;
+      seen.set(c.op, n);
+      const key = n === 1 ? c.op : `${c.op} #${n}`;
+      if (!ops.has(key)) ops.set(key, { starts: [], ends: [] });
+      ops.get(key).starts.push(c.start);
+      if (c.end !== null) ops.get(key).ends.push(c.end);
+    }
+  }
+  const lines = ['call (median ms after send)         start      end   turns'];
+  for (const [op, { starts, ends }] of ops) {
+    const med = (xs) => (xs.length ? summarize(xs).median : '–');
+    lines.push(`${op.padEnd(34)} ${String(med(starts)).padStart(7)} ${String(med(ends)).padStart(8)} ${String(starts.length).padStart(7)}`);
+  }
+  return lines.join('\n');
+}
+
 /** Host-side time of each operation from debug log lines `served op=<op> ms=<n> us=<n>`: op → [ms…]. */
 function servedMs(logText) {
   const out = {};
@@ -518,7 +546,7 @@ async function search(testBuild) {
       }
       const served = servedMs(k.hostLog().slice(logMark))['sessions.list'] ?? [];
       const hostMs = Object.fromEntries(SEARCH_QUERIES.map(({ q }, i) => [q, served.filter((_, j) => j % SEARCH_QUERIES.length === i)]));
-      if (process.env.BENCH_DUMP) for (const q of Object.keys(samples)) log(`samples ${q} k=${samples[q].keepsake.map((x) => x.ms.toFixed(1))} b=${samples[q].baseline.map((x) => x.ms.toFixed(1))} f=${samples[q].floor.map((x) => x.ms.toFixed(1))} h=${hostMs[q]}`);
+      if (DUMP) for (const q of Object.keys(samples)) log(`samples ${q} k=${samples[q].keepsake.map((x) => x.ms.toFixed(1))} b=${samples[q].baseline.map((x) => x.ms.toFixed(1))} f=${samples[q].floor.map((x) => x.ms.toFixed(1))} h=${hostMs[q]}`);
       return { samples, facts, hostMs };
     } finally {
       await k.close();
@@ -677,6 +705,24 @@ async function main() {
     console.log(textTable(searchRows(R)));
     return;
   }
+  if (ONLY_TEXT) {
+    try {
+      const k = await launch({ name: 'bench', extDir: build.dir, hostDebug: true });
+      try {
+        await bench(k, 'init');
+        R.text = await textConversation(k);
+      } finally {
+        await k.close();
+      }
+    } finally {
+      fs.rmSync(build.dir, { recursive: true, force: true });
+    }
+    const tc = R.text.samples;
+    console.log(textTable([row({ scenario: '4 Send: text', keepsake: pickAll(tc.keepsake, 'ms'), baseline: pickAll(tc.baseline, 'ms'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) })]));
+    console.log(traceTable(tc.keepsake));
+    if (DUMP) for (const [i, x] of tc.keepsake.entries()) log(`round ${i}: ${x.trace.map((c) => `${c.op} ${c.start}–${c.end}`).join(', ')}`);
+    return;
+  }
   try {
     const k = await launch({ name: 'bench', extDir: build.dir, hostDebug: true });
     try {
@@ -730,16 +776,17 @@ async function main() {
 const MISS_NOTES = [
   {
     scenario: /^4 /,
-    text: `Host-side work per turn is about 5 ms (debug log: settings.get 0, request.build 2–4 ms with a
-  ~8 KB delta reply instead of the 408 KB full body, history.append 1–5 ms). The rest is in the worker: three
-  sequential native-messaging round trips (settings.get → request.build → history.append) and, in the host
-  log, 13–16 ms between request.build finishing and history.append finishing (the append itself 1–2 ms): the
-  delta applied, the 300K-char body hashed, parsed and walked for image tokens; then lib/llm.js stringifies it
-  again. Each of the three round trips also pays this machine's slow group of round trips (scenario 8's
-  channel-floor samples: ~2 ms or ~7–9 ms for the same reply), which is why the ratio moves between runs (0.45–0.54
-  before, 0.51 and 0.62 in the two full runs of 2026-12-03). Changes that would cut it, not made yet: keep the
-  settings in the worker (invalidated by \`changed\` events), hand the provider the body text as it came (no parse
-  and re-stringify), and do not wait for the durable user-entry append before calling the provider.`,
+    text: `BENCH_ONLY=text ./bench.sh prints where a Keepsake turn's time goes (median ms after the send, 2026-12-04):
+  request.build 0.1–4.3 (host-side 2–3 ms, a ~8 KB delta reply instead of the 408 KB full body), history.append
+  4.9–13.6 (host-side ~3 ms: a FULL-synchronous commit), body at \`fetch\` 9.4. Before the changes of 2026-12-04 the
+  turn made three round trips one after the other (settings.get, request.build, history.append) and then parsed
+  the body, walked it and stringified it again: body at \`fetch\` 16.9 ms, ratio 0.50–0.62. Changes made: the
+  settings are kept in the worker (read again after a \`changed\` event naming them), a body that came as text
+  goes to the provider as that text, and the provider request goes out while the user entry is appended
+  (nothing is shown before it is stored). What is left between request.build's reply and \`fetch\`: the delta
+  applied (~0.5 ms) and its SHA-256 check (TextEncoder of the 260K-char mixed-script text 1.7 ms, the digest
+  0.3 ms). A miss now means round trips in this machine's slow group (scenario 8's channel floor: ~2 ms or
+  ~7–9 ms for the same reply).`,
   },
   {
     scenario: /^5 … service-worker/,

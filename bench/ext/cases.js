@@ -44,22 +44,45 @@ const imageCache = new ImageCache();
 const bodyMemory = turnsModule.BodyMemory ? new turnsModule.BodyMemory() : undefined;
 /** The argument names of the last `request.build` turns.js made (shows whether it asks for deltas). */
 let lastBuildArgs = [];
-const traced = {
-  ...storage,
-  request: {
-    ...storage.request,
-    build(args, opts) {
-      lastBuildArgs = Object.keys(args ?? {});
-      return storage.request.build(args, opts);
-    },
-  },
-};
+/**
+ * Every storage call turns.js makes, while `calls` is an array: `{op, start, end}` in ms of the
+ * worker's clock (scenario 4 reports them relative to the send, to show where a turn's time goes).
+ */
+let calls = null;
+const traced = Object.fromEntries(
+  Object.entries(storage).map(([ns, api]) => {
+    if (!api || typeof api !== 'object') return [ns, api];
+    const wrapped = {};
+    for (const [name, fn] of Object.entries(api)) {
+      if (typeof fn !== 'function') {
+        wrapped[name] = fn;
+        continue;
+      }
+      wrapped[name] = (args, opts) => {
+        if (ns === 'request' && name === 'build') lastBuildArgs = Object.keys(args ?? {});
+        const start = now();
+        const p = fn.call(api, args, opts);
+        const list = calls;
+        if (list) {
+          const rec = { op: `${ns}.${name}`, start, end: null };
+          list.push(rec);
+          Promise.resolve(p).then(
+            () => (rec.end = now()),
+            () => (rec.end = now()),
+          );
+        }
+        return p;
+      };
+    }
+    return [ns, wrapped];
+  }),
+);
 /** The last `chat.error` a bench turn reported (a failed turn must not pass for a fast one). */
 let turnError = null;
 const broadcast = (event) => {
   if (event.type === 'chat.error') turnError = event.error;
 };
-const turns = createTurns({ storage: traced, imageCache, bodyMemory, fetchImpl: fakeFetch, broadcast });
+const turns = createTurns({ storage: traced, imageCache, bodyMemory, events: port, fetchImpl: fakeFetch, broadcast });
 
 // ---- inputs -----------------------------------------------------------------------------------
 
@@ -148,7 +171,7 @@ async function sendBoth(way, { text, images = [], reply }) {
   }
   const t1 = now();
   if (turnError || !provider.at) throw new Error(`the ${way} turn failed: ${JSON.stringify(turnError)}`);
-  return { ms: t1 - t0, bodyMs: provider.at - t0, bodyLength: provider.body.length };
+  return { ms: t1 - t0, bodyMs: provider.at - t0, bodyLength: provider.body.length, t0 };
 }
 
 function turnText(round, chars) {
@@ -179,9 +202,24 @@ cases.textConversation = {
   },
   reset: () => {},
   async run(way, round, p) {
-    const r = await sendBoth(way, { text: turnText(round, p.userChars), reply: turnText(700 + round, p.replyChars) });
-    if (way === 'baseline') return { ...r, ms: r.bodyMs, turnMs: r.ms };
-    return { ...r, ms: r.bodyMs, turnMs: r.ms, buildArgs: lastBuildArgs, bodies: bodyMemory ? { ...bodyMemory.stats } : null };
+    const args = { text: turnText(round, p.userChars), reply: turnText(700 + round, p.replyChars) };
+    if (way === 'baseline') {
+      const r = await sendBoth(way, args);
+      return { ...r, ms: r.bodyMs, turnMs: r.ms };
+    }
+    const turnCalls = [];
+    calls = turnCalls;
+    let r;
+    try {
+      r = await sendBoth(way, args);
+    } finally {
+      calls = null;
+    }
+    // storage calls of the turn, ms after the send; `fetch` = the body reaching the provider
+    const at = (x) => (x === null ? null : Math.round((x - r.t0) * 100) / 100);
+    const trace = turnCalls.filter((c) => c.start >= r.t0).map((c) => ({ op: c.op, start: at(c.start), end: at(c.end) }));
+    trace.push({ op: 'fetch', start: at(r.t0 + r.bodyMs), end: at(r.t0 + r.bodyMs) });
+    return { ...r, ms: r.bodyMs, turnMs: r.ms, trace, buildArgs: lastBuildArgs, bodies: bodyMemory ? { ...bodyMemory.stats } : null };
   },
 };
 

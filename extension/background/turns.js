@@ -168,6 +168,22 @@ export function bodyHasImages(value) {
   return Object.values(value).some((v) => typeof v === 'object' && bodyHasImages(v));
 }
 
+/** Whether a body's JSON text may hold an image token (any occurrence: a superset of collectTokens). */
+export function textHasTokens(text) {
+  return text.includes(IMAGE_REF_PREFIX) || text.includes(TURN_TOKEN_PREFIX);
+}
+
+const IMAGE_PART_TEXT = /"type"\s*:\s*"(?:image_url|input_image|image)"/;
+
+/**
+ * bodyHasImages on a body's JSON text: true whenever bodyHasImages is. It can also be true without
+ * an image part (a key ending in that text), which only costs a `markImagesSeen` that stamps
+ * nothing; a string value's own quotes are escaped, so no message text can make it true.
+ */
+export function textHasImages(text) {
+  return IMAGE_PART_TEXT.test(text);
+}
+
 /** storage-model §2.1 entryText. */
 export function entryText(e) {
   if (!isObject(e)) return '';
@@ -547,16 +563,45 @@ export class BodyMemory {
     return { text, check: () => (verdict ??= verify()) };
   }
 
-  /** A taken body that turned out unusable (its text does not parse). */
-  drop(text) {
-    this.stats.rejected++;
-    if (this.text === text) this.forget();
-  }
-
   #keep(text, hash) {
     if (typeof hash !== 'string') return;
     this.text = text;
     this.hash = hash;
+  }
+}
+
+/**
+ * The turn settings (TURN_SETTING_KEYS) as last read, so a send does not wait for a
+ * `settings.get` round trip. Forgotten on every `changed` event naming settings and on every
+ * connection state change of `events` (the NativePort: a new host process does not announce
+ * commits made before it opened the database). A read that an event overtook is not kept. Without
+ * `events` nothing is kept: every `get` reads.
+ */
+export class SettingsMemory {
+  constructor(read, events) {
+    this.read = read;
+    this.value = null;
+    this.generation = 0;
+    this.keeps = !!events?.on;
+    if (this.keeps) {
+      events.on('changed', (change) => {
+        if (change?.areas?.settings) this.forget();
+      });
+      events.on('state', () => this.forget());
+    }
+  }
+
+  forget() {
+    this.generation++;
+    this.value = null;
+  }
+
+  async get() {
+    if (this.value) return this.value;
+    const generation = this.generation;
+    const value = (await this.read()) ?? {};
+    if (this.keeps && generation === this.generation) this.value = value;
+    return value;
   }
 }
 
@@ -589,6 +634,8 @@ export function createLock() {
  * @param {Function} [deps.fetchImpl]  passed through to llm.streamReply
  * @param {ImageCache} [deps.imageCache]
  * @param {BodyMemory} [deps.bodyMemory] the last body text received (request bodies as deltas)
+ * @param {{on: Function}} [deps.events] the NativePort's events (`changed`, `state`): with them the
+ *   turn settings are kept between sends (SettingsMemory)
  * @param {() => string} [deps.newId]
  */
 export function createTurns(deps) {
@@ -602,6 +649,7 @@ export function createTurns(deps) {
     fetchImpl,
     imageCache = new ImageCache(),
     bodyMemory = new BodyMemory(),
+    events = null,
     keepAliveMs = KEEPALIVE_MS,
     summaryConcurrency = SUMMARY_CONCURRENCY,
   } = deps;
@@ -609,6 +657,7 @@ export function createTurns(deps) {
   const newId =
     deps.newId ?? (() => (globalThis.crypto?.randomUUID ? globalThis.crypto.randomUUID() : `s${now()}-${++idSeq}`));
 
+  const settingsMemory = new SettingsMemory(() => storage.settings.get({ keys: [...TURN_SETTING_KEYS] }), events);
   const streams = new Map(); // streamId → stream (until settled)
   const lock = createLock();
   let sending = false;
@@ -699,23 +748,14 @@ export function createTurns(deps) {
 
   /**
    * request.build naming what the worker holds: image bytes (`imageRefs`) and the last body text
-   * (`since`, so an unchanged history costs a few hundred bytes). The reply's `body` is always
-   * the parsed body, whichever form it travelled in. With `deferCheck`, a delta's hash check is
-   * left to the caller (`check()`, resolves false when the body must not be used); otherwise a
-   * delta that does not verify is replaced by one full body here.
+   * (`since`, so an unchanged history costs a few hundred bytes). The reply carries the body as
+   * `bodyText` (not parsed here) when it travelled as text, else as `body`. With `deferCheck`, a
+   * delta's hash check is left to the caller (`check()`, resolves false when the body must not be
+   * used); otherwise a delta that does not verify is replaced by one full body here.
    */
   async function hostBuild(args, { deferCheck = false } = {}) {
     const withRefs = { ...args, imageRefs: imageCache.refs() };
     if (bodyMemory.enabled) {
-      const parsed = (got) => {
-        if (!got) return got;
-        try {
-          return { ...got, body: JSON.parse(got.text) };
-        } catch {
-          bodyMemory.drop(got.text);
-          return null;
-        }
-      };
       const snap = bodyMemory.snapshot();
       let res = null;
       try {
@@ -724,19 +764,17 @@ export function createTurns(deps) {
         if (e?.code !== 'bad_request') throw e; // a host without `since`: the plain build below
       }
       if (res) {
-        let got = parsed(bodyMemory.take(res, snap));
+        let got = bodyMemory.take(res, snap);
         if (got && !deferCheck && !(await got.check())) got = null;
         if (got === null) {
           // a delta that does not apply or verify: one full body
           bodyMemory.forget();
           res = await storage.request.build({ ...withRefs, since: '' });
-          got = parsed(bodyMemory.take(res, { text: null, hash: null }));
+          got = bodyMemory.take(res, { text: null, hash: null });
         }
         if (got === undefined) return res;
-        if (got) {
-          const { bodyText, bodyDelta, ...rest } = res;
-          return deferCheck ? { ...rest, body: got.body, check: got.check } : { ...rest, body: got.body };
-        }
+        const { bodyText, bodyDelta, ...rest } = res;
+        return deferCheck ? { ...rest, bodyText: got.text, check: got.check } : { ...rest, bodyText: got.text };
       }
     }
     try {
@@ -749,31 +787,39 @@ export function createTurns(deps) {
   }
 
   /**
-   * → {res, body, userEntry, hasImages, check?}; falls back to an inline build if a token cannot
-   * be filled. `check` only with `deferCheck` (see hostBuild).
+   * → {res, payload, userEntry, hasImages, check?}: `payload` is what llm.streamReply sends,
+   * `{bodyText}` (the host's text as it came: no parse, no re-stringify) when the text holds no
+   * image token, else `{body}` with the tokens filled. Falls back to an inline build if a token
+   * cannot be filled. `check` only with `deferCheck` (see hostBuild).
    */
   async function buildRequest(args, opts) {
-    const { check, ...res } = await hostBuild(args, opts);
-    const hasImages = bodyHasImages(res.body);
+    const { check, bodyText, ...res } = await hostBuild(args, opts);
     try {
-      const tokens = new Set([...(res.imageRefs ?? []), ...collectTokens(res.body), ...collectTokens(res.userEntry)]);
-      if (tokens.size === 0) return { res, body: res.body, userEntry: res.userEntry, hasImages, check };
+      if (typeof bodyText === 'string' && !textHasTokens(bodyText)) {
+        const tokens = collectTokens(res.userEntry);
+        const userEntry = tokens.size ? fillImageTokens(res.userEntry, await resolveTokens(tokens, args.turn?.images)) : res.userEntry;
+        return { res, payload: { bodyText }, userEntry, hasImages: textHasImages(bodyText), check };
+      }
+      const body = typeof bodyText === 'string' ? JSON.parse(bodyText) : res.body;
+      const hasImages = bodyHasImages(body);
+      const tokens = new Set([...(res.imageRefs ?? []), ...collectTokens(body), ...collectTokens(res.userEntry)]);
+      if (tokens.size === 0) return { res, payload: { body }, userEntry: res.userEntry, hasImages, check };
       const map = await resolveTokens(tokens, args.turn?.images);
       return {
         res,
-        body: fillImageTokens(res.body, map),
+        payload: { body: fillImageTokens(body, map) },
         userEntry: fillImageTokens(res.userEntry, map),
         hasImages,
         check,
       };
     } catch {
       const inline = await storage.request.build(args);
-      return { res: inline, body: inline.body, userEntry: inline.userEntry, hasImages: bodyHasImages(inline.body) };
+      return { res: inline, payload: { body: inline.body }, userEntry: inline.userEntry, hasImages: bodyHasImages(inline.body) };
     }
   }
 
-  async function readSettings() {
-    return (await storage.settings.get({ keys: [...TURN_SETTING_KEYS] })) ?? {};
+  function readSettings() {
+    return settingsMemory.get();
   }
 
   // ----- send
@@ -803,9 +849,12 @@ export function createTurns(deps) {
     return lock.run(async () => {
       const built = await buildRequest(baseArgs, { deferCheck: true });
       const appending = storage.history.append({ entry: built.userEntry });
-      // a delta's hash is checked while the host writes; the model gets the body only once it passed
-      const bodyCheck = built.check ? built.check() : null;
-      const appended = await appending;
+      // The provider is called while the host appends the user entry (a delta's hash is checked
+      // first); nothing reaches the panel or the store until that append has landed: `ready`.
+      let settle;
+      const ready = new Promise((resolve) => {
+        settle = resolve;
+      });
       const stream = {
         streamId: newId(),
         text: '',
@@ -813,15 +862,17 @@ export function createTurns(deps) {
         originSessionId: null,
         bg: false,
         settled: false,
+        announced: false,
+        ready,
         phase: 'streaming',
-        userIndex: appended.index,
+        userIndex: null,
         userText: entryText(built.userEntry),
         provider: picked.provider,
         providerLabel: picked.label,
         providerKey: picked.key,
         baseArgs,
-        body: built.body,
-        bodyCheck,
+        payload: built.payload,
+        bodyCheck: built.check ? built.check() : null,
         markImages: built.hasImages || bodyHasImages(built.userEntry),
         controller: new AbortController(),
         stopReason: null,
@@ -830,8 +881,6 @@ export function createTurns(deps) {
         salvagedIndex: null,
       };
       streams.set(stream.streamId, stream);
-      for (const u of turnImages) imageCache.addDataUrl(u).catch(() => {});
-      emit(stream, { type: 'chat.start', streamId: stream.streamId, userIndex: stream.userIndex });
       activityStart();
       stream.done = track(
         runTurn(stream).finally(() => {
@@ -840,6 +889,20 @@ export function createTurns(deps) {
           activityEnd();
         }),
       );
+      let appended;
+      try {
+        appended = await appending;
+      } catch (e) {
+        // nothing was stored: the provider call is aborted unseen and the send fails as a whole
+        stream.controller.abort();
+        settle(false);
+        await stream.done.catch(() => {});
+        throw e;
+      }
+      stream.userIndex = appended.index;
+      for (const u of turnImages) imageCache.addDataUrl(u).catch(() => {});
+      announce(stream);
+      settle(true);
       return {
         streamId: stream.streamId,
         userIndex: appended.index,
@@ -847,6 +910,15 @@ export function createTurns(deps) {
         droppedImages: built.res.droppedImages ?? 0,
       };
     });
+  }
+
+  /** chat.start once the user entry is stored, then in one delta whatever streamed before it. */
+  function announce(stream) {
+    stream.announced = true;
+    emit(stream, { type: 'chat.start', streamId: stream.streamId, userIndex: stream.userIndex });
+    if (stream.text) {
+      emit(stream, { type: 'chat.delta', streamId: stream.streamId, delta: stream.text, length: stream.text.length });
+    }
   }
 
   function abortedError(stream) {
@@ -865,18 +937,20 @@ export function createTurns(deps) {
     });
   }
 
-  async function callLlm(stream, body) {
+  /** One provider call with `payload` ({body} or {bodyText}, buildRequest). */
+  async function callLlm(stream, payload) {
     if (stream.controller.signal.aborted) throw abortedError(stream);
     let passText = '';
     const res = await llm.streamReply({
       provider: stream.provider,
-      body,
+      ...payload,
       signal: stream.controller.signal,
       onDelta: (d) => {
         const delta = typeof d === 'string' ? d : (d?.delta ?? d?.text ?? '');
         if (!delta) return;
         passText += delta;
         stream.text += delta;
+        if (!stream.announced) return; // announce() sends it
         emit(stream, { type: 'chat.delta', streamId: stream.streamId, delta, length: stream.text.length });
       },
       onEvent: () => {},
@@ -911,48 +985,64 @@ export function createTurns(deps) {
     return built;
   }
 
+  /** callLlm → `{first}` or `{error}` (never rejects). */
+  function attempt(stream, payload) {
+    return callLlm(stream, payload).then(
+      (first) => ({ first }),
+      (error) => ({ error }),
+    );
+  }
+
   async function runTurn(stream) {
+    // the first call goes out while the user entry is appended; a delta that does not verify is
+    // rebuilt once that entry is stored (after it, as a rescue is)
+    const early = stream.bodyCheck
+      ? stream.bodyCheck.then((ok) => (ok ? attempt(stream, stream.payload) : { stale: true }))
+      : attempt(stream, stream.payload);
+    if (!(await stream.ready)) {
+      await early; // aborted by startTurn: the send failed, nothing to report or store
+      return;
+    }
     let first;
     let originalError = null;
     try {
-      if (stream.bodyCheck && !(await stream.bodyCheck)) {
-        // the body delta did not verify: build it whole (after the appended user entry, as a rescue does)
-        stream.body = (await rebuild(stream, {})).body;
+      let got = await early;
+      if (got.stale) {
+        stream.payload = (await rebuild(stream, {})).payload;
+        got = await attempt(stream, stream.payload);
       }
-      // attempt (+ at most one overflow rescue, §7.3)
-      for (;;) {
+      // at most one overflow rescue (§7.3)
+      while (!got.first) {
+        const e = got.error;
+        if (stream.dropped) throw e;
+        if (originalError) throw e;
+        if (!mayRescue(e, { kind: stream.provider.kind, rescued: !!stream.rescue, text: stream.text })) throw e;
+        let overflow = false;
         try {
-          first = await callLlm(stream, stream.body);
-          break;
-        } catch (e) {
-          if (stream.dropped) throw e;
-          if (originalError) throw e;
-          if (!mayRescue(e, { kind: stream.provider.kind, rescued: !!stream.rescue, text: stream.text })) throw e;
-          let overflow = false;
-          try {
-            overflow = (await storage.request.isContextOverflow({ message: e.message })) === true;
-          } catch {
-            overflow = false;
-          }
-          if (!overflow) throw e;
-          originalError = e;
-          stream.phase = 'rescue';
-          emit(stream, { type: 'chat.progress', streamId: stream.streamId, stage: 'rescue', done: 0, total: 1 });
-          let built;
-          try {
-            built = await rebuild(stream, { rescue: { errorMessage: e.message } });
-          } catch {
-            throw e;
-          }
-          if (!built.res.rescue?.applied) throw e;
-          stream.rescue = {
-            errorMessage: e.message,
-            attachIds: (built.res.rescue.changed ?? []).map((c) => c?.attachId).filter((id) => typeof id === 'string' && id),
-          };
-          stream.body = built.body;
-          stream.phase = 'streaming';
+          overflow = (await storage.request.isContextOverflow({ message: e.message })) === true;
+        } catch {
+          overflow = false;
         }
+        if (!overflow) throw e;
+        originalError = e;
+        stream.phase = 'rescue';
+        emit(stream, { type: 'chat.progress', streamId: stream.streamId, stage: 'rescue', done: 0, total: 1 });
+        let built;
+        try {
+          built = await rebuild(stream, { rescue: { errorMessage: e.message } });
+        } catch {
+          throw e;
+        }
+        if (!built.res.rescue?.applied) throw e;
+        stream.rescue = {
+          errorMessage: e.message,
+          attachIds: (built.res.rescue.changed ?? []).map((c) => c?.attachId).filter((id) => typeof id === 'string' && id),
+        };
+        stream.payload = built.payload;
+        stream.phase = 'streaming';
+        got = await attempt(stream, stream.payload);
       }
+      first = got.first;
     } catch (e) {
       // a failed rescue retry shows the original error unless the retry was aborted
       const shown = originalError && (e?.kind === 'http' || e?.kind === 'protocol') ? originalError : e;
@@ -971,7 +1061,7 @@ export function createTurns(deps) {
           pass: { kind: 'continuation', previousReply: first.text, instruction: CONTINUATION_INSTRUCTION },
           ...(stream.rescue ? { rescue: { errorMessage: stream.rescue.errorMessage } } : {}),
         });
-        const second = await callLlm(stream, built.body);
+        const second = await callLlm(stream, built.payload);
         if (second.truncated) return finishError(stream, truncatedError());
         text = first.text + second.text;
         finishReason = second.finishReason ?? 'other';
@@ -1169,7 +1259,8 @@ export function createTurns(deps) {
     const fg = foreground();
     const background = [];
     for (const s of streams.values()) if (s.bg && !s.settled) background.push(publicStream(s));
-    return { stream: fg ? publicStream(fg) : null, background };
+    // a stream whose user entry is not stored yet has not started for the panel (no chat.start)
+    return { stream: fg?.announced ? publicStream(fg) : null, background };
   }
 
   // ----- resend
@@ -1336,7 +1427,7 @@ export async function mapLimit(items, limit, fn) {
 
 /** Wire the worker chat handlers (README table) into sw.js's handler map. */
 export function installTurnHandlers(register, ctx, deps = {}) {
-  const turns = createTurns({ storage: ctx.storage, broadcast: ctx.broadcast, ...deps });
+  const turns = createTurns({ storage: ctx.storage, broadcast: ctx.broadcast, events: ctx.port, ...deps });
   register('chat.send', (msg) => turns.send(msg));
   register('chat.stop', (msg) => turns.stop(msg));
   register('chat.state', () => turns.state());

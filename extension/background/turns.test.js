@@ -17,6 +17,8 @@ import { createHash } from 'node:crypto';
 import {
   BodyMemory,
   ImageCache,
+  SettingsMemory,
+  TURN_SETTING_KEYS,
   applyBodyDelta,
   attachArgsFor,
   bodyHasImages,
@@ -100,6 +102,7 @@ class FakeHost {
     this.calls = [];
     this.fail = {}; // op → error thrown by its next call
     this.onCall = null; // (op, args) hook
+    this.hold = {}; // op → a promise its next call waits for before answering
     this.nextSession = 1;
     this.nextAttach = 1;
     const H = this;
@@ -108,6 +111,11 @@ class FakeHost {
       H.calls.push({ op: name, args: a });
       H.onCall?.(name, a);
       await tick();
+      if (H.hold[name]) {
+        const wait = H.hold[name];
+        delete H.hold[name];
+        await wait;
+      }
       if (H.fail[name]) {
         const e = H.fail[name];
         delete H.fail[name];
@@ -318,7 +326,8 @@ function createFakeLlm(script) {
     async streamReply(opts) {
       const step = script.shift();
       if (!step) throw new Error('unexpected llm call');
-      calls.push(opts);
+      // `body` as the provider gets it, whether turns.js passed the object or the host's text
+      calls.push(typeof opts.bodyText === 'string' ? { ...opts, body: JSON.parse(opts.bodyText) } : opts);
       return step(opts);
     },
   };
@@ -647,6 +656,8 @@ describe('request bodies as deltas', () => {
     assert.ok(host.textReplies[1].bodyDelta, 'the second body travelled as a delta');
     const size = JSON.stringify(host.textReplies[1]).length;
     assert.ok(size < 500 && size < host.textReplies[0].bodyText.length / 10, `delta reply ${size} chars`);
+    // the host's text went to the provider as it came
+    assert.equal(llm.calls[1].bodyText, memory.text);
     const sent = llm.calls[1].body.messages.map((m) => m.content);
     assert.deepEqual(sent, ['Be brief.', prose(1, 3000), prose(2, 3000), 'q1', 'A1', 'q2 😀']);
     assert.deepEqual(memory.stats, { full: 1, delta: 1, rejected: 0 });
@@ -674,7 +685,7 @@ describe('request bodies as deltas', () => {
     assert.deepEqual(memory.stats, { full: 2, delta: 1, rejected: 1 });
   });
 
-  test('a spliced text that does not parse → one full build before anything is appended', async () => {
+  test('a spliced text that is not even JSON never reaches the model: the hash check sends a full build', async () => {
     const memory = new BodyMemory();
     const { host, llm, turns } = setup({ script: [reply(['A1']), reply(['A2'])], deps: { bodyMemory: memory } });
     speakDeltas(host);
@@ -687,12 +698,16 @@ describe('request bodies as deltas', () => {
     await turns.send({ text: 'q2' });
     await turns.idle();
     const builds = host.ops('request.build');
+    // the text goes to the provider unparsed, so only the hash stands between it and the model
     assert.deepEqual(builds.map((b) => [b.args.since === '' ? 'full' : 'delta', b.args.upTo]), [
       ['full', undefined],
       ['delta', undefined],
-      ['full', undefined],
+      ['full', 2],
     ]);
+    assert.equal(llm.calls.length, 2);
+    assert.ok(!llm.calls[1].bodyText.includes('garbage'));
     assert.deepEqual(llm.calls[1].body.messages.map((m) => m.content), ['Be brief.', 'q1', 'A1', 'q2']);
+    assert.deepEqual(host.live.map((e) => e.content), ['q1', 'A1', 'q2', 'A2'], 'the user entry went in once');
     assert.deepEqual(memory.stats, { full: 2, delta: 1, rejected: 1 });
   });
 
@@ -798,24 +813,21 @@ describe('request bodies as deltas', () => {
 // Turns against the fake host
 
 describe('chat.send', () => {
-  test('happy path: user entry before streaming, reply after, events in order', async () => {
-    let liveAtCall;
-    const { host, llm, events, turns, types } = setup({
-      script: [
-        async (o) => {
-          liveAtCall = clone(host.live);
-          return reply(['Hel', 'lo ', '\n'])(o);
-        },
-      ],
-    });
+  test('happy path: user entry stored before chat.start, reply after, events in order', async () => {
+    const { host, llm, events, turns, types } = setup({ script: [reply(['Hel', 'lo ', '\n'])] });
+    let liveAtStart;
+    host.onCall = () => {
+      if (liveAtStart === undefined && events.some((e) => e.type === 'chat.start')) liveAtStart = clone(host.live);
+    };
     host.live.push({ role: 'user', content: `${PREFIX}\nURL: v\n---\n\nx`, attachId: 'a0', videoSrc: { platform: 'youtube', url: 'v', tabId: 3 } });
     const r = await turns.send({ text: 'hi', images: [png(RED)] });
+    liveAtStart ??= clone(host.live);
     assert.deepEqual(r, { streamId: 'stream-1', userIndex: 1, length: 2, droppedImages: 0 });
     await turns.idle();
 
-    // the user entry went in once, before the model was called, with the image bytes filled in
-    assert.equal(liveAtCall.length, 2);
-    assert.deepEqual(liveAtCall[1], {
+    // when chat.start went out, the user entry was stored, once, with the image bytes filled in
+    assert.equal(liveAtStart.length, 2);
+    assert.deepEqual(liveAtStart[1], {
       role: 'user',
       content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: png(RED) } }],
     });
@@ -843,9 +855,16 @@ describe('chat.send', () => {
     assert.equal(appends[1].args.markImagesSeen, true, 'the turn carried images');
     assert.equal(host.live[1].imagesSeen, true);
 
-    assert.deepEqual(types(), ['chat.start', 'chat.delta', 'chat.delta', 'chat.delta', 'chat.done']);
+    // chat.start, the deltas (those that came before it joined into one), chat.done
+    assert.equal(types()[0], 'chat.start');
     assert.deepEqual(events[0], { type: 'chat.start', streamId: 'stream-1', userIndex: 1 });
-    assert.deepEqual(events[2], { type: 'chat.delta', streamId: 'stream-1', delta: 'lo ', length: 6 });
+    const deltas = events.slice(1, -1);
+    assert.ok(deltas.length >= 1 && deltas.every((e) => e.type === 'chat.delta' && e.streamId === 'stream-1'));
+    assert.equal(deltas.map((e) => e.delta).join(''), 'Hello \n');
+    assert.deepEqual(
+      deltas.map((e) => e.length),
+      deltas.map((_, i) => deltas.slice(0, i + 1).map((e) => e.delta).join('').length),
+    );
     assert.deepEqual(events.at(-1), { type: 'chat.done', streamId: 'stream-1', index: 2, length: 3, finishReason: 'stop', target: 'live' });
     assert.deepEqual(turns.state(), { stream: null, background: [] });
   });
@@ -867,23 +886,140 @@ describe('chat.send', () => {
     assert.equal(host.live[1].providerLabel, 'Claude · c-3');
   });
 
-  test('a second send while streaming is busy; a failed append starts nothing', async () => {
+  test('a second send while streaming is busy', async () => {
     const g = gate();
-    const { host, llm, turns } = setup({ script: [hang(['a'], { until: g.promise })] });
+    const { llm, turns } = setup({ script: [hang(['a'], { until: g.promise })] });
     await turns.send({ text: 'one' });
     await assert.rejects(turns.send({ text: 'two' }), { code: 'busy' });
     g.open();
     await turns.idle();
-    host.fail['history.append'] = hostError('host_exited');
-    await assert.rejects(turns.send({ text: 'three' }), { code: 'host_exited' });
     assert.equal(llm.calls.length, 1);
-    assert.equal(host.live.length, 2);
+  });
+
+  test('the provider is called while the user entry is appended; nothing shows before it is stored', async () => {
+    const appendGate = gate();
+    const { host, llm, events, turns, types } = setup({ script: [reply(['Hel', 'lo'])] });
+    host.hold['history.append'] = appendGate.promise;
+    const sending = turns.send({ text: 'hi' });
+    for (let i = 0; i < 50 && llm.calls.length === 0; i++) await tick();
+    assert.equal(llm.calls.length, 1, 'the provider call went out while the append was held');
+    for (let i = 0; i < 10; i++) await tick(); // the whole reply streams in meanwhile
+    assert.equal(host.live.length, 0, 'the append is still held');
+    assert.deepEqual(events, [], 'no event before the user entry is stored');
+    assert.deepEqual(turns.state(), { stream: null, background: [] });
+    assert.equal(llm.calls[0].body.messages.at(-1).content, 'hi');
+    appendGate.open();
+    const r = await sending;
+    await turns.idle();
+    assert.equal(r.userIndex, 0);
+    assert.deepEqual(types(), ['chat.start', 'chat.delta', 'chat.done']);
+    assert.deepEqual(events[1], { type: 'chat.delta', streamId: 'stream-1', delta: 'Hello', length: 5 });
+    assert.deepEqual(host.live.map((e) => [e.role, e.content]), [
+      ['user', 'hi'],
+      ['assistant', 'Hello'],
+    ]);
+  });
+
+  test('a failed append: the send fails, the provider call that went out is aborted, nothing shown or stored', async () => {
+    const appendGate = gate();
+    const { host, llm, events, turns } = setup({ script: [hang(['partial text'])] });
+    host.hold['history.append'] = appendGate.promise;
+    host.fail['history.append'] = hostError('host_exited');
+    const sending = turns.send({ text: 'three' });
+    for (let i = 0; i < 50 && llm.calls.length === 0; i++) await tick();
+    assert.equal(llm.calls.length, 1, 'the provider call went out while the append was held');
+    appendGate.open();
+    await assert.rejects(sending, { code: 'host_exited' });
+    assert.equal(llm.calls[0].signal.aborted, true);
+    await turns.idle();
+    assert.deepEqual(events, []);
+    assert.deepEqual(host.live, []);
+    assert.equal(host.ops('history.append').length, 1, 'no salvage of the partial reply');
+    assert.deepEqual(turns.state(), { stream: null, background: [] });
   });
 
   test('no provider → error before anything is written', async () => {
     const { host, turns } = setup({ settings: {} });
     await assert.rejects(turns.send({ text: 'x' }), { code: 'no_provider' });
     assert.equal(host.ops('history.append').length, 0);
+  });
+});
+
+/** The NativePort's event side: `on(name, fn)`, and `emit` for the test. */
+function fakeEvents() {
+  const listeners = new Map();
+  return {
+    on(name, fn) {
+      if (!listeners.has(name)) listeners.set(name, new Set());
+      listeners.get(name).add(fn);
+      return () => listeners.get(name).delete(fn);
+    },
+    emit(name, payload) {
+      for (const fn of listeners.get(name) ?? []) fn(payload);
+    },
+  };
+}
+
+describe('turn settings kept between sends', () => {
+  test('read once; read again after a settings change or a new connection, not after other changes', async () => {
+    const events = fakeEvents();
+    const { host, turns } = setup({ script: [reply(['a']), reply(['b']), reply(['c']), reply(['d']), reply(['e'])], deps: { events } });
+    const send = async (text) => {
+      await turns.send({ text });
+      await turns.idle();
+    };
+    const reads = () => host.ops('settings.get').length;
+    await send('1');
+    await send('2');
+    assert.equal(reads(), 1);
+    assert.deepEqual(host.ops('settings.get')[0].args, { keys: [...TURN_SETTING_KEYS] });
+    events.emit('changed', { event: 'changed', seq: 7, areas: { history: true, sessions: { index: true } } });
+    await send('3');
+    assert.equal(reads(), 1, 'a change without settings keeps them');
+    // the user picks the other provider: the next send uses it
+    host.settings.activeProvider = 'p2';
+    host.settings.activeModel = '';
+    events.emit('changed', { event: 'changed', seq: 8, areas: { settings: ['activeProvider', 'activeModel'] } });
+    await send('4');
+    assert.equal(reads(), 2);
+    assert.equal(host.live.at(-1).providerLabel, 'Claude · c-3');
+    events.emit('state', 'connecting');
+    await send('5');
+    assert.equal(reads(), 3);
+  });
+
+  test('a read that a change overtook is not kept', async () => {
+    const events = fakeEvents();
+    const stored = { activeProvider: 'p1' };
+    let reads = 0;
+    let held = null;
+    // the host answers from what is stored when the read runs; the reply may reach the worker later
+    const memory = new SettingsMemory(async () => {
+      reads++;
+      const answer = { ...stored };
+      if (held) await held.promise;
+      return answer;
+    }, events);
+    held = gate();
+    const first = memory.get();
+    await tick();
+    stored.activeProvider = 'p2';
+    events.emit('changed', { event: 'changed', seq: 9, areas: { settings: ['activeProvider'] } });
+    held.open();
+    held = null;
+    assert.equal((await first).activeProvider, 'p1', 'that read still answers its caller');
+    assert.equal((await memory.get()).activeProvider, 'p2');
+    assert.equal((await memory.get()).activeProvider, 'p2');
+    assert.equal(reads, 2);
+  });
+
+  test('without events every send reads the settings', async () => {
+    const { host, turns } = setup({ script: [reply(['a']), reply(['b'])] });
+    for (const text of ['1', '2']) {
+      await turns.send({ text });
+      await turns.idle();
+    }
+    assert.equal(host.ops('settings.get').length, 2);
   });
 });
 
@@ -1318,7 +1454,9 @@ describe('with the real lib/llm.js over a fake fetch', () => {
     assert.equal(seen[0].body.model, 'gpt-x');
     assert.equal(seen[0].body.messages.at(-1).content, 'hi');
     assert.equal(host.live[1].content, 'Hello');
-    assert.deepEqual(events.filter((e) => e.type === 'chat.delta').map((e) => e.delta), ['Hel', 'lo']);
+    // deltas that came before the user entry was stored arrive joined, after chat.start
+    assert.equal(events[0].type, 'chat.start');
+    assert.equal(events.filter((e) => e.type === 'chat.delta').map((e) => e.delta).join(''), 'Hello');
     assert.equal(events.at(-1).type, 'chat.done');
   });
 
@@ -1569,6 +1707,10 @@ describe('against the real keepsake-host', { skip: !existsSync(BIN) && 'target/d
       const size = JSON.stringify(second.result).length;
       assert.ok(size < 1000, `delta reply ${size} chars for a ${first.result.bodyText.length}-char body`);
       assert.equal(JSON.stringify(llm.calls[1].body), JSON.stringify(expected.body), 'the same body as a plain build');
+      // that text went to the provider as the host wrote it, already holding what llm.js would set
+      assert.equal(typeof llm.calls[1].bodyText, 'string');
+      assert.equal(llm.calls[1].body.model, 'gpt-x');
+      assert.equal(llm.calls[1].body.stream, true);
 
       // a restarted worker holds nothing: one full body
       const again = realSetup(h, [reply(['A3'])]);

@@ -430,7 +430,10 @@ function makeHandler(kind, st, emit) {
  * Stream one reply.
  * @param {object} args
  * @param {{kind: 'chat'|'responses'|'anthropic', baseUrl?: string, apiKey?: string, model?: string}} args.provider
- * @param {object} args.body the host-built request body (request.build `.body`)
+ * @param {object} [args.body] the host-built request body (request.build `.body`)
+ * @param {string} [args.bodyText] instead of `body`: its JSON text, sent as it is. It must already
+ *   hold what buildStreamRequest sets (`model`, `stream: true`, Anthropic's `max_tokens`), as a
+ *   body built with request.build's `bodyFields` from turns.js's bodyFieldsFor does.
  * @param {AbortSignal} [args.signal] abort → LlmError kind 'aborted' with `partial`
  * @param {(delta: string, text: string) => void} [args.onDelta] each text delta and the text so far
  * @param {(evt: {type: string, data?: any, delta?: string}) => void} [args.onEvent] every parsed stream event,
@@ -440,7 +443,7 @@ function makeHandler(kind, st, emit) {
  * @returns {Promise<{text: string, finishReason: 'stop'|'length'|'other', usage?: {inputTokens?: number,
  *   outputTokens?: number}, truncated: boolean, reasoning?: string}>}
  */
-export async function streamReply({ provider, body, signal, onDelta, onEvent, fetchImpl = defaultFetch, idleMs = 60_000 }) {
+export async function streamReply({ provider, body, bodyText, signal, onDelta, onEvent, fetchImpl = defaultFetch, idleMs = 60_000 }) {
   if (!provider || !KINDS.has(provider.kind)) {
     throw new LlmError('protocol', `Unknown provider kind: ${provider?.kind}`);
   }
@@ -512,7 +515,12 @@ export async function streamReply({ provider, body, signal, onDelta, onEvent, fe
     let res;
     try {
       res = await race(
-        fetchImpl(req.url, { method: 'POST', headers: req.headers, body: JSON.stringify(req.body), signal: ctrl.signal }),
+        fetchImpl(req.url, {
+          method: 'POST',
+          headers: req.headers,
+          body: typeof bodyText === 'string' ? bodyText : JSON.stringify(req.body),
+          signal: ctrl.signal,
+        }),
       );
     } catch (e) {
       throw mapThrown(e);

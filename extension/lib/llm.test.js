@@ -275,6 +275,19 @@ test('anthropic: a given max_tokens is kept; provider model wins over the body m
   assert.equal(mock.requests[0].body.model, 'mock-model');
 });
 
+test('bodyText goes out byte for byte, instead of a stringified body', async () => {
+  for (const kind of ['chat', 'anthropic']) {
+    mock.requests.length = 0;
+    const body = { ...bodyFor(kind), model: 'mock-model', stream: true, ...(kind === 'anthropic' ? { max_tokens: 321 } : {}) };
+    // spacing and key order JSON.stringify would not produce
+    const bodyText = JSON.stringify(body, null, 1).replace('"stream": true', '"stream":true');
+    const r = await streamReply({ provider: provider(kind), bodyText, body: { ignored: true } });
+    assert.equal(r.text, expectedText);
+    assert.equal(mock.requests[0].rawBody, bodyText);
+    assert.equal(mock.requests[0].stream, true);
+  }
+});
+
 test('chat: usage is read when the body asks for it', async () => {
   const r = await streamReply({ provider: provider('chat'), body: { ...bodyFor('chat'), stream_options: { include_usage: true } } });
   assert.equal(r.text, expectedText);
