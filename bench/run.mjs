@@ -288,9 +288,9 @@ async function textConversation(k) {
 
 /**
  * Scenario 4's Keepsake turns as a timeline: each storage call turns.js made (in the order of the
- * first turn) and the body reaching \`fetch\`, as median ms after the send.
+ * first turn) and the body reaching \`fetch\`, as median ms after the send → [{op, start, end, turns}].
  */
-function traceTable(samples) {
+function timeline(samples) {
   const ops = new Map();
   for (const s of samples) {
     const seen = new Map();
@@ -303,10 +303,17 @@ function traceTable(samples) {
       if (c.end !== null) ops.get(key).ends.push(c.end);
     }
   }
+  const med = (xs) => (xs.length ? round2(summarize(xs).median) : null);
+  return [...ops].map(([op, { starts, ends }]) => ({ op, start: med(starts), end: med(ends), turns: starts.length }));
+}
+
+/** ms to 2 decimals (a median of two samples is their mean). */
+const round2 = (x) => Math.round(x * 100) / 100;
+
+function traceTable(samples) {
   const lines = ['call (median ms after send)         start      end   turns'];
-  for (const [op, { starts, ends }] of ops) {
-    const med = (xs) => (xs.length ? summarize(xs).median : '–');
-    lines.push(`${op.padEnd(34)} ${String(med(starts)).padStart(7)} ${String(med(ends)).padStart(8)} ${String(starts.length).padStart(7)}`);
+  for (const { op, start, end, turns } of timeline(samples)) {
+    lines.push(`${op.padEnd(34)} ${String(start ?? '–').padStart(7)} ${String(end ?? '–').padStart(8)} ${String(turns).padStart(7)}`);
   }
   return lines.join('\n');
 }
@@ -825,7 +832,10 @@ const MISS_NOTES = [
   at 3.4–3.6 ms and 9–12 ms. Waking an idle vCPU is slow here: a thread spawned to cut snippets beside the SQLite
   reads started 0.33–1.12 ms after spawn (tried and dropped). In a run whose floor median stays in the fast group
   (~2.2–2.9 ms) the ratio needs host-side ≲ 0.3–1.5 ms, depending on that run's digest scan (13–22 ms); in a run
-  where the floor's own ratio is over 0.2, no host work can meet it.`,
+  where the floor's own ratio is over 0.2, no host work can meet it. The 2- and
+  5-character queries answer in 0.6–1.0 ms host-side with small replies; their ratio still moves between runs with
+  the same two groups (quill: 0.116 and 0.241 in the two full runs of 2026-12-03, 0.234 in the run of 2026-12-04,
+  whose Keepsake round trips spread 1.6–8.5 ms and the floor's 0.7–4.9 ms).`,
   },
   {
     scenario: /^9 Host start/,
@@ -965,7 +975,9 @@ function that notes when the body string arrived and answers a short SSE stream 
    round is the next turn of the same conversation (trim keeps it at ≤ 60 entries / 300K chars). Time to body
    at \`fetch\`. Whatever turns.js uses to build a body is what is measured; in this run its \`request.build\` carried
    the arguments ${deltaNote(R)}. Host-side medians from its debug log over these turns:
-   ${Object.entries(R.text.hostMs).map(([op, xs]) => `${op} ${summarize(xs).median} ms`).join(', ')}.
+   ${Object.entries(R.text.hostMs).map(([op, xs]) => `${op} ${round2(summarize(xs).median)} ms`).join(', ')}. Where a Keepsake turn's time went (each storage
+   call turns.js made, median ms after the send, from start to reply; \`BENCH_ONLY=text ./bench.sh\` prints the same):
+   ${timeline(R.text.samples.keepsake).map(({ op, start, end }) => (op === 'fetch' ? `body at \`fetch\` ${start}` : `${op} ${start}–${end ?? '?'}`)).join(', ')}.
 5. **Attach ${CFG.attachShots} screenshots and bound** (PNG of 1, 2 and 3 MB in turn, ${shotMiB(ATTACH.map((a) => a.name))} MiB). Keepsake: the product's
    📷 path in the real side panel (the test build's \`sidepanel.html\`, driven by \`bench/ext/attach-panel.js\`): ${CFG.attachShots} clicks, one
    after the other, each captured (\`captureVisibleTab\` answers the generated PNG as a data URL, the only stand-in),
