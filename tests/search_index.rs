@@ -71,7 +71,10 @@ fn expected(sessions: &[Value], query: &str) -> Vec<Value> {
     order.sort_by_key(|s| (!s["pinned"].as_bool().unwrap(), -s["createdAt"].as_i64().unwrap()));
     let mut out = Vec::new();
     for s in order {
-        if lower(s["name"].as_str().unwrap()).contains(&q) {
+        if q.is_empty() {
+            // a blank query is no query: every session, no contentMatch (§5.3)
+            out.push(json!({"id": s["id"], "contentMatch": null}));
+        } else if lower(s["name"].as_str().unwrap()).contains(&q) {
             out.push(json!({"id": s["id"], "contentMatch": false}));
         } else if let Some(sn) = snippet(&search_text(s["entries"].as_array().unwrap()), &q) {
             out.push(json!({"id": s["id"], "contentMatch": true, "snippet": sn}));
@@ -119,6 +122,17 @@ fn queries(rng: &mut Rng, sessions: &[Value], n: usize) -> Vec<String> {
     out
 }
 
+/// Queries of 2–6 characters that span `at` (a char offset in `body`), skipping blank ones.
+fn across(body: &str, at: usize) -> Vec<String> {
+    let chars: Vec<char> = body.chars().collect();
+    (1..=3)
+        .flat_map(|before| (1..=3).map(move |after| (before, after)))
+        .filter(|&(before, after)| before <= at && at + after <= chars.len())
+        .map(|(before, after)| chars[at - before..at + after].iter().collect::<String>())
+        .filter(|q| !js_trim(q).is_empty())
+        .collect()
+}
+
 fn check_all(h: &mut Host, sessions: &[Value], qs: &[String], when: &str) -> usize {
     let mut hits = 0;
     for q in qs {
@@ -151,6 +165,7 @@ fn orphans(db: &std::path::Path) -> (i64, i64) {
 #[test]
 fn the_index_answers_like_a_whole_text_scan_through_every_write() {
     let mut rng = Rng::from_env();
+    eprintln!("KEEPSAKE_SEED={} replays this run", rng.seed());
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
     h.ok("settings.set", json!({"map": {"maxSessions": 0}}));
@@ -164,16 +179,17 @@ fn the_index_answers_like_a_whole_text_scan_through_every_write() {
     let mut hits = check_all(&mut h, &sessions, &qs, "after import");
 
     // appendTo: text added to a body is found, across the old end
+    let mut qs2 = queries(&mut rng, &sessions, 40);
+    qs2.push("   ".to_owned());
     for i in [1usize, 5, 9] {
+        let old_end = search_text(sessions[i]["entries"].as_array().unwrap()).chars().count();
         let add = text(&mut rng, 300);
         let id = sessions[i]["id"].clone();
         h.ok("sessions.appendTo", json!({"id": id, "entry": user(&add)}));
         sessions[i]["entries"].as_array_mut().unwrap().push(user(&add));
+        qs2.extend(across(&search_text(sessions[i]["entries"].as_array().unwrap()), old_end));
     }
-    let tail = search_text(sessions[5]["entries"].as_array().unwrap());
-    let end: String = tail.chars().rev().skip(1).take(4).collect::<Vec<_>>().into_iter().rev().collect();
-    let mut qs2 = queries(&mut rng, &sessions, 40);
-    qs2.push(end);
+    assert!(qs2.len() > 41 + 3, "queries across the old ends: {:?}", &qs2[41..]);
     hits += check_all(&mut h, &sessions, &qs2, "after appendTo");
 
     // write-back (save of a loaded session) re-indexes the body
