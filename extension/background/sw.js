@@ -65,7 +65,13 @@ function senderPageUrl(sender) {
 
 // ---- handlers -----------------------------------------------------------------------------------
 
-registerHandler('host', (msg) => port.request(msg.op, msg.args ?? {}, { timeoutMs: msg.opts?.timeoutMs }));
+const turns = installTurnHandlers(registerHandler, { port, storage, broadcast });
+// a page's host call; a settings write relayed here also forgets the worker's turn settings
+registerHandler('host', (msg) => {
+  const done = port.request(msg.op, msg.args ?? {}, { timeoutMs: msg.opts?.timeoutMs });
+  turns.relayed(msg.op, done);
+  return done;
+});
 registerHandler('host.state', () => hostState());
 registerHandler('host.reconnect', async () => {
   port.close();
@@ -95,8 +101,6 @@ registerHandler(
   },
   { from: 'any' },
 );
-
-installTurnHandlers(registerHandler, { port, storage, broadcast });
 
 // ---- listeners (top level, synchronous) ---------------------------------------------------------
 

@@ -577,6 +577,9 @@ export class BodyMemory {
  * commits made before it opened the database). A read that an event overtook is not kept. Without
  * `events` nothing is kept: every `get` reads.
  */
+/** Writes that may change turn settings: a page's call of one, relayed by this worker, forgets them. */
+export const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import']);
+
 export class SettingsMemory {
   constructor(read, events) {
     this.read = read;
@@ -594,6 +597,20 @@ export class SettingsMemory {
   forget() {
     this.generation++;
     this.value = null;
+  }
+
+  /**
+   * A page's host call that this worker relays (`op`): a settings write forgets the settings when
+   * it is sent and again when it is answered (`done`, a promise), so a send the page makes after
+   * the write's reply reads them, whether or not the `changed` event has come yet.
+   */
+  relayed(op, done) {
+    if (!SETTINGS_WRITES.has(op)) return;
+    this.forget();
+    Promise.resolve(done).then(
+      () => this.forget(),
+      () => this.forget(),
+    );
   }
 
   async get() {
@@ -1390,6 +1407,8 @@ export function createTurns(deps) {
 
   return {
     send: (msg) => withSendSlot(() => startTurn(msg)),
+    /** sw.js: a page's host call relayed by this worker (SettingsMemory.relayed). */
+    relayed: (op, done) => settingsMemory.relayed(op, done),
     stop,
     state,
     resend,

@@ -988,6 +988,37 @@ describe('turn settings kept between sends', () => {
     assert.equal(reads(), 3);
   });
 
+  test('a settings write the worker relays forgets them before its reply, event or not', async () => {
+    const events = fakeEvents();
+    const { host, turns } = setup({ script: [reply(['a']), reply(['b']), reply(['c'])], deps: { events } });
+    const send = async (text) => {
+      await turns.send({ text });
+      await turns.idle();
+    };
+    await send('1');
+    // a page's other calls keep them
+    turns.relayed('history.get', Promise.resolve([]));
+    const failed = Promise.reject(new Error('x'));
+    failed.catch(() => {}); // the page gets this rejection (sw.js)
+    turns.relayed('sessions.list', failed);
+    await tick();
+    await send('2');
+    assert.equal(host.ops('settings.get').length, 1);
+    // the options page switches provider; its `changed` event has not reached the worker yet
+    let answer;
+    const write = new Promise((resolve) => {
+      answer = resolve;
+    });
+    turns.relayed('settings.set', write);
+    host.settings.activeProvider = 'p2';
+    host.settings.activeModel = '';
+    answer({});
+    await write;
+    await send('3');
+    assert.equal(host.ops('settings.get').length, 2);
+    assert.equal(host.live.at(-1).providerLabel, 'Claude · c-3');
+  });
+
   test('a read that a change overtook is not kept', async () => {
     const events = fakeEvents();
     const stored = { activeProvider: 'p1' };
