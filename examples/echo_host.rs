@@ -14,13 +14,15 @@
 //!   copy into the reply text, the chunking and the pipe;
 //! - `{"op": "bench.replay", "args": {"file": F}}` → `{"id", "ok": true, "result": <the JSON text in F>}`
 //!   (read once and kept), cut and written the same way: the channel's floor for a reply keepsake-host
-//!   gave (scenario 8 writes a `sessions.list` result there);
+//!   gave (scenario 8 writes a `sessions.list` result there); with `"spinUs": N` the host first
+//!   keeps its CPU busy for N µs, like a host that works that long before it answers;
 //! - anything else: the request frame's bytes, echoed back unchanged.
 //!
 //! Run: `cargo build --release --example echo_host` (target/release/examples/echo_host).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -79,6 +81,17 @@ fn main() -> io::Result<()> {
                         files.entry(file).or_insert(text)
                     }
                 };
+                if let Some(us) = req.pointer("/args/spinUs").and_then(Value::as_u64) {
+                    // a host that works this long before it answers (CPU busy, as keepsake-host is)
+                    let until = Instant::now() + Duration::from_micros(us);
+                    // no `spin_loop` (PAUSE): a hypervisor may take a pausing vCPU off its core
+                    let mut x = 1u64;
+                    while Instant::now() < until {
+                        for _ in 0..64 {
+                            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                    }
+                }
                 let text = format!("{{\"id\":{id},\"ok\":true,\"result\":{result}}}");
                 for f in frames_for_reply(&id, text) {
                     framed(&mut out, f.as_bytes());

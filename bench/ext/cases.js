@@ -308,7 +308,7 @@ cases.searchFloor = {
     ports.floor ??= new NativePort({ connect: () => chrome.runtime.connectNative(ECHO_HOST) });
     await ports.floor.open();
     const t0 = now();
-    const rows = await ports.floor.request('bench.replay', { file: p.file });
+    const rows = await ports.floor.request('bench.replay', { file: p.file, ...(p.spinUs ? { spinUs: p.spinUs } : {}) });
     return { ms: now() - t0, hits: rows.length };
   },
 };

@@ -1,9 +1,9 @@
 //! Native-messaging framing: a 4-byte native-endian length, then that many bytes of UTF-8 JSON.
 //! The declared length is checked against the cap before a single body byte is allocated.
 
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, Read, Write};
 
-use byteorder::{NativeEndian, ReadBytesExt, WriteBytesExt};
+use byteorder::{NativeEndian, ReadBytesExt};
 
 use super::limits::MAX_OUTBOUND_FRAME;
 
@@ -61,14 +61,37 @@ pub fn read_frame(r: &mut impl Read, cap: usize) -> Result<Option<Vec<u8>>, Fram
 
 /// Write one frame. Refuses (without writing anything) a body over the outbound cap.
 pub fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
-    if body.len() > MAX_OUTBOUND_FRAME {
+    write_frames(w, &[body])
+}
+
+/// Write frames back to back, prefixes and bodies together in as few `write_vectored` calls as
+/// the writer takes (one `writev` on a pipe): the reader wakes once for a reply, not once for a
+/// length prefix and again for its body. Refuses (without writing anything) if any body is over
+/// the outbound cap.
+pub fn write_frames(w: &mut impl Write, bodies: &[&[u8]]) -> io::Result<()> {
+    if let Some(big) = bodies.iter().find(|b| b.len() > MAX_OUTBOUND_FRAME) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("refusing to write a {}-byte frame (cap {MAX_OUTBOUND_FRAME})", body.len()),
+            format!("refusing to write a {}-byte frame (cap {MAX_OUTBOUND_FRAME})", big.len()),
         ));
     }
-    w.write_u32::<NativeEndian>(body.len() as u32)?;
-    w.write_all(body)?;
+    let prefixes: Vec<[u8; 4]> = bodies.iter().map(|b| (b.len() as u32).to_ne_bytes()).collect();
+    let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(bodies.len() * 2);
+    for (prefix, body) in prefixes.iter().zip(bodies) {
+        slices.push(IoSlice::new(prefix));
+        if !body.is_empty() {
+            slices.push(IoSlice::new(body));
+        }
+    }
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match w.write_vectored(rest) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "failed to write a whole frame")),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
     w.flush()
 }
 
@@ -114,11 +137,81 @@ mod tests {
         assert!(matches!(read_frame(&mut r, 1024), Err(FrameError::Truncated { got: 3, want: 10 })));
     }
 
+    /// A writer that takes at most `max` bytes per call and records each call's size.
+    struct Dribble {
+        out: Vec<u8>,
+        calls: Vec<usize>,
+        max: usize,
+        interrupt_next: bool,
+    }
+
+    impl Write for Dribble {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.write_vectored(&[IoSlice::new(buf)])
+        }
+        fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            if std::mem::take(&mut self.interrupt_next) {
+                return Err(io::ErrorKind::Interrupted.into());
+            }
+            self.interrupt_next = true;
+            let mut n = 0;
+            for b in bufs {
+                let take = b.len().min(self.max - n);
+                self.out.extend_from_slice(&b[..take]);
+                n += take;
+                if n == self.max {
+                    break;
+                }
+            }
+            self.calls.push(n);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn frames_go_out_whole_in_one_call_or_resume_where_a_short_write_stopped() {
+        let bodies: [&[u8]; 4] = [b"{\"id\":1}", b"", b"{\"chunk\":\"abcdefghij\"}", b"x"];
+        let mut want = Vec::new();
+        for b in bodies {
+            want.extend((b.len() as u32).to_ne_bytes());
+            want.extend(b);
+        }
+        // a pipe that takes it all: prefixes and bodies in one call
+        let mut whole =
+            Dribble { out: Vec::new(), calls: Vec::new(), max: usize::MAX, interrupt_next: false };
+        write_frames(&mut whole, &bodies).unwrap();
+        assert_eq!(whole.out, want);
+        assert_eq!(whole.calls, vec![want.len()]);
+        // short writes (3 bytes at a time, cutting prefixes) and EINTR between them
+        let mut short = Dribble { out: Vec::new(), calls: Vec::new(), max: 3, interrupt_next: true };
+        write_frames(&mut short, &bodies).unwrap();
+        assert_eq!(short.out, want);
+        assert_eq!(short.calls.len(), want.len().div_ceil(3));
+        let mut r = &short.out[..];
+        for b in bodies {
+            assert_eq!(read_frame(&mut r, 100).unwrap().unwrap(), b);
+        }
+    }
+
+    #[test]
+    fn a_writer_that_takes_nothing_is_an_error_not_a_hang() {
+        let mut stuck = Dribble { out: Vec::new(), calls: Vec::new(), max: 0, interrupt_next: false };
+        let e = write_frames(&mut stuck, &[b"{}"]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WriteZero);
+    }
+
     #[test]
     fn writer_refuses_oversized_frames() {
         let mut out = Vec::new();
         assert!(write_frame(&mut out, &vec![b' '; MAX_OUTBOUND_FRAME + 1]).is_err());
         assert!(out.is_empty());
         assert!(write_frame(&mut out, &vec![b' '; MAX_OUTBOUND_FRAME]).is_ok());
+        let mut out = Vec::new();
+        let big = vec![b' '; MAX_OUTBOUND_FRAME + 1];
+        assert!(write_frames(&mut out, &[b"{}", &big]).is_err());
+        assert!(out.is_empty(), "nothing written when any frame is over the cap");
     }
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::domain::images::UNSEEN_IMAGE_BYTES_BUDGET;
 use crate::protocol::chunk::frames_for_reply;
 use crate::protocol::envelope::{decode_request, error_reply, payload_reply};
-use crate::protocol::frame::{read_frame, write_frame, FrameError};
+use crate::protocol::frame::{read_frame, write_frames, FrameError};
 use crate::protocol::limits::MAX_INBOUND_FRAME;
 use crate::protocol::{ErrorCode, HostError};
 use crate::store::Store;
@@ -48,11 +48,10 @@ impl Outbox {
             Ok(w) => w,
             Err(p) => p.into_inner(),
         };
-        for f in frames {
-            if let Err(e) = write_frame(&mut *w, f.as_bytes()) {
-                tracing::warn!(error = %e, "cannot write frame");
-                return false;
-            }
+        let bodies: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
+        if let Err(e) = write_frames(&mut *w, &bodies) {
+            tracing::warn!(error = %e, "cannot write frame");
+            return false;
         }
         true
     }
@@ -182,10 +181,12 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
         }
     };
     let took = started.elapsed();
-    tracing::debug!(op = %req.op, ms = took.as_millis() as u64, us = took.as_micros() as u64, bytes = reply.len(), "served");
+    let bytes = reply.len();
+    // the reply first: the log line's file write is not on the caller's wait
     if !out.send_reply(&req.id, reply) {
         return false;
     }
+    tracing::debug!(op = %req.op, ms = took.as_millis() as u64, us = took.as_micros() as u64, bytes, "served");
     if let Some(ev) = event {
         if !out.send_all(&[ev.to_json().to_string()]) {
             return false;
