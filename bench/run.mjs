@@ -319,6 +319,19 @@ function traceTable(samples) {
 }
 
 /** Host-side time of each operation from debug log lines `served op=<op> ms=<n> us=<n>`: op → [ms…]. */
+/**
+ * keepsake-host.log's `served` lines of `op` (debug level), in order: `{end, ms}`, `end` the line's
+ * time in epoch ms (written just after the reply went out), `ms` the host's time for the request.
+ */
+function servedAt(logText, op) {
+  const out = [];
+  for (const m of logText.matchAll(/^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z\s.*?served op=(\S+) ms=\d+ us=(\d+)/gm)) {
+    if (m[3] !== op) continue;
+    out.push({ end: Date.parse(`${m[1]}Z`) + Number(`0${m[2] ?? ''}`) * 1000, ms: Number(m[4]) / 1000 });
+  }
+  return out;
+}
+
 function servedMs(logText) {
   const out = {};
   // `us=` (microseconds) where the host logs it, else whole `ms=`
@@ -563,10 +576,20 @@ async function search(testBuild) {
           if (r >= CFG.warmup) samples[q].spun.push(await bench(k, 'run', 'searchFloor', 'keepsake', r, { file: replies[q], spinUs: spinUs[q] }));
         }
       }
-      const served = servedMs(k.hostLog().slice(logMark))['sessions.list'] ?? [];
-      const hostMs = Object.fromEntries(SEARCH_QUERIES.map(({ q }, i) => [q, served.filter((_, j) => j % SEARCH_QUERIES.length === i)]));
-      if (DUMP) for (const q of Object.keys(samples)) log(`samples ${q} k=${samples[q].keepsake.map((x) => x.ms.toFixed(1))} b=${samples[q].baseline.map((x) => x.ms.toFixed(1))} f=${samples[q].floor.map((x) => x.ms.toFixed(1))} s=${samples[q].spun.map((x) => x.ms.toFixed(1))} h=${hostMs[q]}`);
-      return { samples, facts, hostMs, spinUs };
+      const served = servedAt(k.hostLog().slice(logMark), 'sessions.list');
+      const nq = SEARCH_QUERIES.length;
+      const hostMs = Object.fromEntries(SEARCH_QUERIES.map(({ q }, i) => [q, served.filter((_, j) => j % nq === i).map((x) => x.ms)]));
+      // each Keepsake round trip's two legs, from the worker's clock and the host log's (one machine
+      // clock): the request until the host began on it, and the reply from when the host had written
+      // it until the worker had it
+      const legs = Object.fromEntries(
+        SEARCH_QUERIES.map(({ q }, i) => {
+          const pairs = samples[q].keepsake.map((x, r) => [x, served[r * nq + i]]).filter(([x, h]) => h && x.at0 != null);
+          return [q, { request: pairs.map(([x, h]) => h.end - h.ms - x.at0), reply: pairs.map(([x, h]) => x.at1 - h.end) }];
+        }),
+      );
+      if (DUMP) for (const q of Object.keys(samples)) log(`samples ${q} k=${samples[q].keepsake.map((x) => x.ms.toFixed(1))} b=${samples[q].baseline.map((x) => x.ms.toFixed(1))} f=${samples[q].floor.map((x) => x.ms.toFixed(1))} s=${samples[q].spun.map((x) => x.ms.toFixed(1))} h=${hostMs[q]} req=${legs[q].request.map((x) => x.toFixed(1))} rep=${legs[q].reply.map((x) => x.toFixed(1))}`);
+      return { samples, facts, hostMs, spinUs, legs };
     } finally {
       await k.close();
     }
@@ -656,6 +679,8 @@ function searchRows(R) {
       }),
     );
     rows.push(row({ scenario: `8 … host-side (host log)`, keepsake: S.hostMs[q], target: 'p50 ≤ 5 ms', met: ({ ks }) => ks.median <= 5 }));
+    rows.push(row({ scenario: `8 … request leg: worker sends → host begins (info)`, keepsake: S.legs[q].request, target: '–', met: () => null }));
+    rows.push(row({ scenario: `8 … reply leg: host has written → worker has it (info)`, keepsake: S.legs[q].reply, target: '–', met: () => null }));
     rows.push(
       row({
         scenario: `8 … channel floor: echo host replays the same reply (info)`,
@@ -856,9 +881,13 @@ const MISS_NOTES = [
   ratios 0.21–0.42). So for 鲸 Keepsake costs what the channel costs a host of its host-side time, and in a run
   where the floor's own ratio is over 0.2, no host work can meet the target. The 2- and 5-character queries answer in
   0.5–1.0 ms host-side with 1–12 KB replies and usually meet it; their ratio moves between runs with the same two
-  groups (quill 0.107–0.241 in those runs; Keepsake's round trips land in the slow group somewhat more often than the
-  busy echo host's, 7–13 of 25 against 4–6, for a reason not found: strace shows a warm query makes 3 system calls,
-  a read lock, an fstat and an unlock, then one writev for the reply). Changes made for the channel: each reply now
+  groups (quill 0.107–0.318 in the runs of 2026-12-04; Keepsake's round trips land in the slow group more often than
+  the busy echo host's, 7–14 of 25 against 4–6). The two "leg" rows split each Keepsake round trip with the host
+  log's clock: the request leg (the worker's send until the host begins) and the reply leg (the host has written
+  the reply until the worker has it). At 05:36, quill's slow round trips (3.1–7.6 ms) were all in the reply leg,
+  whose fast group is 0.2–0.7 ms, while host-side stayed 0.55–1.04 ms and the request leg 0.07–0.5 ms: the slow group
+  is Chromium delivering bytes already written to its pipe, not the host's work. strace of a warm query: 3 system
+  calls (a read lock, an fstat, an unlock) and one writev for the reply. Changes made for the channel: each reply now
   goes out in one writev, prefixes and bodies together (before, a 4-byte prefix write and a body write per frame),
   and the debug log line is written after the reply, not before it. Tried and dropped: a thread to cut snippets beside
   the SQLite reads (it started 0.33–1.12 ms after spawn: waking an idle vCPU is slow here).`,

@@ -290,7 +290,8 @@ cases.search = {
     if (way === 'keepsake') await storage.history.meta();
     const t0 = now();
     const rows = way === 'keepsake' ? await storage.sessions.list({ query: p.query }) : baseline.digestSearch(digests, p.query);
-    return { ms: now() - t0, hits: rows.length };
+    const t1 = now();
+    return { ms: t1 - t0, hits: rows.length, at0: performance.timeOrigin + t0, at1: performance.timeOrigin + t1 };
   },
 };
 
