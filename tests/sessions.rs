@@ -1324,6 +1324,61 @@ fn append_to_validates_id_and_entry() {
     assert_eq!(live_texts(&mut h), vec!["x"]);
 }
 
+/// storage-model §9 "Turns": a reply gets `videoSrc` from the newest entry of where it lands.
+#[test]
+fn copy_video_src_takes_the_newest_of_where_the_entry_lands() {
+    let (_d, _db, mut h) = start();
+    let yt = |n: u32| json!({"platform": "youtube", "url": format!("https://www.youtube.com/watch?v=v{n}"), "tabId": n});
+    let with = |mut e: Value, v: Value| {
+        e["videoSrc"] = v;
+        e
+    };
+    // a saved session whose newest videoSrc is v2 (a text mentioning "videoSrc" is not one)
+    import(
+        &mut h,
+        vec![sess(
+            "talk",
+            "Talk",
+            1,
+            false,
+            vec![with(user("a"), yt(1)), with(assistant("b"), yt(2)), user("what is \"videoSrc\"?")],
+        )],
+    );
+    replace(&mut h, vec![with(user("live"), yt(7)), assistant("r"), with(user("q"), json!("not an object"))]);
+    let live = |h: &mut Host| h.ok("history.get", json!({}))["entries"].as_array().unwrap().clone();
+
+    // history.append: from the live history; the flag's absence copies nothing
+    h.ok("history.append", json!({"entry": assistant("plain")}));
+    assert!(live(&mut h)[3].get("videoSrc").is_none());
+    let r = h.ok("history.append", json!({"entry": assistant("copied"), "copyVideoSrc": true}));
+    assert_eq!(r["index"], json!(4));
+    assert_eq!(live(&mut h)[4]["videoSrc"], yt(7));
+    // an entry's own videoSrc is kept
+    h.ok("history.append", json!({"entry": with(assistant("own"), yt(9)), "copyVideoSrc": true}));
+    assert_eq!(live(&mut h)[5]["videoSrc"], yt(9));
+    h.ok("history.append", json!({"entry": assistant("newest"), "copyVideoSrc": true}));
+    assert_eq!(live(&mut h)[6]["videoSrc"], yt(9), "the newest carrier wins");
+
+    // sessions.appendTo to the session: from its body, not from the live history
+    let r =
+        h.ok("sessions.appendTo", json!({"id": "talk", "entry": assistant("late"), "copyVideoSrc": true}));
+    assert_eq!(r["target"], json!("session"));
+    assert_eq!(body(&mut h, "talk")[3]["videoSrc"], yt(2));
+    // landing live (the id is gone): from the live history
+    let r =
+        h.ok("sessions.appendTo", json!({"id": "gone", "entry": assistant("lost"), "copyVideoSrc": true}));
+    assert_eq!(r["target"], json!("live"));
+    assert_eq!(live(&mut h).last().unwrap()["videoSrc"], yt(9));
+    // none to copy: nothing added
+    replace(&mut h, vec![user("fresh")]);
+    h.ok("history.append", json!({"entry": assistant("none"), "copyVideoSrc": true}));
+    assert!(live(&mut h)[1].get("videoSrc").is_none());
+    assert_eq!(
+        h.err("history.append", json!({"entry": assistant("x"), "copyVideoSrc": "yes"})),
+        "bad_request"
+    );
+}
+
 #[test]
 fn append_to_existing_unbound_session_extends_body_without_trim() {
     let (_d, db, mut h) = start();

@@ -1092,6 +1092,7 @@ export function createTurns(deps) {
     return finishSuccess(stream, text, finishReason);
   }
 
+  /** The old way, for a host without `copyVideoSrc`: read where the reply lands. */
   async function videoSrcFor(stream) {
     try {
       if (stream.bg && stream.originSessionId) {
@@ -1109,13 +1110,28 @@ export function createTurns(deps) {
     }
   }
 
-  /** Append through the stream's routing: live history, or sessions.appendTo for a hand-off. */
-  async function route(stream, entry, { markImagesSeen = false } = {}) {
+  /**
+   * Append through the stream's routing: live history, or sessions.appendTo for a hand-off. With
+   * `copyVideoSrc` the host copies the newest `videoSrc` of where the entry lands (§9 "Turns");
+   * a host that does not know the argument (`bad_request`) gets it copied here, as before.
+   */
+  async function route(stream, entry, { markImagesSeen = false, copyVideoSrc = false } = {}) {
+    const append = (e, copy) => {
+      const flags = copy ? { copyVideoSrc: true } : {};
+      if (stream.bg && stream.originSessionId) return storage.sessions.appendTo({ id: stream.originSessionId, entry: e, ...flags });
+      return storage.history.append({ entry: e, ...(markImagesSeen ? { markImagesSeen: true } : {}), ...flags });
+    };
+    let r;
+    try {
+      r = await append(entry, copyVideoSrc);
+    } catch (e) {
+      if (!copyVideoSrc || e?.code !== 'bad_request') throw e;
+      const videoSrc = await videoSrcFor(stream);
+      r = await append(videoSrc ? { ...entry, videoSrc } : entry, false);
+    }
     if (stream.bg && stream.originSessionId) {
-      const r = await storage.sessions.appendTo({ id: stream.originSessionId, entry });
       return { index: r.index, length: r.length, target: r.target, sessionId: r.target === 'session' ? r.sessionId : undefined };
     }
-    const r = await storage.history.append(markImagesSeen ? { entry, markImagesSeen: true } : { entry });
     return { index: r.index, length: r.length, target: 'live' };
   }
 
@@ -1133,11 +1149,9 @@ export function createTurns(deps) {
     }
     await lock.run(async () => {
       const entry = { role: 'assistant', content, providerLabel: stream.providerLabel, providerKey: stream.providerKey };
-      const videoSrc = await videoSrcFor(stream);
-      if (videoSrc) entry.videoSrc = videoSrc;
       let placed;
       try {
-        placed = await route(stream, entry, { markImagesSeen: stream.markImages });
+        placed = await route(stream, entry, { markImagesSeen: stream.markImages, copyVideoSrc: true });
       } catch (e) {
         emit(stream, {
           type: 'chat.error',

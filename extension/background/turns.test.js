@@ -92,7 +92,8 @@ function stubFor(e) {
 }
 
 class FakeHost {
-  constructor({ settings = {}, threshold = 100_000, chunkSize = 12_000 } = {}) {
+  constructor({ settings = {}, threshold = 100_000, chunkSize = 12_000, copiesVideoSrc = true } = {}) {
+    this.copiesVideoSrc = copiesVideoSrc; // false: a host from before `copyVideoSrc` (bad_request)
     this.live = [];
     this.binding = '';
     this.sessions = new Map(); // id → entries
@@ -167,8 +168,16 @@ class FakeHost {
   trim() {
     while (this.live.length > 60) this.live.shift();
   }
-  historyAppend({ entry, markImagesSeen }) {
+  /** `copyVideoSrc` as keepsake-host does it: the newest carrier of where the entry lands. */
+  withVideoSrc(entry, copyVideoSrc, entries) {
+    if (copyVideoSrc === undefined) return entry;
+    if (!this.copiesVideoSrc || typeof copyVideoSrc !== 'boolean') throw hostError('bad_request');
+    const v = copyVideoSrc && !entry.videoSrc ? newestVideoSrc(entries) : null;
+    return v ? { ...entry, videoSrc: v } : entry;
+  }
+  historyAppend({ entry, markImagesSeen, copyVideoSrc }) {
     if (entry?.role !== 'user' && entry?.role !== 'assistant') throw hostError('bad_request');
+    entry = this.withVideoSrc(entry, copyVideoSrc, this.live);
     this.live.push(entry);
     this.trim();
     if (markImagesSeen) this.markSeen();
@@ -206,14 +215,14 @@ class FakeHost {
     this.binding = id;
     return { length: this.live.length, ...(saveCurrent ? { saved } : {}) };
   }
-  appendTo({ id, entry }) {
+  appendTo({ id, entry, copyVideoSrc }) {
     if (!id) throw hostError('bad_request');
     if (id === this.binding || !this.sessions.has(id)) {
-      const r = this.historyAppend({ entry });
+      const r = this.historyAppend({ entry, copyVideoSrc });
       return { target: 'live', ...r };
     }
     const body = this.sessions.get(id);
-    body.push(entry);
+    body.push(this.withVideoSrc(entry, copyVideoSrc, body));
     return { target: 'session', sessionId: id, length: body.length, index: body.length - 1 };
   }
   sessionGet({ id }) {
@@ -853,6 +862,8 @@ describe('chat.send', () => {
     const appends = host.ops('history.append');
     assert.equal(appends.length, 2);
     assert.equal(appends[1].args.markImagesSeen, true, 'the turn carried images');
+    assert.equal(appends[1].args.copyVideoSrc, true, 'the host copies videoSrc');
+    assert.equal(host.ops('history.get').length, 0, 'no read of the history for it');
     assert.equal(host.live[1].imagesSeen, true);
 
     // chat.start, the deltas (those that came before it joined into one), chat.done
@@ -1824,5 +1835,62 @@ describe('against the real keepsake-host', { skip: !existsSync(BIN) && 'target/d
       const live = await h.storage.history.get({});
       assert.deepEqual(live.entries.map((e) => e.content), ['other session']);
     });
+  });
+
+  test('the reply gets videoSrc from where it lands: the handed-off session, not the live history', async () => {
+    await withHost(async (h) => {
+      const here = { platform: 'youtube', url: 'https://www.youtube.com/watch?v=here', tabId: 1 };
+      const there = { platform: 'html5', url: 'https://example.org/there.mp4', tabId: 2 };
+      await h.storage.history.append({ entry: { role: 'user', content: 'other session', videoSrc: there } });
+      const other = await h.storage.sessions.save({});
+      await h.storage.history.clear({});
+      await h.storage.history.append({ entry: { role: 'user', content: 'watching', videoSrc: here } });
+      // the worker reads no history or session for it: the host copies it
+      const reads = [];
+      const counted = (name, fn) => (args) => {
+        reads.push(name);
+        return fn(args);
+      };
+      const plain = h.storage;
+      h.storage = {
+        ...plain,
+        history: { ...plain.history, get: counted('history.get', plain.history.get) },
+        sessions: { ...plain.sessions, get: counted('sessions.get', plain.sessions.get) },
+      };
+      const g = gate();
+      const { events, turns } = realSetup(h, [reply(['live reply']), hang(['A'], { until: g.promise, then: ['B'] })]);
+      h.storage = plain;
+      await turns.send({ text: 'q1' });
+      await turns.idle();
+      assert.deepEqual(reads, []);
+      let live = await h.storage.history.get({});
+      assert.deepEqual(live.entries.at(-1).videoSrc, here, 'a live reply: from the live history');
+      await turns.send({ text: 'q2' });
+      while (!events.some((e) => e.type === 'chat.delta' && e.delta === 'A')) await tick();
+      const r = await turns.loadSession({ id: other.session.id });
+      g.open();
+      await turns.idle();
+      assert.deepEqual(reads, []);
+      const saved = await h.storage.sessions.get({ id: r.saved.id });
+      assert.equal(saved.entries.at(-1).content, 'AB');
+      assert.deepEqual(saved.entries.at(-1).videoSrc, here);
+      live = await h.storage.history.get({});
+      assert.deepEqual(live.entries.map((e) => e.videoSrc), [there], 'the loaded session is untouched');
+    });
+  });
+});
+
+describe('videoSrc with a host from before copyVideoSrc', () => {
+  test('the worker copies it itself after the bad_request, and the reply is stored once', async () => {
+    const { host, turns } = setup({ script: [reply(['ok'])], host: { copiesVideoSrc: false } });
+    const v = { platform: 'youtube', url: 'v', tabId: 3 };
+    host.live.push({ role: 'user', content: 'watch', videoSrc: v });
+    await turns.send({ text: 'hi' });
+    await turns.idle();
+    assert.equal(host.live.length, 3);
+    assert.deepEqual(host.live[2].videoSrc, v);
+    assert.equal(host.live[2].content, 'ok');
+    const appends = host.ops('history.append').map((c) => c.args.copyVideoSrc);
+    assert.deepEqual(appends, [undefined, true, undefined], 'user entry, refused reply, reply');
   });
 });

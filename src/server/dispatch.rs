@@ -261,10 +261,11 @@ fn history_set_binding(s: &mut Store, a: &Map<String, Value>) -> HostResult<Repl
 }
 
 fn history_append(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["entry", "markImagesSeen"], true)?;
+    let a = Args::new(a, &["entry", "markImagesSeen", "copyVideoSrc"], true)?;
     let crid = a.client_request_id()?;
     let entry = a.req_value("entry")?.clone();
-    Ok(s.history_append(entry, a.opt_bool("markImagesSeen")?, crid.as_deref())?.into())
+    Ok(s.history_append(entry, a.opt_bool("markImagesSeen")?, a.opt_bool("copyVideoSrc")?, crid.as_deref())?
+        .into())
 }
 
 fn history_replace(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -365,10 +366,10 @@ fn sessions_clear_all(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply
 }
 
 fn sessions_append_to(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["id", "entry"], true)?;
+    let a = Args::new(a, &["id", "entry", "copyVideoSrc"], true)?;
     let crid = a.client_request_id()?;
     let entry = a.req_value("entry")?.clone();
-    Ok(s.sessions_append_to(a.req_str("id")?, entry, crid.as_deref())?.into())
+    Ok(s.sessions_append_to(a.req_str("id")?, entry, a.opt_bool("copyVideoSrc")?, crid.as_deref())?.into())
 }
 
 fn sessions_export(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

@@ -44,6 +44,44 @@ pub(super) fn live_len(conn: &Connection) -> HostResult<usize> {
     Ok(conn.query_row("SELECT count(*) FROM history_entries", [], |r| r.get::<_, i64>(0))? as usize)
 }
 
+/// The `videoSrc` of the newest entry carrying one (an object), in the live history or, with
+/// `session`, in that saved session's body (storage-model §9 "Turns").
+pub(super) fn newest_video_src(conn: &Connection, session: Option<&str>) -> HostResult<Option<Value>> {
+    // instr() first: only entries that mention the key are parsed
+    let raw: Option<String> = match session {
+        None => conn
+            .prepare_cached(
+                "SELECT json_extract(entry, '$.videoSrc') FROM history_entries
+                 WHERE instr(entry, '\"videoSrc\"') > 0 AND json_type(entry, '$.videoSrc') = 'object'
+                 ORDER BY position DESC, id DESC LIMIT 1",
+            )?
+            .query_row([], |r| r.get(0))
+            .optional()?,
+        Some(sid) => conn
+            .prepare_cached(
+                "SELECT json_extract(entry, '$.videoSrc') FROM session_entries
+                 WHERE session_id = ?1 AND instr(entry, '\"videoSrc\"') > 0
+                   AND json_type(entry, '$.videoSrc') = 'object'
+                 ORDER BY position DESC, id DESC LIMIT 1",
+            )?
+            .query_row([sid], |r| r.get(0))
+            .optional()?,
+    };
+    raw.map(|t| parse_entry(&t, "videoSrc")).transpose()
+}
+
+/// `entry` with `videoSrc` copied from the newest entry of its destination carrying one, unless
+/// it has its own (the `copyVideoSrc` append argument).
+pub(super) fn with_video_src(conn: &Connection, entry: &Value, session: Option<&str>) -> HostResult<Value> {
+    let mut e = entry.clone();
+    if e.get("videoSrc").is_none() {
+        if let (Some(v), Some(o)) = (newest_video_src(conn, session)?, e.as_object_mut()) {
+            o.insert("videoSrc".into(), v);
+        }
+    }
+    Ok(e)
+}
+
 /// `(row id, entry)` in order.
 pub(super) fn live_entries(conn: &Connection) -> HostResult<Vec<(i64, Value)>> {
     let mut stmt = conn.prepare_cached("SELECT id, entry FROM history_entries ORDER BY position, id")?;
@@ -249,17 +287,24 @@ impl Store {
         })
     }
 
+    /// `copy_video_src`: the entry gets the newest live entry's `videoSrc` (see [`with_video_src`]).
     pub fn history_append(
         &mut self,
         entry: Value,
         mark_seen: bool,
+        copy_video_src: bool,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
         validate_new_entry(&entry).map_err(HostError::bad_request)?;
         let ing = blobs::prepare_entries(vec![entry])?;
         self.write("history.append", crid, |w| {
             blobs::store_ingested(w, &ing)?;
-            let (length, index) = append_entries(w, &ing.entries)?;
+            let (length, index) = if copy_video_src {
+                let e = with_video_src(&w.tx, &ing.entries[0], None)?;
+                append_entries(w, std::slice::from_ref(&e))?
+            } else {
+                append_entries(w, &ing.entries)?
+            };
             if mark_seen {
                 mark_images_seen(w)?;
             }

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::blobs::{self, add_refs, referenced_blob, Holder, Inliner};
 use super::drawer::{Drawer, Found, Listing};
 use super::history::{
-    self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries,
+    self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries, with_video_src,
 };
 use super::{search, setting_value, Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::base64_encode;
@@ -427,10 +427,13 @@ impl Store {
         })
     }
 
+    /// `copy_video_src`: the entry gets the newest `videoSrc` of where it lands (the session's body
+    /// or the live history).
     pub fn sessions_append_to(
         &mut self,
         id: &str,
         entry: Value,
+        copy_video_src: bool,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
         if id.is_empty() {
@@ -440,9 +443,16 @@ impl Store {
         let ing = blobs::prepare_entries(vec![entry])?;
         self.write("sessions.appendTo", crid, |w| {
             blobs::store_ingested(w, &ing)?;
-            let e = &ing.entries[0];
             // §11.8: the bound session's live copy is the live history
-            if session_exists(&w.tx, id)? && binding(&w.tx)? != id {
+            let to_session = session_exists(&w.tx, id)? && binding(&w.tx)? != id;
+            let copied;
+            let e = if copy_video_src {
+                copied = with_video_src(&w.tx, &ing.entries[0], to_session.then_some(id))?;
+                &copied
+            } else {
+                &ing.entries[0]
+            };
+            if to_session {
                 let n: i64 =
                     w.tx.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0))?;
                 insert_body_entry(w, id, n as usize, e)?;
