@@ -884,7 +884,8 @@ const MISS_NOTES = [
   groups (quill 0.107–0.318 in the runs of 2026-12-04; Keepsake's round trips land in the slow group more often than
   the busy echo host's, 7–14 of 25 against 4–6). The two "leg" rows split each Keepsake round trip with the host
   log's clock: the request leg (the worker's send until the host begins) and the reply leg (the host has written
-  the reply until the worker has it). At 05:36, quill's slow round trips (3.1–7.6 ms) were all in the reply leg,
+  the reply until the worker has it; the two clocks agree to ~0.3 ms, so a leg can read slightly negative). In the
+  run of 05:30, quill's slow round trips (3.1–7.6 ms) were all in the reply leg,
   whose fast group is 0.2–0.7 ms, while host-side stayed 0.55–1.04 ms and the request leg 0.07–0.5 ms: the slow group
   is Chromium delivering bytes already written to its pipe, not the host's work. strace of a warm query: 3 system
   calls (a read lock, an fstat, an unlock) and one writev for the reply. Changes made for the channel: each reply now
