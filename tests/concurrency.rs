@@ -539,3 +539,38 @@ fn a_write_waits_for_a_held_lock_and_answers_busy_only_past_the_timeout() {
     assert_eq!(texts, vec![json!("first"), json!("second")]);
     assert_eq!(h.close().0, Some(0));
 }
+
+/// A write that takes the -wal past the restart bound (8 MiB, `Store::bound_wal`) is answered
+/// before the RESTART checkpoint that waits for other connections' reads: a reader holding its
+/// snapshot never holds a write's reply. Once the reader lets go, the checkpoint completes and the
+/// next write starts the -wal over.
+#[test]
+fn a_write_is_answered_before_its_wal_checkpoint_waits_for_a_reader() {
+    let (_d, db) = temp_db();
+    // the checkpoint waits for the reader as long as it must (the busy handler gives up after this)
+    let mut h = Host::spawn_with(&db, &[ORIGIN], &[("KEEPSAKE_BUSY_TIMEOUT_MS", "600000")]);
+    h.ok("history.meta", json!({}));
+    let wal = db.with_file_name("keepsake.db-wal");
+    let reader = sql(&db);
+    reader.execute_batch("BEGIN").unwrap();
+    let _: i64 = reader.query_row("SELECT count(*) FROM history_entries", [], |r| r.get(0)).unwrap();
+    let text = "w".repeat(1 << 20);
+    let mut writes = 0;
+    while std::fs::metadata(&wal).map_or(0, |m| m.len()) <= 8 * 1024 * 1024 {
+        assert!(writes < 40, "the -wal never passed 8 MiB");
+        let id = json!(format!("w{writes}"));
+        h.send(&json!({"id": id, "op": "history.append", "args": {"entry": user(&text)}}));
+        // a hang guard, not a timing figure: the reply must not wait for the reader
+        let r = h.reply_for(&id, Duration::from_secs(30));
+        assert_eq!(r["ok"], json!(true), "{r}");
+        writes += 1;
+    }
+    let grown = std::fs::metadata(&wal).unwrap().len();
+    // the host now waits in its checkpoint for this reader; let go
+    reader.execute_batch("COMMIT").unwrap();
+    h.ok("history.append", json!({"entry": user("after")}));
+    let after = std::fs::metadata(&wal).unwrap().len();
+    assert!(after < 8 * 1024 * 1024, "-wal {grown} → {after} bytes: not started over after the checkpoint");
+    let live = h.ok("history.get", json!({}));
+    assert_eq!(live["entries"].as_array().unwrap().last().unwrap()["content"], json!("after"));
+}

@@ -192,10 +192,15 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
             return false;
         }
     }
-    match followup {
+    let open = match followup {
         Some(f) => run_followup(ctx, f, out),
         None => true,
+    };
+    // after the reply: a -wal checkpoint may wait for other processes' reads
+    if let Ok(store) = &mut ctx.store {
+        store.tidy();
     }
+    open
 }
 
 /// Host-started work after a reply: its own transaction and its own `changed` event, no

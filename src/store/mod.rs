@@ -214,6 +214,8 @@ pub struct Store {
     search_checked: bool,
     /// The drawer as the last `sessions.list` read it (reused while the database is unchanged).
     drawer: Option<std::sync::Arc<drawer::Drawer>>,
+    /// A write committed since the last [`Store::tidy`]: the -wal may need bounding.
+    wal_check_due: bool,
 }
 
 /// Validate an optional `clientRequestId`.
@@ -314,6 +316,7 @@ impl Store {
             damaged: None,
             search_checked: false,
             drawer: None,
+            wal_check_due: false,
         }
     }
 
@@ -411,7 +414,7 @@ impl Store {
         }
         let r = self.write_inner(op, client_request_id, f);
         if r.is_ok() {
-            self.bound_wal();
+            self.wal_check_due = true;
         }
         self.observe(r)
     }
@@ -463,6 +466,14 @@ impl Store {
         Ok(WriteOutcome { result, event })
     }
 
+    /// Work a write leaves for after its reply: bound the -wal ([`Store::bound_wal`]). The server
+    /// calls it once a request's reply (and event) are out; [`Store::close`] calls it too.
+    pub fn tidy(&mut self) {
+        if std::mem::take(&mut self.wal_check_due) {
+            self.bound_wal();
+        }
+    }
+
     /// Keep the -wal bounded under readers that never pause (reliability.md T15: under 16 MiB).
     /// SQLite's automatic checkpoint (PASSIVE) copies frames back but starts the file over only
     /// when no reader holds an older snapshot, which a streaming reader and other writers seldom
@@ -481,7 +492,8 @@ impl Store {
     }
 
     /// `PRAGMA optimize` before closing (reliability.md §3 step 7).
-    pub fn close(self) {
+    pub fn close(mut self) {
+        self.tidy();
         if self.mode == Mode::ReadWrite {
             let _ = self.conn.execute_batch("PRAGMA optimize;");
         }
