@@ -888,7 +888,12 @@ const MISS_NOTES = [
   run of 05:30, quill's slow round trips (3.1–7.6 ms) were all in the reply leg,
   whose fast group is 0.2–0.7 ms, while host-side stayed 0.55–1.04 ms and the request leg 0.07–0.5 ms: the slow group
   is Chromium delivering bytes already written to its pipe, not the host's work. strace of a warm query: 3 system
-  calls (a read lock, an fstat, an unlock) and one writev for the reply. Changes made for the channel: each reply now
+  calls (a read lock, an fstat, an unlock) and one writev for the reply. \`perf record -a -e sched:sched_switch -e
+  sched:sched_wakeup\` over BENCH_ONLY=search at 06:29 shows what a slow reply leg is: the host's write wakes the
+  browser's Chrome_IOThread (nice −8) on the host's CPU; it wakes the ThreadPool thread that reads the pipe onto that
+  same CPU, then runs on for ~2.9 ms without a switch while the other CPU is idle (swapper), and the reader waits
+  behind it; the worker has the reply ~0.3 ms after the reader runs. In that capture the slow share was alike for
+  Keepsake and the echo host (quill 3 of 10 matched round trips, floor 1 of 6, busy echo 1 of 5). Changes made for the channel: each reply now
   goes out in one writev, prefixes and bodies together (before, a 4-byte prefix write and a body write per frame),
   and the debug log line is written after the reply, not before it. Tried and dropped: a thread to cut snippets beside
   the SQLite reads (it started 0.33–1.12 ms after spawn: waking an idle vCPU is slow here).`,
