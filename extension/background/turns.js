@@ -570,6 +570,9 @@ export class BodyMemory {
   }
 }
 
+/** Writes that may change turn settings: a page's call of one, relayed by this worker, forgets them. */
+export const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import']);
+
 /**
  * The turn settings (TURN_SETTING_KEYS) as last read, so a send does not wait for a
  * `settings.get` round trip. Forgotten on every `changed` event naming settings and on every
@@ -577,9 +580,6 @@ export class BodyMemory {
  * commits made before it opened the database). A read that an event overtook is not kept. Without
  * `events` nothing is kept: every `get` reads.
  */
-/** Writes that may change turn settings: a page's call of one, relayed by this worker, forgets them. */
-export const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import']);
-
 export class SettingsMemory {
   constructor(read, events) {
     this.read = read;
@@ -1116,9 +1116,10 @@ export function createTurns(deps) {
    * a host that does not know the argument (`bad_request`) gets it copied here, as before.
    */
   async function route(stream, entry, { markImagesSeen = false, copyVideoSrc = false } = {}) {
+    const handoff = stream.bg && stream.originSessionId;
     const append = (e, copy) => {
       const flags = copy ? { copyVideoSrc: true } : {};
-      if (stream.bg && stream.originSessionId) return storage.sessions.appendTo({ id: stream.originSessionId, entry: e, ...flags });
+      if (handoff) return storage.sessions.appendTo({ id: stream.originSessionId, entry: e, ...flags });
       return storage.history.append({ entry: e, ...(markImagesSeen ? { markImagesSeen: true } : {}), ...flags });
     };
     let r;
@@ -1129,7 +1130,7 @@ export function createTurns(deps) {
       const videoSrc = await videoSrcFor(stream);
       r = await append(videoSrc ? { ...entry, videoSrc } : entry, false);
     }
-    if (stream.bg && stream.originSessionId) {
+    if (handoff) {
       return { index: r.index, length: r.length, target: r.target, sessionId: r.target === 'session' ? r.sessionId : undefined };
     }
     return { index: r.index, length: r.length, target: 'live' };

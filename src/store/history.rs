@@ -70,16 +70,21 @@ pub(super) fn newest_video_src(conn: &Connection, session: Option<&str>) -> Host
     raw.map(|t| parse_entry(&t, "videoSrc")).transpose()
 }
 
-/// `entry` with `videoSrc` copied from the newest entry of its destination carrying one, unless
-/// it has its own (the `copyVideoSrc` append argument).
-pub(super) fn with_video_src(conn: &Connection, entry: &Value, session: Option<&str>) -> HostResult<Value> {
-    let mut e = entry.clone();
-    if e.get("videoSrc").is_none() {
-        if let (Some(v), Some(o)) = (newest_video_src(conn, session)?, e.as_object_mut()) {
-            o.insert("videoSrc".into(), v);
-        }
+/// The `copyVideoSrc` append argument: `entry` with `videoSrc` copied from the newest entry of its
+/// destination carrying one, or `None` when it has its own or there is none to copy.
+pub(super) fn with_video_src(
+    conn: &Connection,
+    entry: &Value,
+    session: Option<&str>,
+) -> HostResult<Option<Value>> {
+    if entry.get("videoSrc").is_some() {
+        return Ok(None);
     }
-    Ok(e)
+    Ok(newest_video_src(conn, session)?.and_then(|v| {
+        let mut e = entry.clone();
+        e.as_object_mut()?.insert("videoSrc".into(), v);
+        Some(e)
+    }))
 }
 
 /// `(row id, entry)` in order.
@@ -299,11 +304,10 @@ impl Store {
         let ing = blobs::prepare_entries(vec![entry])?;
         self.write("history.append", crid, |w| {
             blobs::store_ingested(w, &ing)?;
-            let (length, index) = if copy_video_src {
-                let e = with_video_src(&w.tx, &ing.entries[0], None)?;
-                append_entries(w, std::slice::from_ref(&e))?
-            } else {
-                append_entries(w, &ing.entries)?
+            let copied = if copy_video_src { with_video_src(&w.tx, &ing.entries[0], None)? } else { None };
+            let (length, index) = match &copied {
+                Some(e) => append_entries(w, std::slice::from_ref(e))?,
+                None => append_entries(w, &ing.entries)?,
             };
             if mark_seen {
                 mark_images_seen(w)?;

@@ -445,13 +445,12 @@ impl Store {
             blobs::store_ingested(w, &ing)?;
             // §11.8: the bound session's live copy is the live history
             let to_session = session_exists(&w.tx, id)? && binding(&w.tx)? != id;
-            let copied;
-            let e = if copy_video_src {
-                copied = with_video_src(&w.tx, &ing.entries[0], to_session.then_some(id))?;
-                &copied
+            let copied = if copy_video_src {
+                with_video_src(&w.tx, &ing.entries[0], to_session.then_some(id))?
             } else {
-                &ing.entries[0]
+                None
             };
+            let e = copied.as_ref().unwrap_or(&ing.entries[0]);
             if to_session {
                 let n: i64 =
                     w.tx.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0))?;
