@@ -318,7 +318,6 @@ function traceTable(samples) {
   return lines.join('\n');
 }
 
-/** Host-side time of each operation from debug log lines `served op=<op> ms=<n> us=<n>`: op → [ms…]. */
 /**
  * keepsake-host.log's `served` lines of `op` (debug level), in order: `{end, ms}`, `end` the line's
  * time in epoch ms (written just after the reply went out), `ms` the host's time for the request.
@@ -332,6 +331,7 @@ function servedAt(logText, op) {
   return out;
 }
 
+/** Host-side time of each operation from debug log lines `served op=<op> ms=<n> us=<n>`: op → [ms…]. */
 function servedMs(logText) {
   const out = {};
   // `us=` (microseconds) where the host logs it, else whole `ms=`
@@ -560,7 +560,7 @@ async function search(testBuild) {
         if (r === CFG.warmup) {
           logMark = k.hostLog().length;
           for (let i = 0; i < 3; i++) for (const { q } of SEARCH_QUERIES) await bench(k, 'run', 'search', 'keepsake', r, { query: q });
-          const warm = servedMs(k.hostLog().slice(logMark))['sessions.list'] ?? [];
+          const warm = servedAt(k.hostLog().slice(logMark), 'sessions.list').map((x) => x.ms);
           SEARCH_QUERIES.forEach(({ q }, i) => {
             spinUs[q] = Math.round(1000 * summarize(warm.filter((_, j) => j % SEARCH_QUERIES.length === i)).median);
           });
@@ -588,6 +588,14 @@ async function search(testBuild) {
           return [q, { request: pairs.map(([x, h]) => h.end - h.ms - x.at0), reply: pairs.map(([x, h]) => x.at1 - h.end) }];
         }),
       );
+      if (DUMP) {
+        // for bench/sched-legs.py: every sample with its worker times, the host log, the processes
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-bench-search-dump-'));
+        fs.writeFileSync(path.join(dir, 'samples.json'), JSON.stringify(samples));
+        fs.writeFileSync(path.join(dir, 'host.log'), k.hostLog());
+        fs.writeFileSync(path.join(dir, 'pids.json'), JSON.stringify({ host: mainHostPid(k), browser: k.browserPid }));
+        log(`search samples, host log and pids written to ${dir} (bench/sched-legs.py)`);
+      }
       if (DUMP) for (const q of Object.keys(samples)) log(`samples ${q} k=${samples[q].keepsake.map((x) => x.ms.toFixed(1))} b=${samples[q].baseline.map((x) => x.ms.toFixed(1))} f=${samples[q].floor.map((x) => x.ms.toFixed(1))} s=${samples[q].spun.map((x) => x.ms.toFixed(1))} h=${hostMs[q]} req=${legs[q].request.map((x) => x.toFixed(1))} rep=${legs[q].reply.map((x) => x.toFixed(1))}`);
       return { samples, facts, hostMs, spinUs, legs };
     } finally {
@@ -892,10 +900,11 @@ const MISS_NOTES = [
   sched:sched_wakeup\` over BENCH_ONLY=search at 06:29 shows what a slow reply leg is: the host's write wakes the
   browser's Chrome_IOThread (nice −8) on the host's CPU; it wakes the ThreadPool thread that reads the pipe onto that
   same CPU, then runs on for ~2.9 ms without a switch while the other CPU is idle (swapper), and the reader waits
-  behind it; the worker has the reply ~0.3 ms after the reader runs. That IO thread runs over 1 ms (1–3 ms) about
-  every 100 ms whatever woke it, and alike after either host's write: after 26 of 465 wakeups by keepsake-host and 23
-  of 434 by the echo host in that capture, whose slow share was alike too (quill 3 of 10 matched round trips, floor 1
-  of 6, busy echo 1 of 5). Changes made for the channel: each reply now
+  behind it; the worker has the reply ~0.3 ms after the reader runs. \`bench/sched-legs.py\` (its docstring has the
+  commands) on a capture at 06:47: that thread's runs over 1 ms (median 2.9 ms, median spacing 35 ms) come whatever
+  woke it, and alike after either host's write (28 of 693 wakeups by keepsake-host, 20 of 404 by the echo host); one
+  followed the host's write in 12 of 34 matched Keepsake round trips, 8 of 21 echo replays and 9 of 20 busy-echo
+  replays. Changes made for the channel: each reply now
   goes out in one writev, prefixes and bodies together (before, a 4-byte prefix write and a body write per frame),
   and the debug log line is written after the reply, not before it. Tried and dropped: a thread to cut snippets beside
   the SQLite reads (it started 0.33–1.12 ms after spawn: waking an idle vCPU is slow here).`,

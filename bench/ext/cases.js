@@ -310,7 +310,8 @@ cases.searchFloor = {
     await ports.floor.open();
     const t0 = now();
     const rows = await ports.floor.request('bench.replay', { file: p.file, ...(p.spinUs ? { spinUs: p.spinUs } : {}) });
-    return { ms: now() - t0, hits: rows.length };
+    const t1 = now();
+    return { ms: t1 - t0, hits: rows.length, at0: performance.timeOrigin + t0, at1: performance.timeOrigin + t1 };
   },
 };
 
