@@ -128,6 +128,31 @@ pub fn is_last_page_context_candidate(e: &Value) -> bool {
     is_attach_entry(e)
 }
 
+/// The stamp holding an entry's host-assigned id (every stored entry has one).
+pub const ENTRY_ID: &str = "entryId";
+
+/// The `entryId` stamp as a string, if present.
+pub fn entry_id(e: &Value) -> Option<&str> {
+    e.get(ENTRY_ID).and_then(Value::as_str)
+}
+
+/// Two entries are the same turn when they are equal apart from their `entryId` stamps (the host
+/// gives every stored entry one; entries from a client or a document may not carry it).
+pub fn same_entry(a: &Value, b: &Value) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(x), Some(y)) => {
+            let n = |m: &Map<String, Value>| m.len() - usize::from(m.contains_key(ENTRY_ID));
+            n(x) == n(y) && x.iter().filter(|(k, _)| *k != ENTRY_ID).all(|(k, v)| y.get(k) == Some(v))
+        }
+        _ => a == b,
+    }
+}
+
+/// `same_entry` over two lists.
+pub fn same_entries(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_entry(x, y))
+}
+
 /// `attachId` stamp as a string, if present.
 pub fn attach_id(e: &Value) -> Option<&str> {
     e.get("attachId").and_then(Value::as_str)
@@ -206,6 +231,18 @@ pub fn validate_content_shape(obj: &Map<String, Value>) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn same_entry_ignores_only_the_entry_id() {
+        let a = json!({"role": "user", "content": "hi", "entryId": "x"});
+        assert!(same_entry(&a, &json!({"role": "user", "content": "hi"})));
+        assert!(same_entry(&json!({"role": "user", "content": "hi"}), &a));
+        assert!(same_entry(&a, &json!({"role": "user", "content": "hi", "entryId": "y"})));
+        assert!(!same_entry(&a, &json!({"role": "user", "content": "hi", "imagesSeen": true})));
+        assert!(!same_entry(&a, &json!({"role": "assistant", "content": "hi"})));
+        assert!(same_entries(&[a.clone()], &[json!({"content": "hi", "role": "user"})]));
+        assert!(!same_entries(&[a.clone()], &[]));
+    }
 
     #[test]
     fn entry_text_and_chars_count_only_text_parts() {

@@ -285,6 +285,28 @@ pub fn archived_live_id(entries: &[Value]) -> String {
     format!("imported-{}", &hex(&digest)[..16])
 }
 
+/// Where a dump's live history continues a stored body: the smallest `j` such that `body[j..]`
+/// is a non-empty prefix of `history` (the live history went on from the last write-back, its
+/// front maybe trimmed), `Some(0)` for an empty body, `None` when it does not continue it.
+pub fn continues(body: &[Value], history: &[Value]) -> Option<usize> {
+    if body.is_empty() {
+        return Some(0);
+    }
+    (0..body.len()).find(|&j| {
+        let tail = &body[j..];
+        tail.len() <= history.len() && crate::domain::entry::same_entries(tail, &history[..tail.len()])
+    })
+}
+
+/// Whether `history` is already stored in `body`, whole and in order (a second import of the
+/// same dump, after the chat went on).
+pub fn holds_run(body: &[Value], history: &[Value]) -> bool {
+    history.is_empty()
+        || (history.len() <= body.len()
+            && (0..=body.len() - history.len())
+                .any(|j| crate::domain::entry::same_entries(&body[j..j + history.len()], history)))
+}
+
 /// Lower-case hex SHA-256 of `bytes` (the key of a content-addressed image).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -298,6 +320,34 @@ pub fn hex(bytes: &[u8]) -> String {
         s.push(H[(b & 15) as usize] as char);
     }
     s
+}
+
+#[cfg(test)]
+mod continuation_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn e(t: &str) -> Value {
+        json!({"role": "user", "content": t})
+    }
+
+    #[test]
+    fn a_history_continues_a_body_it_overlaps() {
+        let body = [e("a"), e("b"), e("c")];
+        assert_eq!(continues(&body, &[e("b"), e("c"), e("d")]), Some(1));
+        assert_eq!(continues(&body, &[e("a"), e("b"), e("c")]), Some(0));
+        assert_eq!(continues(&body, &[e("c")]), Some(2));
+        assert_eq!(continues(&body, &[e("x"), e("y")]), None);
+        assert_eq!(continues(&[], &[e("x")]), Some(0));
+        // stored entries carry entryIds the dump lacks
+        let stored = [json!({"role": "user", "content": "a", "entryId": "1"})];
+        assert_eq!(continues(&stored, &[e("a"), e("b")]), Some(0));
+        assert!(holds_run(&body, &[e("b"), e("c")]));
+        assert!(holds_run(&body, &[e("a"), e("b")]));
+        assert!(!holds_run(&body, &[e("a"), e("c")]));
+        assert!(!holds_run(&body, &[e("c"), e("d")]));
+        assert!(holds_run(&body, &[]));
+    }
 }
 
 #[cfg(test)]

@@ -18,3 +18,4 @@ pub mod search;
 pub mod sessions;
 pub mod settings;
 pub mod text;
+pub mod trash;

@@ -10,8 +10,9 @@ use super::text::{code_points, cut_u16, js_trim, lower};
 pub const NAME_MAX_UNITS: usize = 80;
 /// autoName keeps at most 48 code points before adding `…` (§5.1).
 pub const AUTO_NAME_MAX_CODE_POINTS: usize = 48;
-/// Default `maxSessions` (§3).
-pub const DEFAULT_MAX_SESSIONS: u64 = 50;
+/// Default `maxSessions`: 0, keep every session (a cap is the user's choice; evicted sessions go
+/// to the trash).
+pub const DEFAULT_MAX_SESSIONS: u64 = 0;
 /// Snippet context: code points before and after the first hit (§5.3).
 pub const SNIPPET_BEFORE: usize = 40;
 pub const SNIPPET_AFTER: usize = 80;
@@ -85,6 +86,27 @@ pub fn choose_name(
         return n;
     }
     local_date.to_owned()
+}
+
+/// The name of a trash item holding `entries` taken from a conversation: autoName, else the first
+/// non-blank text of any entry (an assistant reply), cut like autoName.
+pub fn entries_item_name(entries: &[Value]) -> Option<String> {
+    auto_name(entries).or_else(|| {
+        entries.iter().find_map(|e| {
+            let text = entry_text(e);
+            let t = js_trim(&text);
+            if t.is_empty() {
+                return None;
+            }
+            // the first line is enough to recognise a reply
+            let line = js_trim(t.lines().next().unwrap_or(t));
+            Some(if code_points(line) > AUTO_NAME_MAX_CODE_POINTS {
+                format!("{}…", line.chars().take(AUTO_NAME_MAX_CODE_POINTS).collect::<String>())
+            } else {
+                line.to_owned()
+            })
+        })
+    })
 }
 
 /// Searchable text of a body: `entryText(e) + "\n"` over all entries (§5.3).

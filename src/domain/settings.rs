@@ -40,6 +40,10 @@ pub fn check_value(key: &str, v: &Value) -> Result<(), String> {
         "maxSessions" | "summarizeThresholdChars" => {
             whole_non_negative(v).map(|_| ()).ok_or_else(|| format!("{key} must be a whole number ≥ 0"))
         }
+        "trashDays" => whole_non_negative(v)
+            .filter(|d| *d >= 1)
+            .map(|_| ())
+            .ok_or_else(|| format!("{key} must be a whole number ≥ 1")),
         "autoSummarizeAttachments" => {
             v.is_boolean().then_some(()).ok_or_else(|| format!("{key} must be a boolean"))
         }
@@ -47,9 +51,14 @@ pub fn check_value(key: &str, v: &Value) -> Result<(), String> {
     }
 }
 
-/// `maxSessions` as the host reads it: invalid or absent → 50; 0 = unlimited.
+/// `maxSessions` as the host reads it: invalid or absent → 0 = unlimited.
 pub fn max_sessions(stored: Option<&Value>) -> u64 {
     stored.and_then(whole_non_negative).unwrap_or(super::sessions::DEFAULT_MAX_SESSIONS)
+}
+
+/// `trashDays` as the host reads it: how many days a trashed item is kept; invalid or absent → 30.
+pub fn trash_days(stored: Option<&Value>) -> u64 {
+    stored.and_then(whole_non_negative).filter(|d| *d >= 1).unwrap_or(super::trash::DEFAULT_TRASH_DAYS)
 }
 
 /// `autoSummarizeAttachments`: invalid or absent → true.
@@ -89,7 +98,14 @@ mod tests {
         assert!(check_value("maxSessions", &json!("5")).is_err());
         assert!(check_value("autoSummarizeAttachments", &json!(1)).is_err());
         assert!(check_value("other", &json!({"any": [1]})).is_ok());
-        assert_eq!(max_sessions(Some(&json!("x"))), 50);
+        assert_eq!(max_sessions(Some(&json!("x"))), 0);
+        assert_eq!(max_sessions(None), 0);
+        assert!(check_value("trashDays", &json!(1)).is_ok());
+        assert!(check_value("trashDays", &json!(0)).is_err());
+        assert!(check_value("trashDays", &json!(1.5)).is_err());
+        assert_eq!(trash_days(None), 30);
+        assert_eq!(trash_days(Some(&json!(0))), 30);
+        assert_eq!(trash_days(Some(&json!(7))), 7);
         assert_eq!(max_sessions(Some(&json!(0))), 0);
         assert_eq!(summarize_threshold(Some(&json!(0))), 100_000);
         assert!(auto_summarize(Some(&json!("no"))));

@@ -99,6 +99,10 @@ pub const OPS: &[(&str, Handler)] = &[
     ("sessions.clearAll", Plain(sessions_clear_all)),
     ("sessions.appendTo", Plain(sessions_append_to)),
     ("sessions.export", Plain(sessions_export)),
+    ("sessions.evictionPlan", Plain(sessions_eviction_plan)),
+    ("trash.list", Plain(trash_list)),
+    ("trash.restore", Plain(trash_restore)),
+    ("trash.purge", Plain(trash_purge)),
     ("storage.import", Plain(storage_import)),
     ("changes.since", Plain(changes_since)),
     ("request.isContextOverflow", Plain(request_is_context_overflow)),
@@ -261,17 +265,23 @@ fn history_set_binding(s: &mut Store, a: &Map<String, Value>) -> HostResult<Repl
 }
 
 fn history_append(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["entry", "markImagesSeen", "copyVideoSrc"], true)?;
+    let a = Args::new(a, &["entry", "markImagesSeen", "copyVideoSrc", "fallbackName"], true)?;
     let crid = a.client_request_id()?;
     let entry = a.req_value("entry")?.clone();
-    Ok(s.history_append(entry, a.opt_bool("markImagesSeen")?, a.opt_bool("copyVideoSrc")?, crid.as_deref())?
-        .into())
+    Ok(s.history_append(
+        entry,
+        a.opt_bool("markImagesSeen")?,
+        a.opt_bool("copyVideoSrc")?,
+        a.opt_str("fallbackName")?,
+        crid.as_deref(),
+    )?
+    .into())
 }
 
 fn history_replace(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["entries"], true)?;
+    let a = Args::new(a, &["entries", "fallbackName"], true)?;
     let crid = a.client_request_id()?;
-    Ok(s.history_replace(a.req_array("entries")?.clone(), crid.as_deref())?.into())
+    Ok(s.history_replace(a.req_array("entries")?.clone(), a.opt_str("fallbackName")?, crid.as_deref())?.into())
 }
 
 fn history_clear(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -330,9 +340,10 @@ fn sessions_list(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
 }
 
 fn sessions_get(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["id", "images"], false)?;
+    let a = Args::new(a, &["id", "images", "from", "limit"], false)?;
     let inline = crate::store::parse_images_mode(a.raw("images"))?;
-    Ok(read(s.sessions_get(a.req_str("id")?, inline)?))
+    let from = a.opt_index("from")?.unwrap_or(0);
+    Ok(read(s.sessions_get(a.req_str("id")?, inline, from, a.opt_index("limit")?)?))
 }
 
 fn sessions_load(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -366,10 +377,12 @@ fn sessions_clear_all(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply
 }
 
 fn sessions_append_to(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["id", "entry", "copyVideoSrc"], true)?;
+    let a = Args::new(a, &["id", "entry", "copyVideoSrc", "fallbackName"], true)?;
     let crid = a.client_request_id()?;
     let entry = a.req_value("entry")?.clone();
-    Ok(s.sessions_append_to(a.req_str("id")?, entry, a.opt_bool("copyVideoSrc")?, crid.as_deref())?.into())
+    let fallback = a.opt_str("fallbackName")?;
+    Ok(s.sessions_append_to(a.req_str("id")?, entry, a.opt_bool("copyVideoSrc")?, fallback, crid.as_deref())?
+        .into())
 }
 
 fn sessions_export(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -391,6 +404,35 @@ fn sessions_export(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
         return Err(HostError::bad_request("markdown export takes exactly one session id"));
     }
     Ok(read(s.sessions_export(&ids, format)?))
+}
+
+fn sessions_eviction_plan(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["cap"], false)?;
+    Ok(read(s.sessions_eviction_plan(a.req_index("cap")?)?))
+}
+
+// ---- trash ------------------------------------------------------------------------------------
+
+fn trash_list(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    Args::new(a, &[], false)?;
+    Ok(read(s.trash_list()?))
+}
+
+fn trash_restore(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["id"], true)?;
+    let crid = a.client_request_id()?;
+    Ok(s.trash_restore(a.req_str("id")?, crid.as_deref())?.into())
+}
+
+fn trash_purge(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["id", "all"], true)?;
+    let crid = a.client_request_id()?;
+    let id = a.opt_str("id")?;
+    let all = a.opt_bool("all")?;
+    if id.is_some() == all {
+        return Err(HostError::bad_request("trash.purge takes either id or all: true"));
+    }
+    Ok(s.trash_purge(id, crid.as_deref())?.into())
 }
 
 fn storage_import(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -424,7 +466,8 @@ fn history_bound_images(s: &mut Store, a: &Map<String, Value>) -> HostResult<Rep
 }
 
 fn history_attach(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["ctx", "images", "placement", "summarySource", "paper", "videoSrc"], true)?;
+    let a =
+        Args::new(a, &["ctx", "images", "placement", "summarySource", "paper", "videoSrc", "fallbackName"], true)?;
     let crid = a.client_request_id()?;
     let ctx = PageCtx::from_json(a.req_value("ctx")?).map_err(HostError::bad_request)?;
     let images = match a.raw("images") {
@@ -453,6 +496,7 @@ fn history_attach(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
         summary_source: a.opt_str("summarySource")?.map(str::to_owned),
         paper: a.opt_bool("paper")?,
         video_src,
+        fallback_name: a.opt_str("fallbackName")?.map(str::to_owned),
     };
     let mut r: Reply = s.history_attach(args, crid.as_deref())?.into();
     // a replayed clientRequestId applied nothing, so there is nothing to bound either

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::blobs;
 use super::history::{append_entries, live_entries, update_live};
-use super::sessions::{rebuild_search, session_exists};
+use super::sessions::session_known;
 use super::{setting_value, Store, WriteOutcome};
 use crate::domain::attach::{
     apply_summary, attach_content, summary_decision, summary_is_blank, Ctx, SummaryInputs,
@@ -30,6 +30,8 @@ pub struct AttachArgs {
     pub summary_source: Option<String>,
     pub paper: bool,
     pub video_src: Option<Value>,
+    /// The session name to use when this attach starts a chat and gives it no autoName.
+    pub fallback_name: Option<String>,
 }
 
 struct Meta {
@@ -86,10 +88,12 @@ impl Store {
                 "INSERT INTO attachments (attach_id, ctx, paper, summary_source, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![id, a.ctx.meta_json().to_string(), a.paper, a.summary_source, w.now],
             )?;
-            let (length, index) = append_entries(w, &ing.entries)?;
+            let done = append_entries(w, &ing.entries, a.fallback_name.as_deref())?;
             let d = decide(&w.tx, &ing.entries[0])?;
-            Ok(json!({"attachId": id, "length": length, "index": index,
-                      "summary": {"needed": d.needed, "family": d.family}}))
+            let mut r = json!({"attachId": id, "length": done.length, "index": done.index,
+                               "summary": {"needed": d.needed, "family": d.family}});
+            done.add_to(&mut r);
+            Ok(r)
         })
     }
 
@@ -168,7 +172,7 @@ impl Store {
             else {
                 return Ok(json!({"applied": false}));
             };
-            update_live(w, row, &new_entry)?;
+            update_live(w, row, &entry, &new_entry)?;
             Ok(json!({"applied": true}))
         })
     }
@@ -181,7 +185,7 @@ impl Store {
     ) -> HostResult<WriteOutcome> {
         self.write("request.commitRescue", crid, |w| {
             let target = match session.filter(|s| !s.is_empty()) {
-                Some(s) if session_exists(&w.tx, s)? && super::history::binding(&w.tx)? != s => Some(s.to_owned()),
+                Some(s) if session_known(&w.tx, s)? && super::history::binding(&w.tx)? != s => Some(s.to_owned()),
                 _ => None,
             };
             let mut committed = 0;
@@ -189,28 +193,17 @@ impl Store {
                 None => {
                     for (row, e) in live_entries(&w.tx)? {
                         if let Some(stubbed) = rescue_entry(&e, ids) {
-                            update_live(w, row, &stubbed)?;
+                            update_live(w, row, &e, &stubbed)?;
                             committed += 1;
                         }
                     }
                 }
                 Some(sid) => {
-                    let rows: Vec<(i64, String)> = {
-                        let mut stmt = w.tx.prepare(
-                            "SELECT id, entry FROM session_entries WHERE session_id = ?1 ORDER BY position, id",
-                        )?;
-                        let r = stmt.query_map([sid], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                        r.collect::<Result<_, _>>()?
-                    };
-                    for (row, raw) in rows {
-                        let e = super::history::parse_entry(&raw, "session entry")?;
+                    for (row, e) in super::entries::path_rows(&w.tx, sid, 0, None)? {
                         if let Some(stubbed) = rescue_entry(&e, ids) {
-                            super::sessions::update_body_entry(w, row, &stubbed)?;
+                            super::sessions::rewrite_entry(w, row, &e, &stubbed)?;
                             committed += 1;
                         }
-                    }
-                    if committed > 0 {
-                        rebuild_search(w, sid)?;
                     }
                 }
             }

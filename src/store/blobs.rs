@@ -18,23 +18,9 @@ use crate::protocol::{HostError, HostResult};
 pub type Blob = NewBlob;
 pub type IngestedEntries = Ingested;
 
-/// Where an entry row lives, for `image_refs.holder`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Holder {
-    History,
-    Session,
-    Trimmed,
-}
-
-impl Holder {
-    fn as_str(self) -> &'static str {
-        match self {
-            Holder::History => "history",
-            Holder::Session => "session",
-            Holder::Trimmed => "trimmed",
-        }
-    }
-}
+/// `image_refs.holder` of every reference: entry rows all live in `session_entries` since schema 5
+/// (the older holders `history` and `trimmed` named tables that no longer exist).
+const HOLDER: &str = "session";
 
 /// Pre-transaction CPU work for incoming entries, with the image cap as `too_large`.
 pub fn prepare_entries(entries: Vec<Value>) -> HostResult<Ingested> {
@@ -87,28 +73,26 @@ pub fn blob_exists(conn: &Connection, sha: &str) -> HostResult<bool> {
 
 /// Record the references an entry row makes (insert before removing old ones, so a blob the
 /// row still uses is never collected in between).
-pub fn add_refs(conn: &Connection, holder: Holder, holder_id: i64, entry: &Value) -> HostResult<()> {
+pub fn add_refs(conn: &Connection, holder_id: i64, entry: &Value) -> HostResult<()> {
     for sha in referenced_blobs(entry) {
-        conn.execute(
-            "INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES (?1, ?2, ?3)",
-            params![holder.as_str(), holder_id, sha],
-        )?;
+        conn.prepare_cached("INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES (?1, ?2, ?3)")?
+            .execute(params![HOLDER, holder_id, sha])?;
     }
     Ok(())
 }
 
 /// Make a row's references exactly those of `entry` (after an in-place rewrite).
-pub fn replace_refs(conn: &Connection, holder: Holder, holder_id: i64, entry: &Value) -> HostResult<()> {
-    add_refs(conn, holder, holder_id, entry)?;
+pub fn replace_refs(conn: &Connection, holder_id: i64, entry: &Value) -> HostResult<()> {
+    add_refs(conn, holder_id, entry)?;
     let keep = referenced_blobs(entry);
     let mut stmt =
         conn.prepare_cached("SELECT sha256 FROM image_refs WHERE holder = ?1 AND holder_id = ?2")?;
     let current: Vec<String> =
-        stmt.query_map(params![holder.as_str(), holder_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        stmt.query_map(params![HOLDER, holder_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
     for sha in current.into_iter().filter(|s| !keep.contains(s)) {
         conn.execute(
             "DELETE FROM image_refs WHERE holder = ?1 AND holder_id = ?2 AND sha256 = ?3",
-            params![holder.as_str(), holder_id, sha],
+            params![HOLDER, holder_id, sha],
         )?;
     }
     Ok(())

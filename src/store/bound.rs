@@ -196,7 +196,8 @@ fn apply(w: &mut WriteTx, plan: &[Rewrite]) -> HostResult<usize> {
                 )?;
             }
         }
-        update_live(w, r.row, &r.entry)?;
+        let old = super::sessions::row_entry(&w.tx, r.row)?;
+        update_live(w, r.row, &old, &r.entry)?;
         total += r.rewritten;
     }
     Ok(total)

@@ -61,7 +61,7 @@ impl Drawer {
     fn read(conn: &Connection, stamp: Stamp) -> HostResult<Drawer> {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT {ROW_COLS}, s.name_lower, d.doc, d.lower_bytes FROM sessions s
-             LEFT JOIN search_docs d ON d.session_id = s.id {ORDER}"
+             LEFT JOIN search_docs d ON d.session_id = s.id WHERE s.trashed_at IS NULL {ORDER}"
         ))?;
         let (mut rows, mut json, mut names, mut name_at, mut docs) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), HashMap::new());

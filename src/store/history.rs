@@ -1,72 +1,126 @@
-//! Live history and binding (storage-model §4, §11.1, §11.15).
+//! The live history (docs/keeps.md "The live window"): a window onto the bound session's chosen
+//! path, from `live_state.live_from` on. Writes that add entries to an unbound (empty) live history
+//! first create the session that keeps them (auto-keep). Trimming moves `live_from`; removals move
+//! entries to the trash (`trash.rs`); nothing here deletes an entry.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
-use super::blobs::{self, add_refs, replace_refs, Holder, Inliner};
+use super::blobs::{self, Inliner};
 use super::changes::current_seq;
+use super::entries::{path_chars, path_row_at, path_rows};
+use super::sessions::{self, session_exists};
+use super::trash;
 use super::{Store, WriteOutcome, WriteTx};
 use crate::domain::entry::{
-    attach_id, content_chars, image_part_count, is_image_bearing, is_last_page_context_candidate, role,
-    validate_new_entry,
+    entry_text, is_image_bearing, is_last_page_context_candidate, same_entries, same_entry, validate_new_entry,
 };
 use crate::domain::history::trim_count;
+use crate::domain::trash::Reason;
 use crate::protocol::{HostError, HostResult};
 
-/// Parse a stored entry. Only the host writes these rows, always as JSON, so an unreadable one
-/// was damaged on disk: `db_corrupt`, never silently `[]` (§11.15).
-pub(super) fn parse_entry(raw: &str, what: &str) -> HostResult<Value> {
-    serde_json::from_str(raw)
-        .map_err(|e| super::salvage::content_damage(format!("a stored {what} no longer parses: {e}")))
+pub(super) use super::entries::parse_entry;
+
+/// The session the live history belongs to (`''` = none; then the live history is empty).
+pub(super) fn binding(conn: &Connection) -> HostResult<String> {
+    Ok(live_state(conn)?.0)
 }
 
-pub(super) fn binding(conn: &Connection) -> HostResult<String> {
-    conn.query_row("SELECT active_session_id FROM live_state WHERE id = 1", [], |r| r.get(0))
+/// `(binding, live_from)`.
+pub(super) fn live_state(conn: &Connection) -> HostResult<(String, usize)> {
+    conn.prepare_cached("SELECT active_session_id, live_from FROM live_state WHERE id = 1")?
+        .query_row([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as usize)))
         .optional()?
         .ok_or_else(|| super::salvage::content_damage("the live_state row (the session binding) is missing"))
 }
 
-/// Set the binding; a change of binding forgets entries kept from the previous load.
-pub(super) fn set_binding(w: &mut WriteTx, id: &str) -> HostResult<()> {
-    if binding(&w.tx)? == id {
+/// Point the live window at session `id` from body position `from` (`''` unbinds: an empty
+/// window). Records a binding change and a history change when they happen.
+pub(super) fn set_window(w: &mut WriteTx, id: &str, from: usize) -> HostResult<()> {
+    let (old, old_from) = live_state(&w.tx)?;
+    if old == id && old_from == from {
         return Ok(());
     }
+    let from = if id.is_empty() { 0 } else { from };
     w.tx.execute(
-        "UPDATE live_state SET active_session_id = ?1, bound_at = ?2 WHERE id = 1",
-        params![id, if id.is_empty() { None } else { Some(w.now) }],
+        "UPDATE live_state SET active_session_id = ?1, live_from = ?2,
+             bound_at = CASE WHEN ?1 = active_session_id THEN bound_at WHEN ?1 = '' THEN NULL ELSE ?3 END
+         WHERE id = 1",
+        params![id, from as i64, w.now],
     )?;
-    w.tx.execute("DELETE FROM history_trimmed", [])?;
-    w.changes.binding = true;
+    if old != id {
+        w.changes.binding = true;
+    }
+    // the window shows other entries unless it was empty and stays empty
+    let shown_before = !old.is_empty() && sessions::path_len(&w.tx, &old)? > old_from;
+    let shown_after = !id.is_empty() && sessions::path_len(&w.tx, id)? > from;
+    if shown_before || shown_after {
+        w.changes.history = true;
+    }
     Ok(())
 }
 
-pub(super) fn live_len(conn: &Connection) -> HostResult<usize> {
-    Ok(conn.query_row("SELECT count(*) FROM history_entries", [], |r| r.get::<_, i64>(0))? as usize)
+/// Unbind: the live history is empty again ("New chat"); every entry stays in its session.
+pub(super) fn unbind(w: &mut WriteTx) -> HostResult<()> {
+    set_window(w, "", 0)
 }
 
-/// The `videoSrc` of the newest entry carrying one (an object), in the live history or, with
-/// `session`, in that saved session's body (storage-model §9 "Turns").
-pub(super) fn newest_video_src(conn: &Connection, session: Option<&str>) -> HostResult<Option<Value>> {
-    // instr() first: only entries that mention the key are parsed
-    let raw: Option<String> = match session {
-        None => conn
-            .prepare_cached(
-                "SELECT json_extract(entry, '$.videoSrc') FROM history_entries
-                 WHERE instr(entry, '\"videoSrc\"') > 0 AND json_type(entry, '$.videoSrc') = 'object'
-                 ORDER BY position DESC, id DESC LIMIT 1",
-            )?
-            .query_row([], |r| r.get(0))
-            .optional()?,
-        Some(sid) => conn
-            .prepare_cached(
-                "SELECT json_extract(entry, '$.videoSrc') FROM session_entries
-                 WHERE session_id = ?1 AND instr(entry, '\"videoSrc\"') > 0
-                   AND json_type(entry, '$.videoSrc') = 'object'
-                 ORDER BY position DESC, id DESC LIMIT 1",
-            )?
-            .query_row([sid], |r| r.get(0))
-            .optional()?,
+/// Where the live window of session `sid` starts when it is loaded: the longest suffix of its
+/// chosen path that satisfies the trim rule (60 entries, 300,000 chars, one oversized entry kept).
+pub(super) fn window_start(conn: &Connection, sid: &str) -> HostResult<usize> {
+    let chars: Vec<usize> = path_chars(conn, sid, 0)?.into_iter().map(|(_, c)| c).collect();
+    Ok(trim_count(&chars))
+}
+
+pub(super) fn live_len(conn: &Connection) -> HostResult<usize> {
+    let (sid, from) = live_state(conn)?;
+    if sid.is_empty() {
+        return Ok(0);
+    }
+    Ok(sessions::path_len(conn, &sid)?.saturating_sub(from))
+}
+
+/// `(row id, entry)` of the live window, in order.
+pub(super) fn live_entries(conn: &Connection) -> HostResult<Vec<(i64, Value)>> {
+    let (sid, from) = live_state(conn)?;
+    if sid.is_empty() {
+        return Ok(Vec::new());
+    }
+    path_rows(conn, &sid, from, None)
+}
+
+/// The row at live index `index`, if any.
+fn live_row_at(conn: &Connection, index: u64) -> HostResult<Option<i64>> {
+    let (sid, from) = live_state(conn)?;
+    if sid.is_empty() {
+        return Ok(None);
+    }
+    let Some(pos) = usize::try_from(index).ok().and_then(|i| i.checked_add(from)) else {
+        return Ok(None);
     };
+    path_row_at(conn, &sid, pos)
+}
+
+/// The `videoSrc` of the newest entry carrying one (an object) on session `sid`'s chosen path, or
+/// in the live window when `sid` is None (storage-model §9 "Turns").
+pub(super) fn newest_video_src(conn: &Connection, session: Option<&str>) -> HostResult<Option<Value>> {
+    let (sid, from) = match session {
+        Some(s) => (s.to_owned(), 0),
+        None => live_state(conn)?,
+    };
+    if sid.is_empty() {
+        return Ok(None);
+    }
+    // instr() first: only entries that mention the key are parsed
+    let raw: Option<String> = conn
+        .prepare_cached(
+            "SELECT json_extract(entry, '$.videoSrc') FROM session_entries
+             WHERE session_id = ?1 AND branch_id IS NULL AND position >= ?2 AND instr(entry, '\"videoSrc\"') > 0
+               AND json_type(entry, '$.videoSrc') = 'object'
+             ORDER BY position DESC, id DESC LIMIT 1",
+        )?
+        .query_row(params![sid, from as i64], |r| r.get(0))
+        .optional()?;
     raw.map(|t| parse_entry(&t, "videoSrc")).transpose()
 }
 
@@ -87,156 +141,101 @@ pub(super) fn with_video_src(
     }))
 }
 
-/// `(row id, entry)` in order.
-pub(super) fn live_entries(conn: &Connection) -> HostResult<Vec<(i64, Value)>> {
-    let mut stmt = conn.prepare_cached("SELECT id, entry FROM history_entries ORDER BY position, id")?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
-    let mut out = Vec::new();
-    for r in rows {
-        let (id, raw) = r?;
-        out.push((id, parse_entry(&raw, "history entry")?));
-    }
-    Ok(out)
-}
-
-/// Entries kept from the front of a bound live history since its load (§11.1).
-pub(super) fn trimmed_entries(conn: &Connection) -> HostResult<Vec<Value>> {
-    let mut stmt = conn.prepare_cached("SELECT entry FROM history_trimmed ORDER BY position, id")?;
-    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    rows.map(|r| parse_entry(&r?, "trimmed entry")).collect()
-}
-
-/// Insert one live row at `position`, with its references.
-pub(super) fn insert_live(w: &mut WriteTx, position: usize, e: &Value) -> HostResult<i64> {
-    w.tx.execute(
-        "INSERT INTO history_entries (position, role, content_chars, image_count, attach_id, entry, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            position as i64,
-            role(e),
-            content_chars(e) as i64,
-            image_part_count(e) as i64,
-            attach_id(e),
-            e.to_string(),
-            w.now
-        ],
-    )?;
-    let id = w.tx.last_insert_rowid();
-    add_refs(&w.tx, Holder::History, id, e)?;
-    w.changes.history = true;
-    Ok(id)
-}
-
-/// Rewrite one live row in place (stamps, bounding, summaries).
-pub(super) fn update_live(w: &mut WriteTx, id: i64, e: &Value) -> HostResult<()> {
-    w.tx.execute(
-        "UPDATE history_entries SET role = ?2, content_chars = ?3, image_count = ?4, attach_id = ?5, entry = ?6
-         WHERE id = ?1",
-        params![id, role(e), content_chars(e) as i64, image_part_count(e) as i64, attach_id(e), e.to_string()],
-    )?;
-    replace_refs(&w.tx, Holder::History, id, e)?;
+/// Rewrite one live row in place (stamps, bounding, summaries, rescue stubs).
+pub(super) fn update_live(w: &mut WriteTx, row: i64, old: &Value, new: &Value) -> HostResult<()> {
+    sessions::rewrite_entry(w, row, old, new)?;
     w.changes.history = true;
     Ok(())
 }
 
-/// Apply the trim rule (§4.1) to the stored live history. Dropped entries of a bound history
-/// are kept for the next write-back (§11.1).
+/// The trim rule (§4.1) applied to the live window: `live_from` moves past the entries it no
+/// longer shows. They stay in the session.
 pub(super) fn trim(w: &mut WriteTx) -> HostResult<usize> {
-    let rows: Vec<(i64, usize)> = {
-        let mut stmt =
-            w.tx.prepare_cached("SELECT id, content_chars FROM history_entries ORDER BY position, id")?;
-        let r = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)? as usize)))?;
-        r.collect::<Result<_, _>>()?
-    };
-    let chars: Vec<usize> = rows.iter().map(|r| r.1).collect();
-    let k = trim_count(&chars);
-    if k == 0 {
+    let (sid, from) = live_state(&w.tx)?;
+    if sid.is_empty() {
         return Ok(0);
     }
-    let bound = !binding(&w.tx)?.is_empty();
-    let mut next_pos: i64 =
-        w.tx.query_row("SELECT coalesce(max(position) + 1, 0) FROM history_trimmed", [], |r| r.get(0))?;
-    for (id, _) in &rows[..k] {
-        if bound {
-            w.tx.execute(
-                "INSERT INTO history_trimmed (position, entry, trimmed_at, attach_id) SELECT ?1, entry, ?2, attach_id FROM history_entries WHERE id = ?3",
-                params![next_pos, w.now, id],
-            )?;
-            let tid = w.tx.last_insert_rowid();
-            let raw: String =
-                w.tx.query_row("SELECT entry FROM history_trimmed WHERE id = ?1", [tid], |r| r.get(0))?;
-            add_refs(&w.tx, Holder::Trimmed, tid, &parse_entry(&raw, "trimmed entry")?)?;
-            next_pos += 1;
-        }
-        w.tx.execute("DELETE FROM history_entries WHERE id = ?1", [id])?;
+    let chars: Vec<usize> = path_chars(&w.tx, &sid, from)?.into_iter().map(|(_, c)| c).collect();
+    let k = trim_count(&chars);
+    if k > 0 {
+        set_window(w, &sid, from + k)?;
     }
-    w.tx.execute("UPDATE history_entries SET position = position - ?1", [k as i64])?;
-    w.changes.history = true;
     Ok(k)
 }
 
-/// Binding rule (§4.1): a write that leaves the live history empty unbinds.
-pub(super) fn unbind_if_empty(w: &mut WriteTx) -> HostResult<()> {
-    if live_len(&w.tx)? == 0 {
-        set_binding(w, "")?;
-    }
-    Ok(())
+/// What adding entries to the live history did.
+pub(super) struct Appended {
+    pub length: usize,
+    pub index: usize,
+    /// `{sessionId, created: true}` when this write created the session that keeps the chat.
+    pub kept: Option<Value>,
+    /// Sessions a `maxSessions` cap moved to the trash to make room for it.
+    pub evicted: Vec<String>,
 }
 
-/// Append already-ingested entries, trim, and return `(length, index of the last)`.
-pub(super) fn append_entries(w: &mut WriteTx, entries: &[Value]) -> HostResult<(usize, usize)> {
-    let start = live_len(&w.tx)?;
-    for (i, e) in entries.iter().enumerate() {
-        insert_live(w, start + i, e)?;
+impl Appended {
+    /// `{length, index}` plus `kept` and `evicted` when the write created a session.
+    pub fn to_json(&self) -> Value {
+        let mut r = json!({"length": self.length, "index": self.index});
+        self.add_to(&mut r);
+        r
     }
+
+    pub fn add_to(&self, r: &mut Value) {
+        if let Some(k) = &self.kept {
+            r["kept"] = k.clone();
+            r["evicted"] = json!(self.evicted);
+        }
+    }
+}
+
+/// Append already-ingested entries to the live history: auto-keep when it is unbound, then the
+/// trim rule. Returns the window's length and the last entry's live index.
+pub(super) fn append_entries(
+    w: &mut WriteTx,
+    entries: &[Value],
+    fallback_name: Option<&str>,
+) -> HostResult<Appended> {
+    let mut sid = binding(&w.tx)?;
+    let mut kept = None;
+    let mut evicted = Vec::new();
+    if sid.is_empty() {
+        sid = sessions::create_kept(w, entries, fallback_name)?;
+        set_window(w, &sid, sessions::path_len(&w.tx, &sid)?)?;
+        kept = Some(json!({"sessionId": sid, "created": true}));
+        evicted = sessions::evict(w, &sid)?;
+    }
+    sessions::append_to_path(w, &sid, entries, fallback_name)?;
+    w.changes.history = true;
     trim(w)?;
-    let len = live_len(&w.tx)?;
-    Ok((len, len.saturating_sub(1)))
+    let length = live_len(&w.tx)?;
+    Ok(Appended { length, index: length.saturating_sub(1), kept, evicted })
 }
 
 /// §6.1: stamp every image-bearing live entry not yet flagged. Returns the count.
 pub(super) fn mark_images_seen(w: &mut WriteTx) -> HostResult<usize> {
     let mut stamped = 0;
-    for (id, mut e) in live_entries(&w.tx)? {
+    for (id, e) in live_entries(&w.tx)? {
         if is_image_bearing(&e) && e.get("imagesSeen") != Some(&Value::Bool(true)) {
-            if let Some(o) = e.as_object_mut() {
+            let mut new = e.clone();
+            if let Some(o) = new.as_object_mut() {
                 o.insert("imagesSeen".into(), Value::Bool(true));
             }
-            update_live(w, id, &e)?;
+            update_live(w, id, &e, &new)?;
             stamped += 1;
         }
     }
     Ok(stamped)
 }
 
-/// Remove the live row with this id and close the gap in positions.
-fn remove_row(w: &mut WriteTx, id: i64) -> HostResult<()> {
-    let pos: i64 =
-        w.tx.query_row("SELECT position FROM history_entries WHERE id = ?1", [id], |r| r.get(0))?;
-    w.tx.execute("DELETE FROM history_entries WHERE id = ?1", [id])?;
-    w.tx.execute("UPDATE history_entries SET position = position - 1 WHERE position > ?1", [pos])?;
+/// Move live rows (in order) to the trash.
+fn trash_live(w: &mut WriteTx, rows: Vec<(i64, Value)>, reason: Reason) -> HostResult<()> {
+    let sid = binding(&w.tx)?;
+    if rows.is_empty() || sid.is_empty() {
+        return Ok(());
+    }
+    trash::take_entries(w, &sid, &rows, reason)?;
     w.changes.history = true;
-    unbind_if_empty(w)
-}
-
-/// Replace the whole live list (no trim; callers trim where the rule says so).
-pub(super) fn replace_all(w: &mut WriteTx, entries: &[Value]) -> HostResult<()> {
-    let old_ids: Vec<i64> = {
-        let mut stmt = w.tx.prepare("SELECT id FROM history_entries")?;
-        let r = stmt.query_map([], |r| r.get(0))?;
-        r.collect::<Result<_, _>>()?
-    };
-    // Insert the new rows before deleting the old ones, so a blob both lists use keeps a
-    // reference throughout and is never collected in between.
-    for (i, e) in entries.iter().enumerate() {
-        insert_live(w, i, e)?;
-    }
-    for id in &old_ids {
-        w.tx.execute("DELETE FROM history_entries WHERE id = ?1", [id])?;
-    }
-    if !old_ids.is_empty() {
-        w.changes.history = true;
-    }
     Ok(())
 }
 
@@ -251,26 +250,28 @@ pub struct Page {
 impl Store {
     pub fn history_get(&mut self, page: Page) -> HostResult<Value> {
         self.read(|tx| {
+            let (sid, offset) = live_state(tx)?;
             let length = live_len(tx)?;
-            let limit = page.limit.map(|l| l.min(i64::MAX as u64) as i64).unwrap_or(-1);
-            let from = page.from.min(i64::MAX as u64) as i64;
-            let mut stmt =
-                tx.prepare("SELECT entry FROM history_entries ORDER BY position, id LIMIT ?1 OFFSET ?2")?;
-            let rows = stmt.query_map(params![limit, from], |r| r.get::<_, String>(0))?;
-            let mut inliner = Inliner::new(tx);
             let mut entries = Vec::new();
-            for r in rows {
-                let mut e = parse_entry(&r?, "history entry")?;
-                if page.inline {
-                    inliner.inline(&mut e)?;
+            if !sid.is_empty() {
+                let from = usize::try_from(page.from).unwrap_or(usize::MAX);
+                if from < length {
+                    let limit = page.limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+                    let mut inliner = Inliner::new(tx);
+                    for (_, mut e) in path_rows(tx, &sid, offset + from, limit)? {
+                        if page.inline {
+                            inliner.inline(&mut e)?;
+                        }
+                        entries.push(e);
+                    }
                 }
-                entries.push(e);
             }
             Ok(json!({
                 "entries": entries,
                 "from": page.from,
                 "length": length,
-                "activeSessionId": binding(tx)?,
+                "offset": if sid.is_empty() { 0 } else { offset },
+                "activeSessionId": sid,
                 "changeSeq": current_seq(tx)?,
             }))
         })
@@ -278,16 +279,43 @@ impl Store {
 
     pub fn history_meta(&mut self) -> HostResult<Value> {
         self.read(|tx| {
-            Ok(json!({"length": live_len(tx)?, "activeSessionId": binding(tx)?, "changeSeq": current_seq(tx)?}))
+            let (sid, offset) = live_state(tx)?;
+            Ok(json!({
+                "length": live_len(tx)?,
+                "offset": if sid.is_empty() { 0 } else { offset },
+                "activeSessionId": sid,
+                "changeSeq": current_seq(tx)?,
+            }))
         })
     }
 
+    /// `''` unbinds (the live history empties; its entries stay in their session). Another id
+    /// binds when the live history is empty, or when that session's body equals it.
     pub fn history_set_binding(&mut self, id: &str, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.setBinding", crid, |w| {
-            if !id.is_empty() && !super::sessions::session_exists(&w.tx, id)? {
+            if id.is_empty() {
+                unbind(w)?;
+                return Ok(json!({"activeSessionId": ""}));
+            }
+            if !session_exists(&w.tx, id)? {
                 return Err(HostError::not_found(format!("no saved session {id:?}")));
             }
-            set_binding(w, id)?;
+            if binding(&w.tx)? == id {
+                return Ok(json!({"activeSessionId": id}));
+            }
+            let live: Vec<Value> = live_entries(&w.tx)?.into_iter().map(|(_, e)| e).collect();
+            if live.is_empty() {
+                let from = window_start(&w.tx, id)?;
+                set_window(w, id, from)?;
+            } else {
+                let body: Vec<Value> = path_rows(&w.tx, id, 0, None)?.into_iter().map(|(_, e)| e).collect();
+                if !same_entries(&body, &live) {
+                    return Err(HostError::conflict(format!(
+                        "session {id:?} holds other entries than the live history; load it instead"
+                    )));
+                }
+                set_window(w, id, 0)?;
+            }
             Ok(json!({"activeSessionId": id}))
         })
     }
@@ -298,6 +326,7 @@ impl Store {
         entry: Value,
         mark_seen: bool,
         copy_video_src: bool,
+        fallback_name: Option<&str>,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
         validate_new_entry(&entry).map_err(HostError::bad_request)?;
@@ -305,18 +334,25 @@ impl Store {
         self.write("history.append", crid, |w| {
             blobs::store_ingested(w, &ing)?;
             let copied = if copy_video_src { with_video_src(&w.tx, &ing.entries[0], None)? } else { None };
-            let (length, index) = match &copied {
-                Some(e) => append_entries(w, std::slice::from_ref(e))?,
-                None => append_entries(w, &ing.entries)?,
+            let done = match &copied {
+                Some(e) => append_entries(w, std::slice::from_ref(e), fallback_name)?,
+                None => append_entries(w, &ing.entries, fallback_name)?,
             };
             if mark_seen {
                 mark_images_seen(w)?;
             }
-            Ok(json!({"length": length, "index": index}))
+            Ok(done.to_json())
         })
     }
 
-    pub fn history_replace(&mut self, entries: Vec<Value>, crid: Option<&str>) -> HostResult<WriteOutcome> {
+    /// Replace the live window's entries: the ones that differ go to the trash (`cleared`); an
+    /// unbound live history is kept in a new session as any first write is.
+    pub fn history_replace(
+        &mut self,
+        entries: Vec<Value>,
+        fallback_name: Option<&str>,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
         for (i, e) in entries.iter().enumerate() {
             if !e.is_object() {
                 return Err(HostError::bad_request(format!("entries[{i}] must be an object")));
@@ -326,24 +362,26 @@ impl Store {
         self.write("history.replace", crid, |w| {
             blobs::store_ingested(w, &ing)?;
             let before = live_entries(&w.tx)?;
-            let same = before.len() == ing.entries.len()
-                && before.iter().zip(&ing.entries).all(|((_, a), b)| a == b);
-            if !same {
-                // the whole list is replaced: entries kept from a previous trim no longer apply
-                w.tx.execute("DELETE FROM history_trimmed", [])?;
-                replace_all(w, &ing.entries)?;
-                trim(w)?;
-                unbind_if_empty(w)?;
+            // entries equal to the window's first ones stay as they are
+            let same = before.iter().zip(&ing.entries).take_while(|((_, a), b)| same_entry(a, b)).count();
+            let mut r = json!({});
+            if same < before.len() {
+                trash_live(w, before[same..].to_vec(), Reason::Cleared)?;
             }
-            Ok(json!({"length": live_len(&w.tx)?}))
+            if same < ing.entries.len() {
+                let done = append_entries(w, &ing.entries[same..], fallback_name)?;
+                done.add_to(&mut r);
+            }
+            r["length"] = json!(live_len(&w.tx)?);
+            Ok(r)
         })
     }
 
+    /// "New chat": the live history empties and unbinds; the chat stays in its session.
     pub fn history_clear(&mut self, save_current: bool, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.clear", crid, |w| {
-            let saved = if save_current { Some(super::sessions::save_current(w)?) } else { None };
-            replace_all(w, &[])?;
-            set_binding(w, "")?;
+            let saved = if save_current { Some(sessions::save_current(w)?) } else { None };
+            unbind(w)?;
             let mut r = json!({});
             if let Some(s) = saved {
                 r["saved"] = s;
@@ -353,27 +391,22 @@ impl Store {
     }
 
     pub fn history_remove_at(&mut self, index: u64, crid: Option<&str>) -> HostResult<WriteOutcome> {
-        self.write("history.removeAt", crid, |w| {
-            let id: Option<i64> = row_at(&w.tx, index)?;
-            match id {
-                Some(id) => {
-                    remove_row(w, id)?;
-                    Ok(json!({"removed": true}))
-                }
-                None => Ok(json!({"removed": false})),
+        self.write("history.removeAt", crid, |w| match live_row_at(&w.tx, index)? {
+            Some(row) => {
+                let e = sessions::row_entry(&w.tx, row)?;
+                trash_live(w, vec![(row, e)], Reason::Deleted)?;
+                Ok(json!({"removed": true}))
             }
+            None => Ok(json!({"removed": false})),
         })
     }
 
     pub fn history_truncate_from(&mut self, index: u64, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.truncateFrom", crid, |w| {
-            let n = w.tx.execute(
-                "DELETE FROM history_entries WHERE position >= ?1",
-                [index.min(i64::MAX as u64) as i64],
-            )?;
-            if n > 0 {
-                w.changes.history = true;
-                unbind_if_empty(w)?;
+            let live = live_entries(&w.tx)?;
+            let from = usize::try_from(index).unwrap_or(usize::MAX);
+            if from < live.len() {
+                trash_live(w, live[from..].to_vec(), Reason::Edited)?;
             }
             Ok(json!({"length": live_len(&w.tx)?}))
         })
@@ -389,18 +422,12 @@ impl Store {
                 return Ok(json!({"removedIndex": -1}));
             };
             // the first entry with this attachId, even if newer ones exist (§4.2)
-            let hit: Option<(i64, i64)> = {
-                let mut stmt = w.tx.prepare(
-                    "SELECT id, position FROM history_entries WHERE json_extract(entry, '$.attachId') = ?1
-                     AND json_type(entry, '$.attachId') = 'text' ORDER BY position, id LIMIT 1",
-                )?;
-                let mut rows = stmt.query_map([a], |r| Ok((r.get(0)?, r.get(1)?)))?;
-                rows.next().transpose()?
-            };
+            let live = live_entries(&w.tx)?;
+            let hit = live.iter().position(|(_, e)| crate::domain::entry::attach_id(e) == Some(a));
             match hit {
-                Some((id, pos)) => {
-                    remove_row(w, id)?;
-                    Ok(json!({"removedIndex": pos}))
+                Some(i) => {
+                    trash_live(w, vec![live[i].clone()], Reason::UndoAttach)?;
+                    Ok(json!({"removedIndex": i}))
                 }
                 None => Ok(json!({"removedIndex": -1})),
             }
@@ -409,12 +436,11 @@ impl Store {
 
     pub fn history_remove_last_page_context(&mut self, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.removeLastPageContext", crid, |w| {
-            let entries = live_entries(&w.tx)?;
-            let hit = entries.iter().enumerate().rev().find(|(_, (_, e))| is_last_page_context_candidate(e));
-            match hit {
-                Some((index, (id, _))) => {
-                    remove_row(w, *id)?;
-                    Ok(json!({"removedIndex": index}))
+            let live = live_entries(&w.tx)?;
+            match live.iter().rposition(|(_, e)| is_last_page_context_candidate(e)) {
+                Some(i) => {
+                    trash_live(w, vec![live[i].clone()], Reason::UndoAttach)?;
+                    Ok(json!({"removedIndex": i}))
                 }
                 None => Ok(json!({"removedIndex": -1})),
             }
@@ -426,9 +452,7 @@ impl Store {
     }
 }
 
-fn row_at(conn: &Connection, index: u64) -> HostResult<Option<i64>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT id FROM history_entries ORDER BY position, id LIMIT 1 OFFSET ?1")?;
-    let mut rows = stmt.query_map([index.min(i64::MAX as u64) as i64], |r| r.get(0))?;
-    Ok(rows.next().transpose()?)
+/// The searchable text an entry adds to its session (`entryText + "\n"`).
+pub(super) fn indexed_text(e: &Value) -> String {
+    format!("{}\n", entry_text(e))
 }

@@ -1,15 +1,16 @@
-//! `storage.import` (storage-model §5.7, §11.10): one transaction, idempotent, never evicts.
+//! `storage.import` (storage-model §5.7, §11.10; docs/keeps.md "Imports"): one transaction,
+//! idempotent, never evicts, never replaces or rebinds to a session that existed before.
 
 use rusqlite::params;
 use serde_json::{json, Value};
 
 use super::blobs::{self, insert_blob};
-use super::history::{live_entries, replace_all, set_binding, unbind_if_empty};
-use super::sessions::{insert_session, session_exists, write_body};
+use super::history::{live_len, set_window, window_start};
+use super::sessions::{
+    append_to_path, insert_session, session_body, session_exists, session_known, write_body,
+};
 use super::{setting_value, Store, WriteOutcome};
-use crate::domain::entry::content_chars;
-use crate::domain::history::trim_count;
-use crate::domain::import::{archived_live_id, plan, ImportError, SettingsMode};
+use crate::domain::import::{archived_live_id, continues, holds_run, plan, ImportError, SettingsMode};
 use crate::domain::ingest::{blob_from_bytes, Ingested};
 use crate::domain::sessions::choose_name;
 use crate::domain::settings::max_sessions;
@@ -62,42 +63,62 @@ impl Store {
             let now = w.now;
             let mut imported = 0u64;
             let mut skipped = plan.malformed_sessions as u64;
+            let mut created = std::collections::HashSet::new();
             for (s, ing) in plan.sessions.iter().zip(&bodies) {
-                if session_exists(&w.tx, &s.id)? {
+                // an id the host has (in the trash too) is skipped: the host's copy wins
+                if session_known(&w.tx, &s.id)? {
                     skipped += 1;
                     continue;
                 }
                 insert_session(w, &s.id, &s.name, s.created_at.unwrap_or(now), s.pinned, Some(&s.extra))?;
                 write_body(w, &s.id, &ing.entries)?;
+                created.insert(s.id.clone());
                 imported += 1;
             }
 
+            // The dump's live history is kept whole (untrimmed) and never replaces anything:
+            // it continues the dump's active session when this import created it, else it is
+            // a session of its own (`imported-<hash>`); the live chat switches to it only when
+            // the live history was empty.
             let live_status = match &live {
                 None => "absent",
                 Some(ing) => {
-                    let chars: Vec<usize> = ing.entries.iter().map(content_chars).collect();
-                    let trimmed = &ing.entries[trim_count(&chars)..];
-                    let host: Vec<Value> = live_entries(&w.tx)?.into_iter().map(|(_, e)| e).collect();
-                    if host.is_empty() {
-                        replace_all(w, trimmed)?;
-                        let want = plan.active_session_id.clone().unwrap_or_default();
-                        let bind = if !want.is_empty() && session_exists(&w.tx, &want)? { want } else { String::new() };
-                        set_binding(w, &bind)?;
-                        unbind_if_empty(w)?;
-                        "replaced"
-                    } else if host == trimmed {
-                        "unchanged"
-                    } else {
-                        let id = archived_live_id(&ing.entries);
-                        if session_exists(&w.tx, &id)? {
-                            "unchanged"
-                        } else {
-                            let name = choose_name(None, &ing.entries, None, &local_date());
-                            insert_session(w, &id, &name, now, false, None)?;
-                            write_body(w, &id, &ing.entries)?;
-                            imported += 1;
-                            "archived"
+                    let h = &ing.entries;
+                    let host_empty = live_len(&w.tx)? == 0;
+                    let want = plan.active_session_id.clone().unwrap_or_default();
+                    let mut target: Option<(String, bool)> = None; // (session, newly stored)
+                    if !want.is_empty() && session_known(&w.tx, &want)? {
+                        let body = session_body(&w.tx, &want)?;
+                        if created.contains(&want) {
+                            if let Some(j) = continues(&body, h) {
+                                append_to_path(w, &want, &h[body.len() - j..], None)?;
+                                target = Some((want.clone(), true));
+                            }
+                        } else if holds_run(&body, h) {
+                            target = Some((want.clone(), false));
                         }
+                    }
+                    if target.is_none() {
+                        let id = archived_live_id(h);
+                        if session_known(&w.tx, &id)? {
+                            target = Some((id, false));
+                        } else {
+                            let name = choose_name(None, h, None, &local_date());
+                            insert_session(w, &id, &name, now, false, None)?;
+                            write_body(w, &id, h)?;
+                            imported += 1;
+                            target = Some((id, true));
+                        }
+                    }
+                    let (sid, stored) = target.unwrap_or_default();
+                    if host_empty && stored && session_exists(&w.tx, &sid)? {
+                        let from = window_start(&w.tx, &sid)?;
+                        set_window(w, &sid, from)?;
+                        "replaced"
+                    } else if stored {
+                        "archived"
+                    } else {
+                        "unchanged"
                     }
                 }
             };
@@ -134,11 +155,12 @@ impl Store {
                 images_stored += used as u64;
             }
             let cap = max_sessions(setting_value(&w.tx, "maxSessions")?.as_ref());
-            let count: i64 = w.tx.query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))?;
+            let count: i64 =
+                w.tx.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get(0))?;
             let over_cap = if cap == 0 { 0 } else { (count - cap as i64).max(0) };
             if over_cap > 0 {
                 warnings.push(format!(
-                    "{count} sessions exceed maxSessions ({cap}); the next archiving save evicts the oldest unpinned ones"
+                    "{count} sessions exceed maxSessions ({cap}); the next new chat moves the oldest unpinned ones to the trash"
                 ));
             }
             Ok(json!({

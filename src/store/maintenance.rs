@@ -77,7 +77,8 @@ impl Store {
                 },
                 "counts": {
                     "historyEntries": live_len(tx)?,
-                    "sessions": count(tx, "sessions")?,
+                    "sessions": tx.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get::<_, i64>(0))?,
+                    "trash": tx.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NOT NULL", [], |r| r.get::<_, i64>(0))?,
                     "sessionEntries": count(tx, "session_entries")?,
                     "settings": count(tx, "settings")?,
                     "images": count(tx, "images")?,

@@ -3,37 +3,103 @@
 //! transaction, so several host processes starting at once never apply a step twice and a crash
 //! leaves version k or k+1, nothing between.
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::fallible_iterator::FallibleIterator;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::StoreError;
 
-/// Numbered, append-only migrations: never edit one that has shipped; add the next file.
+/// Numbered, append-only migrations: never edit one that has shipped; add the next file. A file
+/// may hold a line `-- @step <name>`: the host runs the Rust step of that name there (data SQL
+/// alone cannot move), between the statements before and after it. On an empty database every
+/// step is a no-op, so running a file whole gives the same schema.
 pub const MIGRATIONS: &[(u32, &str)] = &[
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_attachments.sql")),
     (3, include_str!("migrations/0003_search_index.sql")),
     (4, include_str!("migrations/0004_search_piece_keys.sql")),
+    (5, include_str!("migrations/0005_keepsake_keeps.sql")),
 ];
 
 /// The schema version this binary writes.
 pub const LATEST: u32 = MIGRATIONS[MIGRATIONS.len() - 1].0;
 
+const STEP_MARK: &str = "-- @step ";
+
 pub fn schema_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
 
+/// A Rust step named in a migration file.
+fn run_step(tx: &Transaction, name: &str) -> Result<(), StoreError> {
+    match name {
+        "fold_live_history" => super::fold::fold_live_history(tx)
+            .map_err(|e| StoreError::Other(format!("moving the live history into sessions failed: {}", e.message))),
+        other => Err(StoreError::Other(format!("a migration names an unknown step {other:?}"))),
+    }
+}
+
+/// Run every migration after `found` inside `tx`, one statement at a time, setting
+/// `user_version` after each; `after(i)` is called after the i-th statement, step or version
+/// update (tests crash the process there). Returns how many there were.
+pub fn apply(
+    tx: &Transaction,
+    found: u32,
+    target: u32,
+    mut after: impl FnMut(usize),
+) -> Result<usize, StoreError> {
+    let mut i = 0;
+    let mut tick = |i: &mut usize| {
+        after(*i);
+        *i += 1;
+    };
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found && *v <= target) {
+        let fail = |e: rusqlite::Error| StoreError::Other(format!("migration {version} failed: {e}"));
+        let mut rest: &str = sql;
+        loop {
+            let (part, step) = match rest.find(STEP_MARK) {
+                Some(at) => {
+                    let line_end = rest[at..].find('\n').map_or(rest.len(), |n| at + n);
+                    (&rest[..at], Some((rest[at + STEP_MARK.len()..line_end].trim(), line_end)))
+                }
+                None => (rest, None),
+            };
+            let mut batch = rusqlite::Batch::new(tx, part);
+            while let Some(mut st) = batch.next().map_err(fail)? {
+                let mut rows = st.raw_query();
+                while rows.next().map_err(fail)?.is_some() {}
+                drop(rows);
+                tick(&mut i);
+            }
+            match step {
+                Some((name, end)) => {
+                    run_step(tx, name)?;
+                    tick(&mut i);
+                    rest = &rest[end..];
+                }
+                None => break,
+            }
+        }
+        tx.pragma_update(None, "user_version", version)?;
+        tick(&mut i);
+    }
+    Ok(i)
+}
+
 /// Bring the database to [`LATEST`]. Returns the version found before migrating.
 pub fn migrate(conn: &mut Connection) -> Result<u32, StoreError> {
+    migrate_to(conn, LATEST)
+}
+
+/// Bring the database to version `target` (≤ [`LATEST`]; salvage copies a damaged file's rows
+/// into a database at the damaged file's own version, then migrates it the rest of the way).
+pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = schema_version(&tx)?;
     if found > LATEST {
         return Err(StoreError::TooNew { found, supported: LATEST });
     }
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        tx.execute_batch(sql).map_err(|e| StoreError::Other(format!("migration {version} failed: {e}")))?;
-        tx.pragma_update(None, "user_version", version)?;
-    }
-    if found < 3 {
+    apply(&tx, found, target, |_| {})?;
+    if found < 3 && target >= 3 {
         // migration 3 created the search index, derived data that SQL alone cannot compute:
         // built once the tables have their latest shape (a cache that holds the index while
         // every session adds its postings, as for an import)

@@ -7,6 +7,8 @@ mod blobs;
 mod bound;
 mod changes;
 mod drawer;
+mod entries;
+mod fold;
 mod history;
 mod import;
 pub mod maintenance;
@@ -18,6 +20,7 @@ pub mod salvage;
 mod search;
 mod sessions;
 mod settings;
+mod trash;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -136,6 +139,8 @@ pub struct ChangeSet {
     pub binding: bool,
     pub sessions: BTreeSet<String>,
     pub sessions_index: bool,
+    /// Something entered or left the trash.
+    pub trash: bool,
 }
 
 impl ChangeSet {
@@ -145,6 +150,7 @@ impl ChangeSet {
             && !self.binding
             && self.sessions.is_empty()
             && !self.sessions_index
+            && !self.trash
     }
 
     pub fn areas_json(&self) -> Value {
@@ -164,6 +170,9 @@ impl ChangeSet {
             s.insert("index".into(), json!(self.sessions_index));
             m.insert("sessions".into(), Value::Object(s));
         }
+        if self.trash {
+            m.insert("trash".into(), json!(true));
+        }
         Value::Object(m)
     }
 
@@ -180,6 +189,7 @@ impl ChangeSet {
             }
             self.sessions_index |= s.get("index") == Some(&Value::Bool(true));
         }
+        self.trash |= areas.get("trash") == Some(&Value::Bool(true));
     }
 }
 
@@ -189,6 +199,9 @@ pub struct WriteTx<'c> {
     pub changes: ChangeSet,
     pub(crate) new_blobs: Vec<String>,
     pub(crate) now: i64,
+    /// Sessions whose text changed other than by appending: their search data is rebuilt once,
+    /// before the commit.
+    pub(crate) reindex: BTreeSet<String>,
 }
 
 /// The outcome of a write: its result and, if it committed changes, the event to announce.
@@ -216,7 +229,12 @@ pub struct Store {
     drawer: Option<std::sync::Arc<drawer::Drawer>>,
     /// A write committed since the last [`Store::tidy`]: the -wal may need bounding.
     wal_check_due: bool,
+    /// The clock writes stamp their rows with (ms since the Unix epoch); tests inject their own.
+    clock: Clock,
 }
+
+/// A source of the current time in ms since the Unix epoch.
+pub type Clock = std::sync::Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// Validate an optional `clientRequestId`.
 pub fn check_client_request_id(v: Option<&Value>) -> HostResult<Option<String>> {
@@ -317,7 +335,18 @@ impl Store {
             search_checked: false,
             drawer: None,
             wal_check_due: false,
+            clock: std::sync::Arc::new(now_ms),
         }
+    }
+
+    /// Use another clock for every write from now on (tests of expiry and ordering).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// The store's clock now.
+    pub fn now(&self) -> i64 {
+        (self.clock)()
     }
 
     /// Share another connection's origin, so its commits count as this process's own.
@@ -425,6 +454,7 @@ impl Store {
         client_request_id: Option<&str>,
         f: impl FnOnce(&mut WriteTx) -> HostResult<Value>,
     ) -> HostResult<WriteOutcome> {
+        let now = self.now();
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(crid) = client_request_id {
             let prior: Option<(String, String)> = tx
@@ -447,8 +477,12 @@ impl Store {
                 return Ok(WriteOutcome { result, event: None });
             }
         }
-        let mut w = WriteTx { tx, changes: ChangeSet::default(), new_blobs: Vec::new(), now: now_ms() };
+        let mut w =
+            WriteTx { tx, changes: ChangeSet::default(), new_blobs: Vec::new(), now, reindex: BTreeSet::new() };
         let result = f(&mut w)?;
+        for sid in std::mem::take(&mut w.reindex) {
+            sessions::rebuild_search(&w.tx, &sid)?;
+        }
         blobs::collect_new(&w)?;
         let event = if w.changes.is_empty() {
             None

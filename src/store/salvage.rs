@@ -747,7 +747,6 @@ fn page_size_candidates(src: &Path) -> Vec<u32> {
 /// Salvage the damaged database at `src` into a new database at `dest`.
 fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
     let mut conn = open::open_connection(dest, Mode::ReadWrite)?;
-    migrate::migrate(&mut conn)?;
     // Never checkpoint the damaged copy into itself, nor delete its WAL, when closing.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     // writable_schema: a partly unreadable schema still yields the tables it can parse;
@@ -780,10 +779,17 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
             let _ = attach(&conn, src);
         }
     }
-    let newer = conn.query_row("PRAGMA damaged.user_version", [], |r| r.get::<_, u32>(0)).ok();
-    if let Some(v) = newer.filter(|v| *v > migrate::LATEST) {
+    let found = conn.query_row("PRAGMA damaged.user_version", [], |r| r.get::<_, u32>(0)).ok();
+    if let Some(v) = found.filter(|v| *v > migrate::LATEST) {
         return Err(StoreError::TooNew { found: v, supported: migrate::LATEST });
     }
+    // The rows are copied into tables of the damaged file's own version, then migrated the rest
+    // of the way like any older database (an older file's tables may have no counterpart in
+    // the latest schema: version 4's live history became sessions in version 5).
+    let copy_at = found.filter(|v| (1..=migrate::LATEST).contains(v)).unwrap_or(migrate::LATEST);
+    conn.execute_batch("PRAGMA writable_schema=OFF;")?;
+    migrate::migrate_to(&mut conn, copy_at)?;
+    conn.execute_batch("PRAGMA writable_schema=ON;")?;
 
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rootpage")?
@@ -820,6 +826,11 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
                 r.note = Some(format!("{}; pages not scanned: {e}", r.note.clone().unwrap_or_default()));
             }
         }
+    }
+    if copy_at < migrate::LATEST {
+        conn.execute_batch("PRAGMA writable_schema=OFF;")?;
+        migrate::migrate(&mut conn)?;
+        conn.execute_batch("PRAGMA writable_schema=ON;")?;
     }
     // read outside the repair's write transaction (see `Scan`)
     let seq_damaged: Option<i64> = conn
@@ -1294,9 +1305,7 @@ fn repair_steps(
     let mut lost_images = 0;
     let mut dropped = 0;
     let mut recomputed = 0;
-    for (table, holder) in
-        [("history_entries", "history"), ("session_entries", "session"), ("history_trimmed", "trimmed")]
-    {
+    for (table, holder) in [("session_entries", "session")] {
         let rows: Vec<(i64, String)> = conn
             .prepare(&format!("SELECT id, entry FROM {table}"))?
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
@@ -1321,22 +1330,18 @@ fn repair_steps(
             // beside an intact entry would otherwise skew the trim rule and the counts)
             let text = if missing.is_empty() { raw.clone() } else { e.to_string() };
             let aid = crate::domain::entry::attach_id(&e);
-            recomputed += if table == "history_trimmed" {
-                conn.execute(
-                    "UPDATE history_trimmed SET entry = ?2, attach_id = ?3
-                     WHERE id = ?1 AND (entry IS NOT ?2 OR attach_id IS NOT ?3)",
-                    params![id, text, aid],
-                )?
-            } else {
-                conn.execute(
-                    &format!(
-                        "UPDATE {table} SET entry = ?2, role = ?3, content_chars = ?4, image_count = ?5, attach_id = ?6
-                         WHERE id = ?1 AND (entry IS NOT ?2 OR role IS NOT ?3 OR content_chars IS NOT ?4
-                                            OR image_count IS NOT ?5 OR attach_id IS NOT ?6)"
-                    ),
-                    params![id, text, role(&e), content_chars(&e) as i64, image_part_count(&e) as i64, aid],
-                )?
-            };
+            // the entryId column follows the entry's stamp (a damaged or duplicate one is cleared,
+            // and the entry numbered again below)
+            let eid = crate::domain::entry::entry_id(&e).map(str::to_owned);
+            recomputed += conn.execute(
+                &format!(
+                    "UPDATE OR IGNORE {table} SET entry = ?2, role = ?3, content_chars = ?4, image_count = ?5,
+                         attach_id = ?6, entry_id = ?7
+                     WHERE id = ?1 AND (entry IS NOT ?2 OR role IS NOT ?3 OR content_chars IS NOT ?4
+                                        OR image_count IS NOT ?5 OR attach_id IS NOT ?6 OR entry_id IS NOT ?7)"
+                ),
+                params![id, text, role(&e), content_chars(&e) as i64, image_part_count(&e) as i64, aid, eid],
+            )?;
             for sha in referenced_blobs(&e) {
                 conn.execute(
                     "INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES (?1, ?2, ?3)",
@@ -1365,9 +1370,7 @@ fn repair_steps(
     *at = "positions";
     // positions 0..n-1 again
     let mut renumbered = 0;
-    for (table, part) in
-        [("history_entries", ""), ("history_trimmed", ""), ("session_entries", "PARTITION BY session_id")]
-    {
+    for (table, part) in [("session_entries", "PARTITION BY session_id, branch_id")] {
         renumbered += conn.execute(
             &format!(
                 "UPDATE {table} SET position = r.n FROM
@@ -1421,10 +1424,33 @@ fn repair_steps(
         ));
     }
     conn.execute(
-        "UPDATE sessions SET entry_count = (SELECT count(*) FROM session_entries e WHERE e.session_id = sessions.id)
-         WHERE entry_count <> (SELECT count(*) FROM session_entries e WHERE e.session_id = sessions.id)",
+        "UPDATE sessions SET entry_count =
+             (SELECT count(*) FROM session_entries e WHERE e.session_id = sessions.id AND e.branch_id IS NULL)
+         WHERE entry_count <>
+             (SELECT count(*) FROM session_entries e WHERE e.session_id = sessions.id AND e.branch_id IS NULL)",
         [],
     )?;
+    *at = "entry ids";
+    // every entry has an entryId, unique, the same in its JSON and its column
+    let unnumbered: Vec<(i64, String)> = conn
+        .prepare("SELECT id, entry FROM session_entries WHERE entry_id IS NULL OR entry_id IS NOT json_extract(entry, '$.entryId')")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, raw) in &unnumbered {
+        if let Ok(mut e) = serde_json::from_str::<Value>(raw) {
+            let eid = uuid::Uuid::new_v4().to_string();
+            if let Some(o) = e.as_object_mut() {
+                o.insert(crate::domain::entry::ENTRY_ID.into(), Value::String(eid.clone()));
+            }
+            conn.execute(
+                "UPDATE session_entries SET entry = ?2, entry_id = ?3 WHERE id = ?1",
+                params![id, e.to_string(), eid],
+            )?;
+        }
+    }
+    if !unnumbered.is_empty() {
+        repairs.push(format!("{} entry row(s) got a new entryId", unnumbered.len()));
+    }
     *at = "search";
     // search data from the bodies
     super::search::clear(conn)?;
@@ -1432,7 +1458,11 @@ fn repair_steps(
         .prepare("SELECT id FROM sessions ORDER BY insert_seq")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    for sid in &ids {
+    let shown: Vec<String> = conn
+        .prepare("SELECT id FROM sessions WHERE trashed_at IS NULL ORDER BY insert_seq")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for sid in &shown {
         let text = search_text(&session_body(conn, sid)?);
         super::search::index_session(conn, sid, &text)?;
     }
@@ -1440,14 +1470,20 @@ fn repair_steps(
     // the binding must name a session that exists
     conn.execute("INSERT OR IGNORE INTO live_state (id, active_session_id) VALUES (1, '')", [])?;
     let unbound = conn.execute(
-        "UPDATE live_state SET active_session_id = '', bound_at = NULL
-         WHERE id = 1 AND active_session_id <> '' AND active_session_id NOT IN (SELECT id FROM sessions)",
+        "UPDATE live_state SET active_session_id = '', bound_at = NULL, live_from = 0
+         WHERE id = 1 AND active_session_id <> ''
+           AND active_session_id NOT IN (SELECT id FROM sessions WHERE trashed_at IS NULL)",
         [],
     )?;
     if unbound > 0 {
-        conn.execute("DELETE FROM history_trimmed", [])?;
         repairs.push("the live history's session was lost; it is no longer bound".into());
     }
+    // the live window starts within its session
+    conn.execute(
+        "UPDATE live_state SET live_from = (SELECT entry_count FROM sessions WHERE id = active_session_id)
+         WHERE id = 1 AND live_from > coalesce((SELECT entry_count FROM sessions WHERE id = active_session_id), 0)",
+        [],
+    )?;
     *at = "change log";
     // The change log may have holes: one change naming every area, and a floor at it, so every
     // client's next changes.since answers reset.
@@ -1477,7 +1513,9 @@ fn repair_steps(
 
 fn session_body(conn: &Connection, sid: &str) -> rusqlite::Result<Vec<Value>> {
     let mut stmt =
-        conn.prepare_cached("SELECT entry FROM session_entries WHERE session_id = ?1 ORDER BY position, id")?;
+        conn.prepare_cached(
+            "SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position, id",
+        )?;
     let rows = stmt.query_map([sid], |r| r.get::<_, String>(0))?;
     Ok(rows.filter_map(|r| r.ok()).filter_map(|s| serde_json::from_str(&s).ok()).collect())
 }

@@ -100,7 +100,7 @@ pub(super) fn clear(conn: &Connection) -> rusqlite::Result<()> {
 pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
     clear(conn)?;
     let ids: Vec<String> = conn
-        .prepare("SELECT id FROM sessions ORDER BY insert_seq")?
+        .prepare("SELECT id FROM sessions WHERE trashed_at IS NULL ORDER BY insert_seq")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for sid in &ids {

@@ -1,4 +1,5 @@
-//! Saved sessions (storage-model §5, §11.7–§11.9, §11.13–§11.14).
+//! Sessions (storage-model §5; docs/keeps.md): every conversation is one, kept from its first
+//! entry. Rows, bodies (chosen paths), naming, snapshots, eviction, listing, export.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -6,25 +7,63 @@ use std::sync::Arc;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Map, Value};
 
-use super::blobs::{self, add_refs, referenced_blob, Holder, Inliner};
+use super::blobs::{self, referenced_blob, Inliner};
 use super::drawer::{Drawer, Found, Listing};
-use super::history::{
-    self, append_entries, binding, live_entries, parse_entry, set_binding, trimmed_entries, with_video_src,
-};
+use super::entries::{self, parse_entry};
+use super::history::{append_entries, with_video_src};
+use super::trash;
 use super::{search, setting_value, Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::base64_encode;
-use crate::domain::entry::{
-    content_chars, entry_text, image_part_count, referenced_blobs, role, validate_new_entry,
-};
+use crate::domain::entry::{entry_text, referenced_blobs, validate_new_entry};
 use crate::domain::export::{filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
-use crate::domain::sessions::{choose_name, normalize_name, search_text, DrawerRow};
+use crate::domain::sessions::{auto_name, choose_name, normalize_name, search_text, DrawerRow};
 use crate::domain::settings::max_sessions;
 use crate::domain::text::lower;
+use crate::domain::trash::Reason;
 use crate::protocol::{HostError, HostResult};
 use crate::util::time::{local_date, local_iso};
 
+/// A session that exists and is not in the trash.
 pub(super) fn session_exists(conn: &Connection, id: &str) -> HostResult<bool> {
-    Ok(conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(())).optional()?.is_some())
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1 AND trashed_at IS NULL")?
+        .query_row([id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// A session row with this id exists, in the trash or not (ids in the trash stay taken).
+pub(super) fn session_known(conn: &Connection, id: &str) -> HostResult<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .query_row([id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Whether session `id` is in the trash (`None`: no such session).
+pub(super) fn is_trashed(conn: &Connection, id: &str) -> HostResult<Option<bool>> {
+    Ok(conn
+        .prepare_cached("SELECT trashed_at IS NOT NULL FROM sessions WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?)
+}
+
+/// How many entries are on session `sid`'s chosen path (0 for an unknown id).
+pub(super) fn path_len(conn: &Connection, sid: &str) -> HostResult<usize> {
+    Ok(conn
+        .prepare_cached("SELECT entry_count FROM sessions WHERE id = ?1")?
+        .query_row([sid], |r| r.get::<_, i64>(0))
+        .optional()?
+        .unwrap_or(0)
+        .max(0) as usize)
+}
+
+/// The entry of one row.
+pub(super) fn row_entry(conn: &Connection, row: i64) -> HostResult<Value> {
+    let raw: String =
+        conn.prepare_cached("SELECT entry FROM session_entries WHERE id = ?1")?.query_row([row], |r| r.get(0))?;
+    parse_entry(&raw, "entry")
 }
 
 /// The columns [`drawer_row`] reads, from the `sessions` table aliased `s`.
@@ -46,21 +85,18 @@ pub(super) fn drawer_row(r: &rusqlite::Row) -> rusqlite::Result<DrawerRow> {
 /// The drawer's order: pinned first, then newest first (`insert_seq` breaks ties).
 pub(super) const ORDER: &str = "ORDER BY s.pinned DESC, s.created_at DESC, s.insert_seq DESC";
 
-/// A saved session's drawer row (`{id, name, createdAt, pinned, entryCount}`).
+/// A session's drawer row (`{id, name, createdAt, pinned, entryCount}`), in the trash or not.
 pub(super) fn session_row(conn: &Connection, id: &str) -> HostResult<Option<DrawerRow>> {
     Ok(conn
         .query_row(&format!("SELECT {ROW_COLS} FROM sessions s WHERE s.id = ?1"), [id], drawer_row)
         .optional()?)
 }
 
-/// A saved session's entries. The row's `entry_count` is kept in the same transactions as the
+/// A session's chosen path. The row's `entry_count` is kept in the same transactions as the
 /// entries, so a different number of readable entries means a damaged table or index
 /// (`db_corrupt`, never a silently shortened session).
 pub(super) fn session_body(conn: &Connection, id: &str) -> HostResult<Vec<Value>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT entry FROM session_entries WHERE session_id = ?1 ORDER BY position, id")?;
-    let rows = stmt.query_map([id], |r| r.get::<_, String>(0))?;
-    let body = rows.map(|r| parse_entry(&r?, "session entry")).collect::<HostResult<Vec<_>>>()?;
+    let body: Vec<Value> = entries::path_rows(conn, id, 0, None)?.into_iter().map(|(_, e)| e).collect();
     let count: Option<i64> =
         conn.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0)).optional()?;
     if let Some(n) = count {
@@ -74,71 +110,120 @@ pub(super) fn session_body(conn: &Connection, id: &str) -> HostResult<Vec<Value>
     Ok(body)
 }
 
-fn insert_body_entry(w: &mut WriteTx, sid: &str, position: usize, e: &Value) -> HostResult<()> {
-    w.tx.execute(
-        "INSERT INTO session_entries (session_id, position, role, content_chars, image_count, entry, attach_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            sid,
-            position as i64,
-            role(e),
-            content_chars(e) as i64,
-            image_part_count(e) as i64,
-            e.to_string(),
-            crate::domain::entry::attach_id(e)
-        ],
-    )?;
-    let id = w.tx.last_insert_rowid();
-    add_refs(&w.tx, Holder::Session, id, e)
-}
-
-/// Replace a session's body and its search data.
-pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostResult<()> {
-    // insert the new rows first so blobs shared with the old body are never collected
-    let old_ids: Vec<i64> = {
-        let mut stmt = w.tx.prepare("SELECT id FROM session_entries WHERE session_id = ?1")?;
-        let r = stmt.query_map([sid], |r| r.get(0))?;
-        r.collect::<Result<_, _>>()?
-    };
-    for (i, e) in entries.iter().enumerate() {
-        insert_body_entry(w, sid, i, e)?;
-    }
-    for id in old_ids {
-        w.tx.execute("DELETE FROM session_entries WHERE id = ?1", [id])?;
-    }
-    search::index_session(&w.tx, sid, &search_text(entries))?;
-    w.tx.execute(
-        "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
-        params![sid, entries.len() as i64, w.now],
-    )?;
+/// Note that session `sid` changed: its row or body (`sessions.ids`) and the drawer (`index`).
+pub(super) fn touched(w: &mut WriteTx, sid: &str) {
     w.changes.sessions.insert(sid.to_owned());
     w.changes.sessions_index = true;
+}
+
+/// Append entries (ingested, without entryIds yet) to the end of session `sid`'s chosen path,
+/// with their search text; a session whose name follows its first message is renamed when the
+/// entries give it one.
+pub(super) fn append_to_path(
+    w: &mut WriteTx,
+    sid: &str,
+    entries: &[Value],
+    fallback_name: Option<&str>,
+) -> HostResult<Vec<Value>> {
+    let start = path_len(&w.tx, sid)?;
+    let mut stored = Vec::with_capacity(entries.len());
+    let mut text = String::new();
+    for (i, e) in entries.iter().enumerate() {
+        let e = entries::with_entry_id(&w.tx, e)?;
+        entries::insert_row(&w.tx, sid, None, start + i, &e, w.now)?;
+        text.push_str(&super::history::indexed_text(&e));
+        stored.push(e);
+    }
+    w.tx.execute(
+        "UPDATE sessions SET entry_count = entry_count + ?2, updated_at = ?3 WHERE id = ?1",
+        params![sid, entries.len() as i64, w.now],
+    )?;
+    if is_trashed(&w.tx, sid)? == Some(false) && !w.reindex.contains(sid) {
+        search::append_to_index(&w.tx, sid, &text)?;
+    }
+    if entries.iter().any(|e| auto_name(std::slice::from_ref(e)).is_some()) {
+        refresh_auto_name(w, sid, fallback_name)?;
+    }
+    touched(w, sid);
+    Ok(stored)
+}
+
+/// Rewrite one entry row in place; a changed text rebuilds its session's search data at commit.
+pub(super) fn rewrite_entry(w: &mut WriteTx, row: i64, old: &Value, new: &Value) -> HostResult<()> {
+    let sid = entries::update_row(&w.tx, row, new)?;
+    if entry_text(old) != entry_text(new) {
+        w.reindex.insert(sid.clone());
+    }
+    touched(w, &sid);
     Ok(())
 }
 
-/// Rewrite one body row in place (rescue commits), with its references.
-pub(super) fn update_body_entry(w: &mut WriteTx, row: i64, e: &Value) -> HostResult<()> {
-    w.tx.execute(
-        "UPDATE session_entries SET role = ?2, content_chars = ?3, image_count = ?4, entry = ?5, attach_id = ?6
-         WHERE id = ?1",
-        params![
-            row,
-            role(e),
-            content_chars(e) as i64,
-            image_part_count(e) as i64,
-            e.to_string(),
-            crate::domain::entry::attach_id(e)
-        ],
-    )?;
-    blobs::replace_refs(&w.tx, Holder::Session, row, e)
+/// A session whose name follows its first message (auto-kept, never renamed) takes the name
+/// autoName gives its chosen path now; with none, it keeps the name it has.
+pub(super) fn refresh_auto_name(w: &mut WriteTx, sid: &str, _fallback: Option<&str>) -> HostResult<()> {
+    let auto: bool = w
+        .tx
+        .query_row("SELECT name_auto FROM sessions WHERE id = ?1", [sid], |r| r.get(0))
+        .optional()?
+        .unwrap_or(false);
+    if !auto {
+        return Ok(());
+    }
+    // autoName looks at user entries in order and stops at the first that names the chat
+    let name = {
+        let mut stmt = w.tx.prepare_cached(
+            "SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL AND role = 'user'
+             ORDER BY position, id",
+        )?;
+        let mut rows = stmt.query([sid])?;
+        let mut found = None;
+        while let Some(r) = rows.next()? {
+            let e = parse_entry(&r.get::<_, String>(0)?, "entry")?;
+            if let Some(n) = auto_name(std::slice::from_ref(&e)) {
+                found = Some(n);
+                break;
+            }
+        }
+        found
+    };
+    if let Some(n) = name {
+        let changed = w.tx.execute(
+            "UPDATE sessions SET name = ?2, name_lower = ?3 WHERE id = ?1 AND name != ?2",
+            params![sid, n, lower(&n)],
+        )?;
+        if changed > 0 {
+            touched(w, sid);
+        }
+    }
+    Ok(())
 }
 
-/// Rebuild a session's search data from its body.
-pub(super) fn rebuild_search(w: &mut WriteTx, sid: &str) -> HostResult<()> {
-    let body = session_body(&w.tx, sid)?;
-    search::index_session(&w.tx, sid, &search_text(&body))?;
-    w.tx.execute("UPDATE sessions SET updated_at = ?2 WHERE id = ?1", params![sid, w.now])?;
-    w.changes.sessions.insert(sid.to_owned());
+/// Write a new session's body (imports, snapshots): entries get entryIds of their own.
+pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostResult<()> {
+    for (i, e) in entries.iter().enumerate() {
+        let e = entries::with_entry_id(&w.tx, e)?;
+        entries::insert_row(&w.tx, sid, None, i, &e, w.now)?;
+    }
+    w.tx.execute(
+        "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
+        params![sid, entries::count_path(&w.tx, sid)? as i64, w.now],
+    )?;
+    w.reindex.insert(sid.to_owned());
+    touched(w, sid);
+    Ok(())
+}
+
+/// Rebuild a session's search data from its chosen path (not for trashed sessions: the trash is
+/// not searched).
+pub(super) fn rebuild_search(conn: &Connection, sid: &str) -> HostResult<()> {
+    match is_trashed(conn, sid)? {
+        Some(false) => {
+            let body = session_body(conn, sid)?;
+            search::index_session(conn, sid, &search_text(&body))?;
+        }
+        Some(true) => search::unindex_session(conn, sid)?,
+        None => {}
+    }
     Ok(())
 }
 
@@ -167,22 +252,19 @@ pub(super) fn insert_session(
             extra.filter(|m| !m.is_empty()).map(|m| Value::Object(m.clone()).to_string())
         ],
     )?;
-    w.changes.sessions.insert(id.to_owned());
-    w.changes.sessions_index = true;
+    touched(w, id);
     Ok(())
 }
 
-fn delete_session(w: &mut WriteTx, id: &str) -> HostResult<bool> {
-    search::unindex_session(&w.tx, id)?;
-    let n = w.tx.execute("DELETE FROM sessions WHERE id = ?1", [id])?;
-    if n > 0 {
-        w.changes.sessions.insert(id.to_owned());
-        w.changes.sessions_index = true;
-        if binding(&w.tx)? == id {
-            set_binding(w, "")?;
-        }
-    }
-    Ok(n > 0)
+/// Auto-keep (docs/keeps.md): the session a chat is kept in from its first entry. Its name
+/// follows its first message until the user renames it.
+pub(super) fn create_kept(w: &mut WriteTx, entries: &[Value], fallback: Option<&str>) -> HostResult<String> {
+    let id = uuid::Uuid::new_v4().to_string();
+    let name = choose_name(None, entries, fallback, &local_date());
+    insert_session(w, &id, &name, w.now, false, None)?;
+    w.tx.execute("UPDATE sessions SET name_auto = 1 WHERE id = ?1", [&id])?;
+    search::index_session(&w.tx, &id, "")?;
+    Ok(id)
 }
 
 /// After an UPDATE of one session row: `not_found` when the id names no session; a change
@@ -192,77 +274,84 @@ fn row_updated(w: &mut WriteTx, id: &str, updated: usize) -> HostResult<Value> {
         return Err(HostError::not_found(format!("no saved session {id:?}")));
     }
     if updated > 0 {
-        w.changes.sessions.insert(id.to_owned());
-        w.changes.sessions_index = true;
+        touched(w, id);
     }
     Ok(json!({}))
 }
 
-/// §5.2 eviction after an archive: oldest first, never pinned, the one just saved or the
-/// bound one (§11.9).
-fn evict(w: &mut WriteTx, just_saved: &str) -> HostResult<Vec<String>> {
+/// A `maxSessions` cap after a session was created: the oldest sessions that are not pinned,
+/// not `just_created` and not the bound one go to the trash (`evicted`) until the count is at
+/// the cap. Returns their ids.
+pub(super) fn evict(w: &mut WriteTx, just_created: &str) -> HostResult<Vec<String>> {
     let cap = max_sessions(setting_value(&w.tx, "maxSessions")?.as_ref());
-    if cap == 0 {
-        return Ok(Vec::new());
-    }
-    let count: i64 = w.tx.query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))?;
-    let excess = count - cap as i64;
-    if excess <= 0 {
-        return Ok(Vec::new());
-    }
-    let bound = binding(&w.tx)?;
-    let victims: Vec<String> = {
-        let mut stmt = w.tx.prepare(
-            "SELECT id FROM sessions WHERE pinned = 0 AND id != ?1 AND id != ?2
-             ORDER BY created_at ASC, insert_seq ASC LIMIT ?3",
-        )?;
-        let r = stmt.query_map(params![just_saved, bound, excess], |r| r.get(0))?;
-        r.collect::<Result<_, _>>()?
-    };
+    let victims = eviction_plan(&w.tx, cap, just_created)?;
     for v in &victims {
-        delete_session(w, v)?;
+        trash::trash_session(w, v, Reason::Evicted)?;
     }
     Ok(victims)
 }
 
-/// `sessions.save` semantics (§5.2, §11.1). Returns the result object.
+/// Which sessions a cap of `cap` would move to the trash now (oldest first).
+pub(super) fn eviction_plan(conn: &Connection, cap: u64, spare: &str) -> HostResult<Vec<String>> {
+    if cap == 0 {
+        return Ok(Vec::new());
+    }
+    let count: i64 = conn.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get(0))?;
+    let excess = count - cap.min(i64::MAX as u64) as i64;
+    if excess <= 0 {
+        return Ok(Vec::new());
+    }
+    let bound = super::history::binding(conn)?;
+    let mut stmt = conn.prepare(
+        "SELECT id FROM sessions WHERE trashed_at IS NULL AND pinned = 0 AND id != ?1 AND id != ?2
+         ORDER BY created_at ASC, insert_seq ASC LIMIT ?3",
+    )?;
+    let r = stmt.query_map(params![spare, bound, excess], |r| r.get(0))?;
+    Ok(r.collect::<Result<_, _>>()?)
+}
+
+/// `sessions.save`. With auto-keep the live chat is always in its session already: saving the
+/// bound id changes nothing; another existing id while the live history is non-empty is
+/// `conflict` (it would replace that session's body); no id (or an unknown or deleted one) makes
+/// a snapshot, a copy of the bound session's chosen path under a new id.
 pub(super) fn save(
     w: &mut WriteTx,
     id: Option<&str>,
     name: Option<&str>,
     fallback: Option<&str>,
 ) -> HostResult<Value> {
-    let live: Vec<Value> = live_entries(&w.tx)?.into_iter().map(|(_, e)| e).collect();
+    let bound = super::history::binding(&w.tx)?;
+    let live_empty = super::history::live_len(&w.tx)? == 0;
     if let Some(id) = id.filter(|i| !i.is_empty()) {
-        if !live.is_empty() && session_exists(&w.tx, id)? {
-            let mut body = if binding(&w.tx)? == id { trimmed_entries(&w.tx)? } else { Vec::new() };
-            body.extend(live);
-            let unchanged = session_body(&w.tx, id)? == body;
-            if !unchanged {
-                write_body(w, id, &body)?;
+        if !live_empty && session_exists(&w.tx, id)? {
+            if id != bound {
+                return Err(HostError::conflict(format!(
+                    "session {id:?} is not the live chat's; saving would replace its entries"
+                )));
             }
             return Ok(json!({"session": session_row(&w.tx, id)?, "created": false}));
         }
     }
-    if live.is_empty() {
+    if live_empty || bound.is_empty() {
         return Ok(json!({"session": null, "created": false}));
     }
+    let body = session_body(&w.tx, &bound)?;
     let new_id = uuid::Uuid::new_v4().to_string();
-    let name = choose_name(name, &live, fallback, &local_date());
+    let name = choose_name(name, &body, fallback, &local_date());
     insert_session(w, &new_id, &name, w.now, false, None)?;
-    write_body(w, &new_id, &live)?;
+    write_body(w, &new_id, &body)?;
     let evicted = evict(w, &new_id)?;
     Ok(json!({"session": session_row(&w.tx, &new_id)?, "created": true, "evicted": evicted}))
 }
 
-/// §11.7: save-or-write-back using the current binding; `{id, created}` or `null`.
+/// `saveCurrent`: the live chat is kept already; `{id, created: false}` of its session, or
+/// `null` when the live history is empty.
 pub(super) fn save_current(w: &mut WriteTx) -> HostResult<Value> {
-    let b = binding(&w.tx)?;
-    let r = save(w, Some(&b), None, None)?;
-    Ok(match r.get("session").and_then(|s| s.get("id")) {
-        Some(id) => json!({"id": id, "created": r["created"]}),
-        None => Value::Null,
-    })
+    let b = super::history::binding(&w.tx)?;
+    if b.is_empty() || super::history::live_len(&w.tx)? == 0 {
+        return Ok(Value::Null);
+    }
+    Ok(json!({"id": b, "created": false}))
 }
 
 /// Arguments of `sessions.export`.
@@ -292,7 +381,9 @@ impl Store {
         }
         let missing: Vec<String> = self.read(|tx| {
             let mut stmt =
-                tx.prepare("SELECT id FROM sessions WHERE id NOT IN (SELECT session_id FROM search_docs)")?;
+                tx.prepare(
+                    "SELECT id FROM sessions WHERE trashed_at IS NULL AND id NOT IN (SELECT session_id FROM search_docs)",
+                )?;
             let ids = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
             Ok(ids)
         })?;
@@ -335,24 +426,53 @@ impl Store {
         Ok(listing)
     }
 
-    pub fn sessions_get(&mut self, id: &str, inline: bool) -> HostResult<Value> {
+    /// A session's chosen path (a page of it with `from` / `limit`), in the trash or not (a
+    /// trashed one says so: `trashedAt`, `trashReason`).
+    pub fn sessions_get(
+        &mut self,
+        id: &str,
+        inline: bool,
+        from: u64,
+        limit: Option<u64>,
+    ) -> HostResult<Value> {
         self.read(|tx| {
             let row = session_row(tx, id)?
                 .ok_or_else(|| HostError::not_found(format!("no saved session {id:?}")))?;
-            let mut entries = session_body(tx, id)?;
+            let from = usize::try_from(from).unwrap_or(usize::MAX);
+            let mut entries = if from == 0 && limit.is_none() {
+                session_body(tx, id)?
+            } else {
+                let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+                entries::path_rows(tx, id, from, limit)?.into_iter().map(|(_, e)| e).collect()
+            };
             if inline {
                 let mut inl = Inliner::new(tx);
                 for e in &mut entries {
                     inl.inline(e)?;
                 }
             }
-            Ok(json!({
+            let mut r = json!({
                 "id": row.id, "name": row.name, "createdAt": row.created_at,
-                "pinned": row.pinned, "entries": entries,
-            }))
+                "pinned": row.pinned, "entries": entries, "from": from, "length": row.entry_count,
+            });
+            let trash: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT trashed_at, coalesce(trash_reason, '') FROM sessions WHERE id = ?1 AND trashed_at IS NOT NULL",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            if let Some((at, reason)) = trash {
+                r["trashedAt"] = json!(at);
+                r["trashReason"] = json!(reason);
+            }
+            Ok(r)
         })
     }
 
+    /// Make session `id` the live chat: its window is the longest suffix of its chosen path the
+    /// trim rule allows; the rest is its kept prefix (`offset`). The chat that was live stays in
+    /// its own session.
     pub fn sessions_load(
         &mut self,
         id: &str,
@@ -364,21 +484,9 @@ impl Store {
                 return Err(HostError::not_found(format!("no saved session {id:?}")));
             }
             let saved = if save_current_first { Some(save_current(w)?) } else { None };
-            let body = session_body(&w.tx, id)?;
-            let live: Vec<Value> = live_entries(&w.tx)?.into_iter().map(|(_, e)| e).collect();
-            if live != body {
-                history::replace_all(w, &body)?;
-            }
-            // a (re)load starts a fresh write-back prefix even when re-binding the same id
-            if binding(&w.tx)? == id {
-                let n = w.tx.execute("DELETE FROM history_trimmed", [])?;
-                if n > 0 {
-                    w.changes.binding = true;
-                }
-            } else {
-                set_binding(w, id)?;
-            }
-            let mut r = json!({"length": body.len()});
+            let from = super::history::window_start(&w.tx, id)?;
+            super::history::set_window(w, id, from)?;
+            let mut r = json!({"length": path_len(&w.tx, id)? - from, "offset": from});
             if let Some(s) = saved {
                 r["saved"] = s;
             }
@@ -390,7 +498,8 @@ impl Store {
         let name = normalize_name(name).ok_or_else(|| HostError::bad_request("name must not be blank"))?;
         self.write("sessions.rename", crid, |w| {
             let n = w.tx.execute(
-                "UPDATE sessions SET name = ?2, name_lower = ?3, updated_at = ?4 WHERE id = ?1 AND name != ?2",
+                "UPDATE sessions SET name = ?2, name_lower = ?3, updated_at = ?4, name_auto = 0
+                 WHERE id = ?1 AND trashed_at IS NULL AND (name != ?2 OR name_auto != 0)",
                 params![id, name, lower(&name), w.now],
             )?;
             row_updated(w, id, n)
@@ -400,29 +509,37 @@ impl Store {
     pub fn sessions_pin(&mut self, id: &str, pinned: bool, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("sessions.pin", crid, |w| {
             let n = w.tx.execute(
-                "UPDATE sessions SET pinned = ?2, updated_at = ?3 WHERE id = ?1 AND pinned != ?2",
+                "UPDATE sessions SET pinned = ?2, updated_at = ?3 WHERE id = ?1 AND trashed_at IS NULL AND pinned != ?2",
                 params![id, pinned as i64, w.now],
             )?;
             row_updated(w, id, n)
         })
     }
 
+    /// Move a session to the trash (`deleted`). Deleting the live chat's session also empties
+    /// the live history, so nothing deleted comes back.
     pub fn sessions_delete(&mut self, id: &str, crid: Option<&str>) -> HostResult<WriteOutcome> {
-        self.write("sessions.delete", crid, |w| Ok(json!({"deleted": delete_session(w, id)?})))
+        self.write("sessions.delete", crid, |w| {
+            if !session_exists(&w.tx, id)? {
+                return Ok(json!({"deleted": false}));
+            }
+            trash::trash_session(w, id, Reason::Deleted)?;
+            Ok(json!({"deleted": true}))
+        })
     }
 
+    /// Move every session to the trash (`cleared`), pinned ones included; the live history empties.
     pub fn sessions_clear_all(&mut self, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("sessions.clearAll", crid, |w| {
             let ids: Vec<String> = {
-                let mut stmt = w.tx.prepare("SELECT id FROM sessions")?;
+                let mut stmt = w.tx.prepare("SELECT id FROM sessions WHERE trashed_at IS NULL")?;
                 let r = stmt.query_map([], |r| r.get(0))?;
                 r.collect::<Result<_, _>>()?
             };
-            search::clear(&w.tx)?;
             for id in &ids {
-                delete_session(w, id)?;
+                trash::trash_session(w, id, Reason::Cleared)?;
             }
-            set_binding(w, "")?;
+            super::history::unbind(w)?;
             Ok(json!({"deleted": ids.len()}))
         })
     }
@@ -434,6 +551,7 @@ impl Store {
         id: &str,
         entry: Value,
         copy_video_src: bool,
+        fallback_name: Option<&str>,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
         if id.is_empty() {
@@ -443,8 +561,14 @@ impl Store {
         let ing = blobs::prepare_entries(vec![entry])?;
         self.write("sessions.appendTo", crid, |w| {
             blobs::store_ingested(w, &ing)?;
-            // §11.8: the bound session's live copy is the live history
-            let to_session = session_exists(&w.tx, id)? && binding(&w.tx)? != id;
+            // the bound session's entries land in the live window; a session in the trash keeps
+            // the reply with the rest of it; only an id unknown to both lands live
+            let trashed = is_trashed(&w.tx, id)?;
+            let to_session = match trashed {
+                Some(true) => true,
+                Some(false) => super::history::binding(&w.tx)? != id,
+                None => false,
+            };
             let copied = if copy_video_src {
                 with_video_src(&w.tx, &ing.entries[0], to_session.then_some(id))?
             } else {
@@ -452,21 +576,18 @@ impl Store {
             };
             let e = copied.as_ref().unwrap_or(&ing.entries[0]);
             if to_session {
-                let n: i64 =
-                    w.tx.query_row("SELECT entry_count FROM sessions WHERE id = ?1", [id], |r| r.get(0))?;
-                insert_body_entry(w, id, n as usize, e)?;
-                let add = format!("{}\n", entry_text(e));
-                search::append_to_index(&w.tx, id, &add)?;
-                w.tx.execute(
-                    "UPDATE sessions SET entry_count = entry_count + 1, updated_at = ?2 WHERE id = ?1",
-                    params![id, w.now],
-                )?;
-                w.changes.sessions.insert(id.to_owned());
-                w.changes.sessions_index = true;
-                return Ok(json!({"target": "session", "sessionId": id, "length": n + 1, "index": n}));
+                append_to_path(w, id, std::slice::from_ref(e), fallback_name)?;
+                if trashed == Some(true) {
+                    w.changes.trash = true;
+                }
+                let n = path_len(&w.tx, id)?;
+                let target = if trashed == Some(true) { "trash" } else { "session" };
+                return Ok(json!({"target": target, "sessionId": id, "length": n, "index": n - 1}));
             }
-            let (length, index) = append_entries(w, std::slice::from_ref(e))?;
-            Ok(json!({"target": "live", "length": length, "index": index}))
+            let done = append_entries(w, std::slice::from_ref(e), fallback_name)?;
+            let mut r = json!({"target": "live", "length": done.length, "index": done.index});
+            done.add_to(&mut r);
+            Ok(r)
         })
     }
 

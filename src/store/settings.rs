@@ -54,7 +54,29 @@ impl Store {
                     w.changes.settings.insert(k.clone());
                 }
             }
-            Ok(Value::Object(Map::new()))
+            let mut r = Map::new();
+            // a lower cap moves the oldest unpinned sessions to the trash at once (the panel
+            // asks first: sessions.evictionPlan); the reply lists them so they can be restored
+            if map.contains_key("maxSessions") {
+                let evicted = super::sessions::evict(w, "")?;
+                r.insert("evicted".into(), Value::from(evicted));
+            }
+            Ok(Value::Object(r))
+        })
+    }
+
+    /// Which sessions a `maxSessions` cap of `cap` would move to the trash now, oldest first
+    /// (pinned sessions and the live chat's are never evicted).
+    pub fn sessions_eviction_plan(&mut self, cap: u64) -> HostResult<Value> {
+        self.read(|tx| {
+            let ids = super::sessions::eviction_plan(tx, cap, "")?;
+            let mut rows = Vec::new();
+            for id in &ids {
+                if let Some(r) = super::sessions::session_row(tx, id)? {
+                    rows.push(serde_json::to_value(r).map_err(|e| HostError::internal(e.to_string()))?);
+                }
+            }
+            Ok(serde_json::json!({"evict": rows}))
         })
     }
 

@@ -1086,3 +1086,37 @@ pub fn proc_status_kib(pid: u32, key: &str) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// Entries (one, or a list) without the `entryId` stamps the host gives every stored entry, to
+/// compare what was stored with what was sent.
+pub fn bare(v: &Value) -> Value {
+    match v {
+        Value::Array(a) => Value::Array(a.iter().map(bare).collect()),
+        Value::Object(o) => {
+            let mut o = o.clone();
+            o.remove("entryId");
+            Value::Object(o)
+        }
+        other => other.clone(),
+    }
+}
+
+/// `history.get`'s entries without their entryIds.
+pub fn live(h: &mut Host) -> Value {
+    bare(&h.ok("history.get", json!({}))["entries"])
+}
+
+/// A session's whole chosen path without entryIds.
+pub fn body(h: &mut Host, id: &str) -> Value {
+    bare(&h.ok("sessions.get", json!({"id": id}))["entries"])
+}
+
+/// The session the live history is kept in.
+pub fn bound(h: &mut Host) -> String {
+    h.ok("history.meta", json!({}))["activeSessionId"].as_str().expect("binding").to_owned()
+}
+
+/// An append's `{length, index}` without the auto-keep fields (`kept`, `evicted`).
+pub fn placed(r: &Value) -> Value {
+    json!({"length": r["length"], "index": r["index"]})
+}

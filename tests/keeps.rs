@@ -1,0 +1,267 @@
+//! Keepsake keeps (docs/keeps.md): every way the host used to lose a chat, tried again over the
+//! real binary and a real SQLite file. Each test is one of the losses a new user and a hostile
+//! review found (issue 17's reproductions); each failed on the schema-4 host.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn turn(h: &mut Host, i: usize) {
+    h.ok("history.append", json!({"entry": user(&format!("question {i}"))}));
+    h.ok("history.append", json!({"entry": assistant(&format!("answer {i}"))}));
+}
+
+fn trash(h: &mut Host) -> Vec<Value> {
+    h.ok("trash.list", json!({}))["items"].as_array().unwrap().clone()
+}
+
+fn ids(rows: &Value) -> Vec<String> {
+    rows.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect()
+}
+
+/// Reproduction 1: an unsaved chat of 20 turns, then one 300,001-char attach. The live window
+/// shows only the attach (trim rule), and every earlier turn is still in the chat's session.
+#[test]
+fn trimming_an_unsaved_chat_keeps_every_turn() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    for i in 0..20 {
+        turn(&mut h, i);
+    }
+    let sid = bound(&mut h);
+    assert!(!sid.is_empty(), "the chat is kept from its first entry");
+    let r = h.ok(
+        "history.attach",
+        json!({"ctx": {"url": "https://big.example/", "title": "Big", "mode": "full", "body": "x".repeat(300_001)}}),
+    );
+    assert_eq!(placed(&r), json!({"length": 1, "index": 0}), "the window shows only the attach");
+    let meta = h.ok("history.meta", json!({}));
+    assert_eq!(meta["offset"], json!(40), "40 earlier entries are the kept prefix");
+    let b = body(&mut h, &sid);
+    assert_eq!(b.as_array().unwrap().len(), 41);
+    assert_eq!(b[0], user("question 0"));
+    assert_eq!(b[39], assistant("answer 19"));
+    // and the earlier turns can be paged
+    let page = h.ok("sessions.get", json!({"id": sid, "from": 0, "limit": 40, "images": "ref"}));
+    assert_eq!(bare(&page["entries"])[1], assistant("answer 0"));
+    assert_eq!(page["length"], json!(41));
+}
+
+/// Reproduction 1 (second half): 31 unsaved turns, then "New chat": the first turns are in the
+/// session, not gone from every table.
+#[test]
+fn new_chat_after_31_unsaved_turns_loses_nothing() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    for i in 0..31 {
+        turn(&mut h, i);
+    }
+    let sid = bound(&mut h);
+    assert_eq!(h.ok("history.meta", json!({}))["length"], json!(60), "the window holds 60");
+    h.ok("history.clear", json!({}));
+    assert_eq!(bound(&mut h), "");
+    let b = body(&mut h, &sid);
+    assert_eq!(b.as_array().unwrap().len(), 62);
+    assert_eq!(b[0], user("question 0"));
+    assert_eq!(b[1], assistant("answer 0"));
+    let rows = h.ok("sessions.list", json!({}));
+    assert_eq!(ids(&rows), vec![sid.clone()]);
+    assert_eq!(rows[0]["name"], json!("question 0"), "named by its first message");
+    // the stored rows agree: 62 entries on the chat's chosen path
+    let n: i64 = sql(&db)
+        .query_row(
+            "SELECT count(*) FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL",
+            [&sid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 62);
+}
+
+/// Reproduction 2: a cap of 2 with 6 sessions, then a new chat. Before, five sessions (one of 14
+/// messages) vanished with no notice. Now the default keeps all; a user-set cap moves sessions to
+/// the trash, lists them in the reply, and they come back whole.
+#[test]
+fn eviction_moves_sessions_to_the_trash_and_says_which() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    let mut made = Vec::new();
+    for s in 0..6 {
+        let n = if s == 0 { 7 } else { 1 };
+        for i in 0..n {
+            turn(&mut h, s * 100 + i);
+        }
+        made.push(bound(&mut h));
+        h.ok("history.clear", json!({}));
+    }
+    assert_eq!(ids(&h.ok("sessions.list", json!({}))).len(), 6, "maxSessions defaults to keep all");
+    // the panel asks first: what would a cap of 2 evict?
+    let plan = h.ok("sessions.evictionPlan", json!({"cap": 2}));
+    assert_eq!(ids(&plan["evict"]), made[..4].to_vec(), "oldest first");
+    let r = h.ok("settings.set", json!({"map": {"maxSessions": 2}}));
+    assert_eq!(r["evicted"], json!(made[..4]), "lowering the cap evicts at once and says which");
+    // a new chat: the auto-kept session is the third, one more goes
+    let r = h.ok("history.append", json!({"entry": user("new chat")}));
+    assert_eq!(r["kept"]["created"], json!(true));
+    assert_eq!(r["evicted"], json!([made[4]]));
+    let t = trash(&mut h);
+    assert_eq!(t.len(), 5);
+    assert!(t.iter().all(|i| i["reason"] == "evicted" && i["kind"] == "session"));
+    // Undo: the 14-message session comes back whole, with its id, name and createdAt
+    let before_ts = t.iter().find(|i| i["id"] == json!(made[0])).unwrap()["createdAt"].clone();
+    let r = h.ok("trash.restore", json!({"id": made[0]}));
+    assert_eq!(r, json!({"sessionId": made[0], "kind": "session"}));
+    let s = h.ok("sessions.get", json!({"id": made[0]}));
+    assert_eq!(s["entries"].as_array().unwrap().len(), 14);
+    assert_eq!(s["createdAt"], before_ts);
+    assert_eq!(s["name"], json!("question 0"));
+    // restore never evicts, even over the cap
+    assert_eq!(ids(&h.ok("sessions.list", json!({}))).len(), 3);
+}
+
+/// Reproduction 3: deleting the loaded session left its chat on screen, and the next "New chat"
+/// saved it again. Now the live history empties with it and nothing comes back.
+#[test]
+fn deleting_the_live_chats_session_empties_it_and_it_never_returns() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    turn(&mut h, 1);
+    let sid = bound(&mut h);
+    h.ok("sessions.rename", json!({"id": sid, "name": "Named"}));
+    h.ok("sessions.pin", json!({"id": sid, "pinned": true}));
+    h.ok("history.clear", json!({}));
+    h.ok("sessions.load", json!({"id": sid}));
+    assert_eq!(h.ok("history.meta", json!({}))["length"], json!(2));
+    assert_eq!(h.ok("sessions.delete", json!({"id": sid})), json!({"deleted": true}));
+    let m = h.ok("history.meta", json!({}));
+    assert_eq!((m["length"].clone(), m["activeSessionId"].clone()), (json!(0), json!("")));
+    // "New chat" and "Load" have nothing to archive: no session reappears
+    let r = h.ok("history.clear", json!({"saveCurrent": true}));
+    assert_eq!(r["saved"], Value::Null);
+    assert_eq!(h.ok("sessions.list", json!({})), json!([]));
+    // it is in the trash, and comes back with its name and pin
+    let t = trash(&mut h);
+    assert_eq!(t.len(), 1);
+    assert_eq!((t[0]["id"].clone(), t[0]["reason"].clone()), (json!(sid), json!("deleted")));
+    h.ok("trash.restore", json!({"id": sid}));
+    let rows = h.ok("sessions.list", json!({}));
+    assert_eq!((rows[0]["name"].clone(), rows[0]["pinned"].clone()), (json!("Named"), json!(true)));
+    assert_eq!(body(&mut h, &sid), json!([user("question 1"), assistant("answer 1")]));
+    assert_eq!(bound(&mut h), "", "restoring never switches the live chat");
+}
+
+/// Reproduction 4 (host side): truncating (Edit & resend, Regenerate on an older client) and
+/// removing entries used to delete them. Now they are a trash item that restores as a session.
+#[test]
+fn removed_and_truncated_entries_go_to_the_trash() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    for i in 0..3 {
+        turn(&mut h, i);
+    }
+    let sid = bound(&mut h);
+    assert_eq!(h.ok("history.truncateFrom", json!({"index": 2})), json!({"length": 2}));
+    h.ok("history.removeAt", json!({"index": 1}));
+    assert_eq!(live(&mut h), json!([user("question 0")]));
+    assert_eq!(body(&mut h, &sid), json!([user("question 0")]));
+    let t = trash(&mut h);
+    assert_eq!(t.len(), 2);
+    let removed = t.iter().find(|i| i["reason"] == "deleted").unwrap();
+    assert_eq!(removed["kind"], json!("entries"));
+    assert_eq!(removed["from"]["sessionId"], json!(sid));
+    assert_eq!(removed["from"]["position"], json!(1));
+    let edited = t.iter().find(|i| i["reason"] == "edited").unwrap();
+    assert_eq!(edited["entryCount"], json!(4));
+    assert_eq!(edited["name"], json!("question 1"));
+    // restored entries come back as a session of their own
+    let id = edited["id"].as_str().unwrap().to_owned();
+    h.ok("trash.restore", json!({"id": id}));
+    assert_eq!(
+        body(&mut h, &id),
+        json!([user("question 1"), assistant("answer 1"), user("question 2"), assistant("answer 2")])
+    );
+    // undoing an attach also keeps it
+    let a = h.ok("history.attach", json!({"ctx": {"url": "u", "title": "t", "mode": "full", "body": "page"}}));
+    h.ok("history.removeByAttachId", json!({"attachId": a["attachId"]}));
+    assert!(trash(&mut h).iter().any(|i| i["reason"] == "undo-attach"));
+    // removing everything of a chat trashes the chat itself (and unbinds)
+    h.ok("history.truncateFrom", json!({"index": 0}));
+    assert_eq!(bound(&mut h), "");
+    assert!(trash(&mut h).iter().any(|i| i["id"] == json!(sid) && i["kind"] == "session"));
+}
+
+/// Reproduction 5: "Import browser data" twice rebound the live chat to the dump's
+/// `activeSessionId` and the next "New chat" wrote the old dump over the newer turns.
+#[test]
+fn importing_a_dump_twice_never_rebinds_or_overwrites() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    let dump = json!({
+        "activeSessionId": "s-a",
+        "savedSessions": [{"id": "s-a", "name": "From the browser", "createdAt": 1_700_000_000_000i64}],
+        "session_s-a": [user("old 1"), assistant("old reply 1")],
+        "history": [user("old 1"), assistant("old reply 1"), user("old 2"), assistant("old reply 2")],
+    });
+    let r = h.ok("storage.import", json!({"document": dump}));
+    assert_eq!(r["live"], json!("replaced"));
+    assert_eq!(bound(&mut h), "s-a", "the import created s-a, so the live chat continues it");
+    assert_eq!(body(&mut h, "s-a").as_array().unwrap().len(), 4);
+    // the user goes on chatting
+    turn(&mut h, 9);
+    let r = h.ok("storage.import", json!({"document": dump}));
+    assert_eq!((r["sessionsImported"].clone(), r["live"].clone()), (json!(0), json!("unchanged")));
+    assert_eq!(bound(&mut h), "s-a");
+    h.ok("history.clear", json!({"saveCurrent": true}));
+    let b = body(&mut h, "s-a");
+    assert_eq!(b.as_array().unwrap().len(), 6, "the newer turns are still there: {b}");
+    assert_eq!(b[5], assistant("answer 9"));
+    // importing it a third time into an empty live history: still nothing replaced or loaded
+    let r = h.ok("storage.import", json!({"document": dump}));
+    assert_eq!(r["live"], json!("unchanged"));
+    assert_eq!(bound(&mut h), "");
+    assert_eq!(ids(&h.ok("sessions.list", json!({}))), vec!["s-a"]);
+}
+
+/// A trashed item's images stay until it is purged; purge destroys it and releases them.
+#[test]
+fn the_trash_keeps_images_until_purged() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    let png = png_bytes(8, 8, 3);
+    let sha = sha256_hex(&png);
+    h.ok(
+        "history.append",
+        json!({"entry": {"role": "user", "content": [text_part("look"), image_part(&data_url("image/png", &png))]}}),
+    );
+    let sid = bound(&mut h);
+    h.ok("sessions.delete", json!({"id": sid}));
+    let blobs = |db: &std::path::Path| -> i64 {
+        sql(db).query_row("SELECT count(*) FROM images WHERE sha256 = ?1", [&sha], |r| r.get(0)).unwrap()
+    };
+    assert_eq!(blobs(&db), 1, "the trash references the picture");
+    assert_eq!(h.err("trash.purge", json!({})), "bad_request");
+    assert_eq!(h.err("trash.purge", json!({"id": "nope"})), "not_found");
+    assert_eq!(h.ok("trash.purge", json!({"id": sid})), json!({"purged": 1}));
+    assert_eq!(blobs(&db), 0, "purging released it");
+    assert_eq!(trash(&mut h), Vec::<Value>::new());
+    assert_eq!(h.err("trash.restore", json!({"id": sid})), "not_found");
+}
+
+/// Replies to a chat that was deleted meanwhile join it in the trash; an id unknown to both the
+/// drawer and the trash lands live.
+#[test]
+fn a_reply_to_a_deleted_chat_joins_it_in_the_trash() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    h.ok("history.append", json!({"entry": user("q")}));
+    let sid = bound(&mut h);
+    h.ok("sessions.delete", json!({"id": sid}));
+    let r = h.ok("sessions.appendTo", json!({"id": sid, "entry": assistant("late reply")}));
+    assert_eq!(r["target"], json!("trash"));
+    assert_eq!(body(&mut h, &sid), json!([user("q"), assistant("late reply")]));
+    assert_eq!(h.ok("history.meta", json!({}))["length"], json!(0));
+    let r = h.ok("sessions.appendTo", json!({"id": "never-was", "entry": assistant("orphan")}));
+    assert_eq!(r["target"], json!("live"));
+    assert_eq!(live(&mut h), json!([assistant("orphan")]));
+}
