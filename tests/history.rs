@@ -25,8 +25,9 @@ fn get(h: &mut Host) -> Value {
     h.ok("history.get", json!({"images": "ref"}))
 }
 
+/// The live entries without their entryIds.
 fn entries(h: &mut Host) -> Vec<Value> {
-    get(h)["entries"].as_array().expect("entries array").clone()
+    bare(&get(h)["entries"]).as_array().expect("entries array").clone()
 }
 
 /// The string contents of the live history (panics on array content).
@@ -144,19 +145,19 @@ fn get_pages_with_from_and_limit() {
     let all = h.ok("history.get", json!({}));
     assert_eq!(all["length"], json!(5));
     assert_eq!(all["entries"].as_array().unwrap().len(), 5);
-    assert_eq!(all["entries"][4], user("m4"));
+    assert_eq!(bare(&all["entries"][4]), user("m4"));
 
     let p = h.ok("history.get", json!({"from": 1, "limit": 2}));
-    assert_eq!(p["entries"], json!([user("m1"), user("m2")]));
+    assert_eq!(bare(&p["entries"]), json!([user("m1"), user("m2")]));
     assert_eq!(p["from"], json!(1));
     assert_eq!(p["length"], json!(5));
 
     let tail = h.ok("history.get", json!({"from": 3}));
-    assert_eq!(tail["entries"], json!([user("m3"), user("m4")]));
+    assert_eq!(bare(&tail["entries"]), json!([user("m3"), user("m4")]));
     let past = h.ok("history.get", json!({"from": 3, "limit": 100}));
-    assert_eq!(past["entries"], json!([user("m3"), user("m4")]));
+    assert_eq!(bare(&past["entries"]), json!([user("m3"), user("m4")]));
     let whole = h.ok("history.get", json!({"from": 2.0, "limit": 1}));
-    assert_eq!(whole["entries"], json!([user("m2")]));
+    assert_eq!(bare(&whole["entries"]), json!([user("m2")]));
 
     for from in [5, 6, 1000] {
         let r = h.ok("history.get", json!({ "from": from }));
@@ -253,12 +254,12 @@ fn append_validates_entry() {
     assert_eq!(q_i64(&db, "SELECT count(*) FROM history_entries"), 0);
 
     // Both roles and both content shapes are accepted.
-    assert_eq!(h.ok("history.append", json!({"entry": user("u")})), json!({"length": 1, "index": 0}));
-    assert_eq!(h.ok("history.append", json!({"entry": assistant("a")})), json!({"length": 2, "index": 1}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("u")}))), json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": assistant("a")}))), json!({"length": 2, "index": 1}));
     let arr = json!({"role": "user", "content": [text_part("t")]});
-    assert_eq!(h.ok("history.append", json!({ "entry": arr })), json!({"length": 3, "index": 2}));
+    assert_eq!(placed(&h.ok("history.append", json!({ "entry": arr }))), json!({"length": 3, "index": 2}));
     let empty = json!({"role": "assistant", "content": []});
-    assert_eq!(h.ok("history.append", json!({ "entry": empty })), json!({"length": 4, "index": 3}));
+    assert_eq!(placed(&h.ok("history.append", json!({ "entry": empty }))), json!({"length": 4, "index": 3}));
     assert_eq!(entries(&mut h), vec![user("u"), assistant("a"), arr, empty]);
 }
 
@@ -272,8 +273,11 @@ fn append_keeps_only_last_60() {
     want.push("new".into());
     assert_eq!(texts(&mut h), want);
     assert_eq!(q_i64(&db, "SELECT count(*) FROM history_entries"), 60);
-    // Unbound: nothing is kept aside.
-    assert_eq!(q_i64(&db, "SELECT count(*) FROM history_trimmed"), 0);
+    // The window moved; the trimmed entry is still the first of the chat's session.
+    assert_eq!(meta(&mut h)["offset"], json!(1));
+    let sid = bound(&mut h);
+    assert_eq!(body(&mut h, &sid)[0], user("m0"));
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM session_entries"), 61);
 }
 
 #[test]
@@ -282,12 +286,12 @@ fn append_trims_by_utf16_content_chars() {
     // 100,000 emoji = 200,000 UTF-16 units (100,000 code points, 400,000 UTF-8 bytes).
     let emoji = "😀".repeat(100_000);
     let xs = "x".repeat(100_000);
-    assert_eq!(h.ok("history.append", json!({"entry": user(&emoji)})), json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&emoji)}))), json!({"length": 1, "index": 0}));
     // Exactly 300,000 units: not over the budget, both kept.
-    assert_eq!(h.ok("history.append", json!({"entry": user(&xs)})), json!({"length": 2, "index": 1}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&xs)}))), json!({"length": 2, "index": 1}));
     assert_eq!(q_i64(&db, "SELECT content_chars FROM history_entries ORDER BY position LIMIT 1"), 200_000);
     // 300,001 units: the oldest goes.
-    assert_eq!(h.ok("history.append", json!({"entry": user("y")})), json!({"length": 2, "index": 1}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("y")}))), json!({"length": 2, "index": 1}));
     assert_eq!(texts(&mut h), vec![xs, "y".to_owned()]);
 }
 
@@ -309,7 +313,7 @@ fn content_chars_count_text_and_input_text_parts_only() {
         {"type": "input_text", "text": "b".repeat(150_000)},
     ]});
     h.ok("history.replace", json!({ "entries": [both] }));
-    assert_eq!(h.ok("history.append", json!({"entry": user("y")})), json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("y")}))), json!({"length": 1, "index": 0}));
 
     // A custom part's text does not count: 299,999 + 0 + 1 = 300,000, both kept.
     let custom = json!({"role": "user", "content": [
@@ -317,24 +321,24 @@ fn content_chars_count_text_and_input_text_parts_only() {
         {"type": "custom", "text": "z".repeat(100_000)},
     ]});
     h.ok("history.replace", json!({ "entries": [custom] }));
-    assert_eq!(h.ok("history.append", json!({"entry": user("y")})), json!({"length": 2, "index": 1}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("y")}))), json!({"length": 2, "index": 1}));
 }
 
 #[test]
 fn single_oversized_entry_is_kept() {
     let (_d, _db, mut h) = start();
     let big = "a".repeat(300_001);
-    assert_eq!(h.ok("history.append", json!({"entry": user(&big)})), json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&big)}))), json!({"length": 1, "index": 0}));
     assert_eq!(texts(&mut h), vec![big.clone()]);
 
     // A newer small entry pushes the oversized one out.
-    assert_eq!(h.ok("history.append", json!({"entry": user("z")})), json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("z")}))), json!({"length": 1, "index": 0}));
     assert_eq!(texts(&mut h), vec!["z".to_owned()]);
 
     // An oversized newest entry pushes out everything older and stays alone.
     seed(&mut h, "s", 3);
     let huge = "h".repeat(400_000);
-    assert_eq!(h.ok("history.append", json!({"entry": user(&huge)})), json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&huge)}))), json!({"length": 1, "index": 0}));
     assert_eq!(texts(&mut h), vec![huge]);
 }
 
@@ -361,7 +365,7 @@ fn image_data_never_counts_toward_chars() {
 fn replace_trims_and_validates() {
     let (_d, db, mut h) = start();
     let list: Vec<Value> = (0..65).map(|i| user(&format!("m{i}"))).collect();
-    assert_eq!(h.ok("history.replace", json!({ "entries": list })), json!({"length": 60}));
+    assert_eq!(h.ok("history.replace", json!({ "entries": list }))["length"], json!(60));
     assert_eq!(texts(&mut h), names("m", 5..65));
 
     let big = "b".repeat(250_000);
@@ -371,6 +375,9 @@ fn replace_trims_and_validates() {
 
     let r = h.ok("history.replace", json!({"entries": [user("p"), user(&"q".repeat(300_001))]}));
     assert_eq!(r, json!({"length": 1}));
+    // what each replace took out of the window is in the trash, not gone
+    let trashed: i64 = q_i64(&db, "SELECT coalesce(sum(entry_count), 0) FROM sessions WHERE trash_reason = 'cleared'");
+    assert_eq!(trashed, 60 + 2);
 
     seed(&mut h, "k", 2);
     let rows = change_rows(&db);
@@ -594,8 +601,11 @@ fn append_with_mark_images_seen_stamps_in_same_write() {
 fn set_binding() {
     let (_d, db, mut h) = start();
     let id = new_session(&mut h, vec![user("a")]);
+    let kept = bound(&mut h);
+    assert_ne!(kept, id, "the live chat is kept in its own session; the save made a copy");
     assert_eq!(h.err("history.setBinding", json!({"id": "no-such-session"})), "not_found");
-    assert_eq!(live_binding(&db), "");
+    assert_eq!(live_binding(&db), kept);
+    // the copy holds the same entries as the live history: binding to it is allowed
     let (r, ev) = changed(&mut h, "history.setBinding", json!({ "id": id }));
     assert_eq!(r, json!({ "activeSessionId": id }));
     assert_eq!(ev["areas"]["binding"], json!(true));
@@ -604,44 +614,85 @@ fn set_binding() {
     assert_eq!(live_binding(&db), id);
     assert_eq!(h.err("history.setBinding", json!({"id": "still-missing"})), "not_found");
     assert_eq!(live_binding(&db), id, "a failed setBinding changed the binding");
+    // a session holding other entries would replace what is live: refused
+    h.ok("history.append", json!({"entry": user("more")}));
+    assert_eq!(h.err("history.setBinding", json!({ "id": kept })), "conflict");
+    assert_eq!(live_binding(&db), id);
 
+    // unbinding empties the live history; the entries stay in their session
     let (r, _) = changed(&mut h, "history.setBinding", json!({"id": ""}));
     assert_eq!(r, json!({"activeSessionId": ""}));
     assert_eq!(meta(&mut h)["activeSessionId"], json!(""));
+    assert_eq!(meta(&mut h)["length"], json!(0));
     assert_eq!(live_binding(&db), "");
+    assert_eq!(body(&mut h, &id), json!([user("a"), user("more")]));
+    // with an empty live history any session can be bound: its window is shown
+    h.ok("history.setBinding", json!({ "id": kept }));
+    assert_eq!(texts(&mut h), vec!["a"]);
     assert_eq!(h.err("history.setBinding", json!({})), "bad_request");
     assert_eq!(h.err("history.setBinding", json!({"id": 7})), "bad_request");
 }
 
+/// Only `history.clear`, `setBinding('')` and deleting the bound session unbind. A removal
+/// that empties the window of a chat with earlier (kept) entries keeps the binding; one that
+/// leaves the chat with no entry at all moves the chat to the trash and unbinds.
 #[test]
-fn writes_that_empty_the_history_clear_the_binding() {
+fn writes_that_empty_the_window_keep_the_binding_unless_the_chat_is_gone() {
     let (_d, db, mut h) = start();
-    let id = new_session(&mut h, vec![user("s")]);
     let one = vec![with_attach(&format!("{PREFIX}\nURL: z"), "A")];
     let cases: Vec<(&str, Value)> = vec![
-        ("history.clear", json!({})),
         ("history.removeAt", json!({"index": 0})),
         ("history.truncateFrom", json!({"index": 0})),
         ("history.removeByAttachId", json!({"attachId": "A"})),
         ("history.removeLastPageContext", json!({})),
         ("history.replace", json!({"entries": []})),
     ];
-    for (op, args) in cases {
+    for (op, args) in &cases {
+        // a chat whose only entry is the live one: removing it trashes the chat
+        h.ok("history.clear", json!({}));
         h.ok("history.replace", json!({ "entries": one }));
-        h.ok("history.setBinding", json!({ "id": id }));
-        assert_eq!(live_binding(&db), id);
-        h.ok(op, args);
+        let sid = bound(&mut h);
+        h.ok(op, args.clone());
         let m = meta(&mut h);
         assert_eq!(m["length"], json!(0), "{op}");
         assert_eq!(m["activeSessionId"], json!(""), "{op} left the binding");
         assert_eq!(live_binding(&db), "", "{op} left live_state bound");
+        let items = h.ok("trash.list", json!({}))["items"].clone();
+        assert!(items.as_array().unwrap().iter().any(|i| i["id"] == json!(sid)), "{op}: {items}");
+
     }
-    // A removal that leaves entries keeps the binding.
+    // the clear case: unbinds, deletes nothing
+    h.ok("history.clear", json!({}));
     h.ok("history.replace", json!({"entries": [user("a"), user("b")]}));
-    h.ok("history.setBinding", json!({ "id": id }));
+    let sid = bound(&mut h);
+    h.ok("history.clear", json!({}));
+    assert_eq!(live_binding(&db), "");
+    assert_eq!(body(&mut h, &sid), json!([user("a"), user("b")]));
+    // a removal that leaves entries keeps the binding
+    h.ok("sessions.load", json!({ "id": sid }));
     h.ok("history.removeAt", json!({"index": 0}));
-    assert_eq!(meta(&mut h)["activeSessionId"], json!(id));
-    assert_eq!(live_binding(&db), id);
+    assert_eq!(meta(&mut h)["activeSessionId"], json!(sid));
+    assert_eq!(live_binding(&db), sid);
+}
+
+/// The window of a chat with a kept prefix can become empty while the chat stays bound.
+#[test]
+fn emptying_the_window_of_a_long_chat_keeps_it_bound() {
+    let (_d, db, mut h) = start();
+    for i in 0..62 {
+        h.ok("history.append", json!({"entry": user(&format!("m{i}"))}));
+    }
+    let sid = bound(&mut h);
+    assert_eq!(meta(&mut h)["offset"], json!(2));
+    h.ok("history.truncateFrom", json!({"index": 0}));
+    let m = meta(&mut h);
+    assert_eq!((m["length"].clone(), m["offset"].clone()), (json!(0), json!(2)));
+    assert_eq!(live_binding(&db), sid, "the chat still has its first two entries");
+    assert_eq!(body(&mut h, &sid), json!([user("m0"), user("m1")]));
+    // the next message continues that chat
+    h.ok("history.append", json!({"entry": user("again")}));
+    assert_eq!(body(&mut h, &sid), json!([user("m0"), user("m1"), user("again")]));
+    assert_eq!(texts(&mut h), vec!["again"]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -701,7 +752,7 @@ fn bare_string_image_url_is_stored_as_blob() {
     let r = get(&mut h);
     assert_eq!(r["entries"][0]["content"][0]["image_url"], json!(image_ref(&png)));
     let i = h.ok("history.get", json!({}));
-    assert_eq!(i["entries"][0], e);
+    assert_eq!(bare(&i["entries"][0]), e);
 }
 
 #[test]
@@ -747,9 +798,9 @@ fn plain_urls_and_invalid_data_urls_stay_strings() {
     assert_eq!(image_count(&db), 0);
     assert_eq!(q_i64(&db, "SELECT count(*) FROM image_refs"), 0);
     let stored: Value = serde_json::from_str(&q_str(&db, "SELECT entry FROM history_entries")).unwrap();
-    assert_eq!(stored, e);
-    assert_eq!(h.ok("history.get", json!({}))["entries"][0], e);
-    assert_eq!(get(&mut h)["entries"][0], e);
+    assert_eq!(bare(&stored), e);
+    assert_eq!(bare(&h.ok("history.get", json!({}))["entries"][0]), e);
+    assert_eq!(bare(&get(&mut h)["entries"][0]), e);
 }
 
 #[test]
@@ -768,8 +819,9 @@ fn images_get_returns_bytes_or_not_found() {
     assert_eq!(h.err("images.get", json!({})), "bad_request");
 }
 
+/// A blob stays while any entry uses it, the trash included; purging the trash releases it.
 #[test]
-fn removing_last_reference_deletes_blob() {
+fn a_blob_goes_with_its_last_reference_which_only_a_purge_removes() {
     let (_d, db, mut h) = start();
     let png = png_bytes(3, 3, 1);
     let url = data_url("image/png", &png);
@@ -778,17 +830,20 @@ fn removing_last_reference_deletes_blob() {
     h.ok("history.append", json!({"entry": user("c")}));
     assert_eq!(image_count(&db), 1);
     assert_eq!(h.ok("history.removeAt", json!({"index": 0})), json!({"removed": true}));
-    assert_eq!(image_count(&db), 1, "blob deleted while still referenced");
-    h.ok("images.get", json!({"ref": image_ref(&png)}));
     assert_eq!(h.ok("history.removeAt", json!({"index": 0})), json!({"removed": true}));
+    assert_eq!(texts(&mut h), vec!["c"]);
+    assert_eq!(image_count(&db), 1, "the removed entries are in the trash, with their picture");
+    h.ok("images.get", json!({"ref": image_ref(&png)}));
+    assert_eq!(h.ok("trash.purge", json!({"all": true})), json!({"purged": 2}));
     assert_eq!(image_count(&db), 0);
     assert_eq!(q_i64(&db, "SELECT count(*) FROM image_refs"), 0);
     assert_eq!(h.err("images.get", json!({"ref": image_ref(&png)})), "not_found");
-    assert_eq!(texts(&mut h), vec!["c"]);
 }
 
+/// Every removal keeps the picture (in the trash, or in the session a cleared or trimmed chat
+/// stays in); it is released only when nothing holds it any more.
 #[test]
-fn every_kind_of_removal_releases_blobs() {
+fn every_kind_of_removal_keeps_blobs_until_the_trash_is_purged() {
     let (_d, db, mut h) = start();
     let url = data_url("image/png", &png_bytes(3, 3, 2));
     let img = image_entry("i", &url);
@@ -796,33 +851,44 @@ fn every_kind_of_removal_releases_blobs() {
                         "attachId": "att"});
 
     let cases: Vec<(Vec<Value>, &str, Value)> = vec![
-        (vec![img.clone()], "history.clear", json!({})),
         (vec![user("t"), img.clone()], "history.truncateFrom", json!({"index": 1})),
         (vec![img.clone(), user("t")], "history.replace", json!({"entries": [user("x")]})),
         (vec![user("t"), attach.clone()], "history.removeByAttachId", json!({"attachId": "att"})),
         (vec![attach.clone(), user("t")], "history.removeLastPageContext", json!({})),
+        (vec![img.clone(), user("t")], "history.removeAt", json!({"index": 0})),
     ];
     for (setup, op, args) in cases {
+        h.ok("history.clear", json!({}));
+        h.ok("sessions.clearAll", json!({}));
+        h.ok("trash.purge", json!({"all": true}));
+        assert_eq!(image_count(&db), 0, "{op}: clean start");
         h.ok("history.replace", json!({ "entries": setup }));
         assert_eq!(image_count(&db), 1, "{op}: setup");
         h.ok(op, args);
-        assert_eq!(image_count(&db), 0, "{op} left the blob");
+        assert!(!get(&mut h).to_string().contains("keepsake-image"), "{op}: still live");
+        assert_eq!(image_count(&db), 1, "{op} lost the picture");
+        let items = h.ok("trash.list", json!({}))["items"].clone();
+        assert_eq!(items.as_array().unwrap().len(), 1, "{op}: {items}");
+        h.ok("trash.purge", json!({"id": items[0]["id"]}));
+        assert_eq!(image_count(&db), 0, "{op}: purging left the blob");
         assert_eq!(q_i64(&db, "SELECT count(*) FROM image_refs"), 0, "{op} left a ref");
     }
 
-    // Trimmed off an unbound history: the blob goes too.
+    // New chat: the picture stays in the chat's session.
+    h.ok("history.replace", json!({"entries": [img.clone()]}));
+    h.ok("history.clear", json!({}));
+    assert_eq!(image_count(&db), 1);
+
+    // Trimmed out of the window: still in the session's kept prefix.
+    h.ok("sessions.clearAll", json!({}));
+    h.ok("trash.purge", json!({"all": true}));
     h.ok("history.replace", json!({"entries": [img.clone()]}));
     for i in 0..60 {
         h.ok("history.append", json!({"entry": user(&format!("n{i}"))}));
     }
     assert_eq!(meta(&mut h)["length"], json!(60));
-    assert_eq!(image_count(&db), 0, "trimmed entry's blob survived");
-
-    // A blob still used by a saved session survives clearing the live history.
-    h.ok("history.replace", json!({"entries": [img.clone()]}));
-    h.ok("sessions.save", json!({"name": "keeps image"}));
-    h.ok("history.clear", json!({}));
-    assert_eq!(image_count(&db), 1);
+    assert_eq!(meta(&mut h)["offset"], json!(1));
+    assert_eq!(image_count(&db), 1, "a trimmed entry's picture is kept");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -892,10 +958,19 @@ fn real_writes_emit_changed_after_reply() {
         if with_crid {
             args["clientRequestId"] = json!(crid);
         }
-        let (r, ev) = changed(&mut h, op, args);
+        let (mut r, ev) = changed(&mut h, op, args);
+        if let Some(o) = r.as_object_mut() {
+            // a write that starts a chat also says which session keeps it
+            o.remove("kept");
+            o.remove("evicted");
+        }
         assert_eq!(r, want, "{op}");
         assert_eq!(ev["event"], json!("changed"));
         assert_eq!(ev["areas"]["history"], json!(true), "{op}: {ev}");
+        if op != "history.clear" {
+            // the live chat is a session: its writes name it
+            assert_eq!(ev["areas"]["sessions"]["ids"].as_array().map(Vec::len), Some(1), "{op}: {ev}");
+        }
         assert_eq!(ev["seq"], meta(&mut h)["changeSeq"], "{op}: {ev}");
         if with_crid {
             assert_eq!(ev["clientRequestId"], json!(crid), "{op}: {ev}");
@@ -913,7 +988,8 @@ fn real_writes_emit_changed_after_reply() {
 fn client_request_id_applies_once() {
     let (_d, db, mut h) = start();
     let (r1, ev) = changed(&mut h, "history.append", json!({"entry": user("a"), "clientRequestId": "c1"}));
-    assert_eq!(r1, json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&r1), json!({"length": 1, "index": 0}));
+    assert_eq!(r1["kept"]["created"], json!(true), "the first entry starts a kept chat");
     assert_eq!(ev["clientRequestId"], json!("c1"));
     h.ok("history.append", json!({"entry": user("b")}));
 
@@ -946,7 +1022,7 @@ fn client_request_id_validation() {
     }
     assert_eq!(meta(&mut h)["length"], json!(0));
     let r = h.ok("history.append", json!({"entry": user("a"), "clientRequestId": "x".repeat(128)}));
-    assert_eq!(r, json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&r), json!({"length": 1, "index": 0}));
     let r = h.ok("history.append", json!({"entry": user("b"), "clientRequestId": "é".repeat(128)}));
     assert_eq!(r, json!({"length": 2, "index": 1}));
     assert_eq!(h.err("history.clear", json!({"clientRequestId": ""})), "bad_request");
@@ -960,7 +1036,7 @@ fn failed_write_records_no_client_request_id() {
     assert_eq!(h.err("history.append", bad), "bad_request");
     assert_eq!(q_i64(&db, "SELECT count(*) FROM client_requests WHERE client_request_id = 'r1'"), 0);
     let r = h.ok("history.append", json!({"entry": user("ok"), "clientRequestId": "r1"}));
-    assert_eq!(r, json!({"length": 1, "index": 0}));
+    assert_eq!(placed(&r), json!({"length": 1, "index": 0}));
     assert_eq!(texts(&mut h), vec!["ok"]);
 }
 
@@ -1079,14 +1155,14 @@ fn replace_with_entries_reusing_current_images_keeps_blob() {
 #[test]
 fn trimming_a_bound_history_keeps_dropped_entries() {
     let (_d, db, mut h) = start();
-    let body: Vec<Value> = (0..59).map(|i| user(&format!("s{i}"))).collect();
-    let id = new_session(&mut h, body);
+    let first: Vec<Value> = (0..59).map(|i| user(&format!("s{i}"))).collect();
+    let id = new_session(&mut h, first);
     h.ok("history.clear", json!({}));
-    assert_eq!(h.ok("sessions.load", json!({ "id": id })), json!({"length": 59}));
+    assert_eq!(h.ok("sessions.load", json!({ "id": id })), json!({"length": 59, "offset": 0}));
     assert_eq!(meta(&mut h)["activeSessionId"], json!(id));
-    assert_eq!(h.ok("history.append", json!({"entry": user("n0")})), json!({"length": 60, "index": 59}));
-    assert_eq!(h.ok("history.append", json!({"entry": user("n1")})), json!({"length": 60, "index": 59}));
-    assert_eq!(h.ok("history.append", json!({"entry": user("n2")})), json!({"length": 60, "index": 59}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("n0")}))), json!({"length": 60, "index": 59}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("n1")}))), json!({"length": 60, "index": 59}));
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("n2")}))), json!({"length": 60, "index": 59}));
     let g = get(&mut h);
     assert_eq!(g["length"], json!(60));
     assert_eq!(g["activeSessionId"], json!(id));
@@ -1094,15 +1170,28 @@ fn trimming_a_bound_history_keeps_dropped_entries() {
     want.extend(names("n", 0..3));
     assert_eq!(texts(&mut h), want);
 
-    let trimmed: Vec<Value> = q_strs(&db, "SELECT entry FROM history_trimmed ORDER BY position")
-        .iter()
-        .map(|s| serde_json::from_str(s).unwrap())
-        .collect();
-    assert_eq!(trimmed, vec![user("s0"), user("s1")]);
+    // the trimmed entries are the session's kept prefix, its body the whole conversation
+    assert_eq!(g["offset"], json!(2));
+    let stored: Vec<Value> = q_strs(
+        &db,
+        &format!("SELECT entry FROM session_entries WHERE session_id = '{id}' AND branch_id IS NULL ORDER BY position"),
+    )
+    .iter()
+    .map(|s| bare(&serde_json::from_str(s).unwrap()))
+    .collect();
+    assert_eq!(stored.len(), 62);
+    assert_eq!(&stored[..2], &[user("s0"), user("s1")]);
+    let mut all = names("s", 0..59);
+    all.extend(names("n", 0..3));
+    let b: Vec<String> =
+        body(&mut h, &id).as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(b, all);
 }
 
+/// A loaded session longer than the window shows the trim-rule suffix of its body; removals
+/// never move the window (only writes that add entries trim).
 #[test]
-fn removals_never_trim_a_loaded_oversized_history() {
+fn loading_a_long_session_windows_it_and_removals_never_trim() {
     let (_d, _db, mut h) = start();
     let id = new_session(&mut h, vec![user("b0")]);
     for i in 1..70 {
@@ -1110,15 +1199,15 @@ fn removals_never_trim_a_loaded_oversized_history() {
         assert_eq!(r["target"], json!("session"));
     }
     h.ok("history.clear", json!({}));
-    assert_eq!(h.ok("sessions.load", json!({ "id": id })), json!({"length": 70}));
+    assert_eq!(h.ok("sessions.load", json!({ "id": id })), json!({"length": 60, "offset": 10}));
+    assert_eq!(texts(&mut h), names("b", 10..70));
     assert_eq!(h.ok("history.removeAt", json!({"index": 0})), json!({"removed": true}));
-    assert_eq!(meta(&mut h)["length"], json!(69));
-    assert_eq!(h.ok("history.truncateFrom", json!({"index": 68})), json!({"length": 68}));
+    assert_eq!(meta(&mut h)["length"], json!(59));
+    assert_eq!(h.ok("history.truncateFrom", json!({"index": 58})), json!({"length": 58}));
     assert_eq!(h.ok("history.markImagesSeen", json!({})), json!({"stamped": 0}));
-    assert_eq!(texts(&mut h), names("b", 1..69));
+    assert_eq!(texts(&mut h), names("b", 11..69));
+    assert_eq!(meta(&mut h)["offset"], json!(10));
     // The next adding write trims.
-    assert_eq!(h.ok("history.append", json!({"entry": user("new")})), json!({"length": 60, "index": 59}));
-    let mut want = names("b", 10..69);
-    want.push("new".into());
-    assert_eq!(texts(&mut h), want);
+    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("new")}))), json!({"length": 59, "index": 58}));
+    assert_eq!(body(&mut h, &id).as_array().unwrap().len(), 69);
 }

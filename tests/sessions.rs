@@ -69,8 +69,9 @@ fn q_strs(db: &Path, q: &str) -> Vec<String> {
     rows.map(|r| r.unwrap()).collect()
 }
 
+/// Sessions in the drawer (not in the trash).
 fn session_count(db: &Path) -> i64 {
-    q_i64(db, "SELECT count(*) FROM sessions")
+    q_i64(db, "SELECT count(*) FROM sessions WHERE trashed_at IS NULL")
 }
 
 fn change_rows(db: &Path) -> i64 {
@@ -85,13 +86,15 @@ fn blob_stored(db: &Path, bytes: &[u8]) -> bool {
     q_i64(db, &format!("SELECT count(*) FROM images WHERE sha256 = '{}'", sha256_hex(bytes))) == 1
 }
 
-/// The stored body of a session, straight from SQLite, in position order.
+/// The stored body (chosen path) of a session, straight from SQLite, in position order, without
+/// entryIds.
 fn db_body(db: &Path, id: &str) -> Vec<Value> {
     let c = sql(db);
-    let mut st =
-        c.prepare("SELECT entry FROM session_entries WHERE session_id = ?1 ORDER BY position").unwrap();
+    let mut st = c
+        .prepare("SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position")
+        .unwrap();
     let rows = st.query_map([id], |r| r.get::<_, String>(0)).unwrap();
-    rows.map(|r| serde_json::from_str(&r.unwrap()).expect("stored entry is JSON")).collect()
+    rows.map(|r| bare(&serde_json::from_str(&r.unwrap()).expect("stored entry is JSON"))).collect()
 }
 
 fn image_ref(bytes: &[u8]) -> String {
@@ -116,7 +119,7 @@ fn binding(h: &mut Host) -> String {
 }
 
 fn live(h: &mut Host) -> Vec<Value> {
-    h.ok("history.get", json!({"images": "ref"}))["entries"].as_array().expect("entries").clone()
+    bare(&h.ok("history.get", json!({"images": "ref"}))["entries"]).as_array().expect("entries").clone()
 }
 
 fn live_texts(h: &mut Host) -> Vec<String> {
@@ -133,13 +136,16 @@ fn replace(h: &mut Host, list: Vec<Value>) {
     assert_eq!(r["length"], json!(n.min(60)), "{r}");
 }
 
-/// Archive `list` as a new session named `name` (the live history is replaced by it).
+/// A chat of `list`, named `name`, then "New chat": the session that kept it (auto-keep), and
+/// an empty, unbound live history.
 fn archive(h: &mut Host, list: Vec<Value>, name: &str) -> String {
-    replace(h, list);
-    let r = h.ok("sessions.save", json!({ "name": name }));
-    assert_eq!(r["created"], json!(true), "{r}");
-    let id = r["session"]["id"].as_str().expect("session id").to_owned();
+    h.ok("history.clear", json!({}));
+    let r = h.ok("history.replace", json!({ "entries": list }));
+    assert_eq!(r["kept"]["created"], json!(true), "{r}");
+    let id = r["kept"]["sessionId"].as_str().expect("session id").to_owned();
     assert!(is_uuid_v4(&id), "not a UUID v4: {id}");
+    h.ok("sessions.rename", json!({"id": id, "name": name}));
+    h.ok("history.clear", json!({}));
     id
 }
 
@@ -202,7 +208,7 @@ fn assert_row_shape(row: &Value) {
 /// Body of a session as `sessions.get` returns it with image references.
 fn body(h: &mut Host, id: &str) -> Vec<Value> {
     let r = h.ok("sessions.get", json!({"id": id, "images": "ref"}));
-    r["entries"].as_array().expect("entries").clone()
+    bare(&r["entries"]).as_array().expect("entries").clone()
 }
 
 fn body_texts(h: &mut Host, id: &str) -> Vec<String> {
@@ -255,13 +261,17 @@ fn save_with_empty_live_history_writes_nothing() {
     assert!(list(&mut h, None).is_empty());
 }
 
+/// The live chat is kept from its first entry; `sessions.save` without an id makes a snapshot:
+/// a copy of the whole chat under a new id, its entries with ids of their own.
 #[test]
-fn save_archives_live_history_as_new_uuid_session() {
+fn save_without_id_makes_a_snapshot_copy() {
     let (_d, db, mut h) = start();
     let png = png_bytes(2, 2, 1);
     let live_list =
         vec![user("hello there"), assistant("hi!"), image_entry("see", &data_url("image/png", &png))];
     replace(&mut h, live_list);
+    let kept = binding(&mut h);
+    assert!(is_uuid_v4(&kept), "the chat is kept in a session: {kept:?}");
     let before = now_ms();
     let r = h.ok("sessions.save", json!({"name": "  My chat \n"}));
     let after = now_ms();
@@ -270,6 +280,7 @@ fn save_archives_live_history_as_new_uuid_session() {
     assert_row_shape(row);
     let id = row["id"].as_str().unwrap().to_owned();
     assert!(is_uuid_v4(&id), "not a lower-case UUID v4: {id}");
+    assert_ne!(id, kept);
     assert_eq!(row["name"], json!("My chat"));
     assert_eq!(row["pinned"], json!(false));
     let created = row["createdAt"].as_i64().unwrap();
@@ -277,38 +288,43 @@ fn save_archives_live_history_as_new_uuid_session() {
         created >= before - 1000 && created <= after + 1000,
         "createdAt {created} not in [{before}, {after}]"
     );
-    if let Some(n) = row.get("entryCount") {
-        assert_eq!(n, &json!(3));
-    }
+    assert_eq!(row["entryCount"], json!(3));
     assert!(evicted(&r).is_empty(), "{r}");
 
-    // Body = live history, stored one row per entry with image references.
+    // Body = the chat, stored one row per entry with image references.
     let want = vec![
         user("hello there"),
         assistant("hi!"),
         json!({"role": "user", "content": [text_part("see"), image_part(&image_ref(&png))]}),
     ];
     assert_eq!(db_body(&db, &id), want);
+    assert_eq!(db_body(&db, &kept), want);
     assert_eq!(
         q_strs(&db, &format!("SELECT role FROM session_entries WHERE session_id = '{id}' ORDER BY position")),
         vec!["user", "assistant", "user"]
     );
     assert_eq!(body(&mut h, &id), want);
-    assert_eq!(q_str(&db, "SELECT id FROM sessions"), id);
     assert_eq!(q_i64(&db, &format!("SELECT created_at FROM sessions WHERE id = '{id}'")), created);
+    // the copy's entries are entries of their own
+    assert_eq!(
+        q_i64(&db, &format!("SELECT count(DISTINCT entry_id) FROM session_entries WHERE session_id IN ('{id}', '{kept}')")),
+        6
+    );
+    // the picture is stored once, used by both
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 1);
 
     // Save never changes the binding, and the live history is untouched.
-    assert_eq!(binding(&mut h), "");
-    assert_eq!(db_binding(&db), "");
+    assert_eq!(binding(&mut h), kept);
+    assert_eq!(db_binding(&db), kept);
     assert_eq!(live(&mut h), want);
 
-    // A second save archives another copy with another id.
+    // A second save makes another copy with another id.
     let r2 = h.ok("sessions.save", json!({}));
     assert_eq!(r2["created"], json!(true));
     let id2 = r2["session"]["id"].as_str().unwrap();
     assert_ne!(id2, id);
     assert!(is_uuid_v4(id2));
-    assert_eq!(session_count(&db), 2);
+    assert_eq!(session_count(&db), 3);
 }
 
 #[test]
@@ -337,7 +353,7 @@ fn save_rejects_malformed_arguments() {
     for args in [json!({"name": 5}), json!({"id": 7}), json!({"fallbackName": true}), json!({"bogus": 1})] {
         assert_eq!(h.err("sessions.save", args.clone()), "bad_request", "{args}");
     }
-    assert_eq!(session_count(&db), 0);
+    assert_eq!(session_count(&db), 1, "only the live chat's own session");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -433,10 +449,10 @@ fn auto_name_falls_back_to_fallback_name_then_local_date() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// sessions.save: write-back
+// the live chat is always in its session (no write-back)
 
 #[test]
-fn write_back_replaces_body_and_keeps_row_and_position() {
+fn the_live_chats_session_is_always_current_and_save_never_replaces_another() {
     let (_d, db, mut h) = start();
     let s1 = archive(&mut h, vec![user("s1 old"), assistant("s1 answer")], "First");
     let s2 = archive(&mut h, vec![user("s2")], "Second");
@@ -445,54 +461,35 @@ fn write_back_replaces_body_and_keeps_row_and_position() {
     let order = list_ids(&mut h);
     assert_eq!(order, vec![s2.clone(), s3.clone(), s1.clone()]);
     let row_before = row_of(&mut h, &s1);
-    let pinned_before = row_of(&mut h, &s2);
 
-    // Load s1, extend it, write back with a name that must be ignored.
+    // Load s1 and extend it: its body has the new entry at once, no save needed.
     h.ok("sessions.load", json!({"id": s1}));
     h.ok("history.append", json!({"entry": user("s1 new question")}));
-    let r = h.ok("sessions.save", json!({"id": s1, "name": "Ignored", "fallbackName": "Nope"}));
+    assert_eq!(body_texts(&mut h, &s1), vec!["s1 old", "s1 answer", "s1 new question"]);
+    assert_eq!(db_body(&db, &s1).len(), 3);
+    assert_eq!(row_of(&mut h, &s1)["entryCount"], json!(3));
+    assert_eq!(ids_of(&list(&mut h, Some("new question"))), vec![s1.clone()]);
+    // Saving the live chat's own id changes nothing (a given name is ignored: rename names).
+    let r = unchanged(&mut h, "sessions.save", json!({"id": s1, "name": "Ignored", "fallbackName": "Nope"}));
     assert_eq!(r["created"], json!(false), "{r}");
-    assert!(r.get("evicted").is_none(), "write-back reports no eviction: {r}");
+    assert!(r.get("evicted").is_none(), "{r}");
     assert_eq!(r["session"]["id"], json!(s1));
     assert_eq!(r["session"]["name"], json!("First"));
     assert_eq!(r["session"]["createdAt"], row_before["createdAt"]);
-    assert_eq!(r["session"]["pinned"], json!(false));
     assert_eq!(session_count(&db), 3);
-    assert_eq!(body_texts(&mut h, &s1), vec!["s1 old", "s1 answer", "s1 new question"]);
-    assert_eq!(db_body(&db, &s1).len(), 3);
     assert_eq!(list_ids(&mut h), order, "position unchanged");
-    let row_after = row_of(&mut h, &s1);
-    assert_eq!(row_after["name"], row_before["name"]);
-    assert_eq!(row_after["createdAt"], row_before["createdAt"]);
-    if let Some(n) = row_after.get("entryCount") {
-        assert_eq!(n, &json!(3));
-    }
 
-    // Write-back of a pinned session keeps it pinned; it works unbound too (id names a session).
-    replace(&mut h, vec![user("replacement for s2")]);
-    let r = h.ok("sessions.save", json!({"id": s2}));
-    assert_eq!(r["created"], json!(false));
-    assert_eq!(r["session"]["pinned"], json!(true));
-    assert_eq!(r["session"]["createdAt"], pinned_before["createdAt"]);
-    assert_eq!(body_texts(&mut h, &s2), vec!["replacement for s2"]);
-    assert_eq!(list_ids(&mut h), order);
-    // The binding is still s1 (replace did not empty the live history).
+    // Saving over another session while the live history holds entries would replace its body:
+    // refused, nothing changes.
+    assert_eq!(h.err("sessions.save", json!({"id": s2})), "conflict");
+    assert_eq!(body_texts(&mut h, &s2), vec!["s2"]);
     assert_eq!(binding(&mut h), s1);
-
-    // Search data is rebuilt: the new text is found, the replaced text is not.
-    let hits = ids_of(&list(&mut h, Some("replacement for")));
-    assert_eq!(hits, vec![s2.clone()]);
-    replace(&mut h, vec![user("fresh words only")]);
-    h.ok("sessions.save", json!({"id": s2}));
-    assert!(list(&mut h, Some("replacement for")).is_empty());
-    assert_eq!(ids_of(&list(&mut h, Some("fresh words"))), vec![s2]);
 }
 
 #[test]
-fn write_back_with_empty_live_history_archives_nothing_and_keeps_body() {
+fn save_with_empty_live_history_and_an_id_archives_nothing_and_keeps_body() {
     let (_d, db, mut h) = start();
     let s = archive(&mut h, vec![user("keep me")], "Keep");
-    h.ok("history.clear", json!({}));
     let r = unchanged(&mut h, "sessions.save", json!({ "id": s }));
     assert_eq!(r["session"], Value::Null);
     assert_eq!(r["created"], json!(false));
@@ -501,16 +498,18 @@ fn write_back_with_empty_live_history_archives_nothing_and_keeps_body() {
 }
 
 #[test]
-fn save_with_unknown_or_deleted_id_archives_a_new_session() {
+fn save_with_unknown_or_deleted_id_makes_a_snapshot() {
     let (_d, db, mut h) = start();
     let gone = archive(&mut h, vec![user("to delete")], "Gone");
     assert_eq!(h.ok("sessions.delete", json!({ "id": gone })), json!({"deleted": true}));
 
     replace(&mut h, vec![user("live words")]);
+    let kept = binding(&mut h);
     let r = h.ok("sessions.save", json!({ "id": gone }));
     assert_eq!(r["created"], json!(true), "{r}");
     let id = r["session"]["id"].as_str().unwrap().to_owned();
     assert_ne!(id, gone);
+    assert_ne!(id, kept);
     assert!(is_uuid_v4(&id));
     assert_eq!(r["session"]["name"], json!("live words"));
     assert_eq!(body_texts(&mut h, &id), vec!["live words"]);
@@ -521,15 +520,26 @@ fn save_with_unknown_or_deleted_id_archives_a_new_session() {
     assert_ne!(id2, "does-not-exist");
     assert!(is_uuid_v4(id2));
     assert_eq!(r["session"]["name"], json!("Other"));
-    assert_eq!(session_count(&db), 2);
+    assert_eq!(session_count(&db), 3, "the live chat and two snapshots");
     assert_eq!(h.err("sessions.get", json!({"id": "does-not-exist"})), "not_found");
+    // the deleted one is still in the trash, untouched
+    assert_eq!(body_texts(&mut h, &gone), vec!["to delete"]);
 }
 
 // ---------------------------------------------------------------------------------------------
-// eviction (§5.2, §11.9)
+// eviction: only with a cap the user set, always to the trash
+
+fn trash_ids(h: &mut Host) -> BTreeSet<String> {
+    h.ok("trash.list", json!({}))["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect()
+}
 
 #[test]
-fn eviction_removes_oldest_unpinned_down_to_cap() {
+fn eviction_moves_the_oldest_unpinned_to_the_trash_down_to_cap() {
     let (_d, db, mut h) = start();
     h.ok("settings.set", json!({"map": {"maxSessions": 3}}));
     let png = png_bytes(2, 2, 77);
@@ -544,54 +554,50 @@ fn eviction_removes_oldest_unpinned_down_to_cap() {
     }
     assert_eq!(session_count(&db), 3);
     assert!(blob_stored(&db, &png));
-    // The live history no longer references the image: only s0's body does.
-    replace(&mut h, vec![user("session 3")]);
-    let r = h.ok("sessions.save", json!({"name": "S3"}));
-    assert_eq!(r["created"], json!(true));
+    // A new chat is a fourth session: the oldest goes to the trash.
+    let r = h.ok("history.append", json!({"entry": user("session 3")}));
+    assert_eq!(r["kept"]["created"], json!(true));
     assert_eq!(evicted(&r), set_of(&[&ids[0]]), "{r}");
-    ids.push(r["session"]["id"].as_str().unwrap().to_owned());
+    ids.push(r["kept"]["sessionId"].as_str().unwrap().to_owned());
     assert_eq!(session_count(&db), 3);
-    assert_eq!(
-        q_i64(&db, &format!("SELECT count(*) FROM session_entries WHERE session_id = '{}'", ids[0])),
-        0
-    );
-    assert!(!blob_stored(&db, &png), "the evicted body's only image is deleted with it");
-    assert_eq!(h.err("sessions.get", json!({"id": ids[0]})), "not_found");
+    assert_eq!(trash_ids(&mut h), set_of(&[&ids[0]]));
+    assert!(blob_stored(&db, &png), "the evicted session keeps its picture in the trash");
+    assert_eq!(body(&mut h, &ids[0]).len(), 1, "its body is whole");
+    assert!(!list_ids(&mut h).contains(&ids[0]));
 
-    replace(&mut h, vec![user("session 4")]);
+    // a snapshot is a new session too
     let r = h.ok("sessions.save", json!({"name": "S4"}));
     assert_eq!(evicted(&r), set_of(&[&ids[1]]));
     ids.push(r["session"]["id"].as_str().unwrap().to_owned());
     assert_eq!(list_ids(&mut h), vec![ids[4].clone(), ids[3].clone(), ids[2].clone()]);
+    // purging the trash is what releases the picture
+    h.ok("trash.purge", json!({"all": true}));
+    assert!(!blob_stored(&db, &png));
 }
 
 #[test]
-fn eviction_never_touches_pinned_or_just_saved() {
+fn eviction_never_touches_pinned_or_just_created() {
     let (_d, db, mut h) = start();
     h.ok("settings.set", json!({"map": {"maxSessions": 2}}));
     let p1 = archive(&mut h, vec![user("p1")], "P1");
     let p2 = archive(&mut h, vec![user("p2")], "P2");
     h.ok("sessions.pin", json!({"id": p1, "pinned": true}));
     h.ok("sessions.pin", json!({"id": p2, "pinned": true}));
-    // Count 3 > cap 2 but no candidate: the pinned ones and the just-saved one stay.
-    replace(&mut h, vec![user("n3")]);
-    let r = h.ok("sessions.save", json!({"name": "N3"}));
-    assert_eq!(r["created"], json!(true));
-    assert!(evicted(&r).is_empty(), "{r}");
-    let n3 = r["session"]["id"].as_str().unwrap().to_owned();
+    // Count 3 > cap 2 but no candidate: the pinned ones and the new one stay.
+    let n3 = archive(&mut h, vec![user("n3")], "N3");
     assert_eq!(session_count(&db), 3);
-    // Next archive: n3 is the only candidate.
-    replace(&mut h, vec![user("n4")]);
-    let r = h.ok("sessions.save", json!({"name": "N4"}));
+    assert!(trash_ids(&mut h).is_empty());
+    // Next chat: n3 is the only candidate.
+    let r = h.ok("history.append", json!({"entry": user("n4")}));
     assert_eq!(evicted(&r), set_of(&[&n3]));
-    let n4 = r["session"]["id"].as_str().unwrap().to_owned();
+    let n4 = bound(&mut h);
+    h.ok("history.clear", json!({}));
     assert_eq!(list_ids(&mut h), vec![p2, p1, n4]);
 
-    // maxSessions 1 with one pinned session: the just-saved one still survives.
+    // maxSessions 1 with pinned sessions: the just-created one still survives.
     h.ok("settings.set", json!({"map": {"maxSessions": 1}}));
-    replace(&mut h, vec![user("n5")]);
-    let r = h.ok("sessions.save", json!({"name": "N5"}));
-    let n5 = r["session"]["id"].as_str().unwrap().to_owned();
+    let r = h.ok("history.append", json!({"entry": user("n5")}));
+    let n5 = r["kept"]["sessionId"].as_str().unwrap().to_owned();
     assert!(!evicted(&r).contains(&n5));
     assert!(list_ids(&mut h).contains(&n5));
     assert_eq!(session_count(&db), 3);
@@ -605,7 +611,7 @@ fn eviction_spares_the_bound_session() {
     let s2 = archive(&mut h, vec![user("middle")], "S2");
     h.ok("sessions.load", json!({ "id": s1 }));
     assert_eq!(binding(&mut h), s1);
-    // Archive a new copy: the oldest (s1) is bound, so s2 goes instead.
+    // A snapshot: the oldest (s1) is the live chat's, so s2 goes instead.
     let r = h.ok("sessions.save", json!({"name": "S3"}));
     assert_eq!(r["created"], json!(true));
     assert_eq!(evicted(&r), set_of(&[&s2]), "{r}");
@@ -616,34 +622,35 @@ fn eviction_spares_the_bound_session() {
 }
 
 #[test]
-fn max_sessions_zero_is_unlimited_and_write_back_never_evicts() {
+fn max_sessions_defaults_to_keep_all_and_lowering_it_evicts_at_once() {
     let (_d, db, mut h) = start();
-    h.ok("settings.set", json!({"map": {"maxSessions": 0}}));
     let mut ids = Vec::new();
     for i in 0..6 {
-        replace(&mut h, vec![user(&format!("u{i}"))]);
-        let r = h.ok("sessions.save", json!({}));
-        assert!(evicted(&r).is_empty(), "{r}");
-        ids.push(r["session"]["id"].as_str().unwrap().to_owned());
+        ids.push(archive(&mut h, vec![user(&format!("u{i}"))], &format!("U{i}")));
     }
     assert_eq!(session_count(&db), 6);
+    // the panel asks first: what would a cap of 3 move to the trash?
+    let plan = h.ok("sessions.evictionPlan", json!({"cap": 3}));
+    let planned: Vec<String> =
+        plan["evict"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(planned, ids[..3].to_vec());
+    assert_eq!(session_count(&db), 6, "a plan changes nothing");
+    assert_eq!(h.ok("sessions.evictionPlan", json!({"cap": 0}))["evict"], json!([]));
+    assert_eq!(h.err("sessions.evictionPlan", json!({"cap": -1})), "bad_request");
 
-    // Over the cap after lowering it: a write-back evicts nothing, the next archive does.
-    h.ok("settings.set", json!({"map": {"maxSessions": 3}}));
-    replace(&mut h, vec![user("write back")]);
-    let r = h.ok("sessions.save", json!({"id": ids[0]}));
-    assert_eq!(r["created"], json!(false));
-    assert!(r.get("evicted").is_none(), "{r}");
-    assert_eq!(session_count(&db), 6);
-    let r = h.ok("sessions.save", json!({"name": "new"}));
-    assert_eq!(r["created"], json!(true));
-    // 7 sessions, cap 3: the four oldest go.
-    assert_eq!(evicted(&r), set_of(&[&ids[0], &ids[1], &ids[2], &ids[3]]), "{r}");
+    let (r, ev) = changed(&mut h, "settings.set", json!({"map": {"maxSessions": 3}}));
+    assert_eq!(evicted(&r), set_of(&ids[..3]), "{r}");
+    assert_eq!(ev["areas"]["trash"], json!(true));
     assert_eq!(session_count(&db), 3);
+    assert_eq!(trash_ids(&mut h), set_of(&ids[..3]));
+    // an unrelated settings write evicts nothing and says nothing about it
+    assert_eq!(h.ok("settings.set", json!({"map": {"theme": "dark"}})), json!({}));
+    // setting the same cap again: nothing more to evict
+    assert_eq!(h.ok("settings.set", json!({"map": {"maxSessions": 3}})), json!({"evicted": []}));
 }
 
 #[test]
-fn invalid_stored_max_sessions_reads_as_default_50() {
+fn invalid_stored_max_sessions_reads_as_keep_all() {
     for stored in ["\"3\"", "3.5", "-1", "true"] {
         let (_d, db, mut h) = start();
         {
@@ -655,29 +662,23 @@ fn invalid_stored_max_sessions_reads_as_default_50() {
             )
             .unwrap();
         }
-        let mut ids = Vec::new();
-        for i in 0..50 {
-            replace(&mut h, vec![user(&format!("u{i}"))]);
+        replace(&mut h, vec![user("live")]);
+        for i in 0..8 {
             let r = h.ok("sessions.save", json!({}));
             assert!(evicted(&r).is_empty(), "stored {stored}: save {i} evicted {r}");
-            ids.push(r["session"]["id"].as_str().unwrap().to_owned());
         }
-        assert_eq!(session_count(&db), 50, "stored {stored}");
-        replace(&mut h, vec![user("u50")]);
-        let r = h.ok("sessions.save", json!({}));
-        assert_eq!(evicted(&r), set_of(&[&ids[0]]), "stored {stored}");
-        assert_eq!(session_count(&db), 50, "stored {stored}");
+        assert_eq!(session_count(&db), 9, "stored {stored}");
     }
 }
 
 // ---------------------------------------------------------------------------------------------
-// §11.1 write-back after a load never loses entries
+// the window never loses what it trims
 
 #[test]
-fn write_back_after_trimmed_load_keeps_the_trimmed_prefix() {
+fn a_loaded_session_keeps_every_entry_its_window_trims() {
     let (_d, db, mut h) = start();
     import(&mut h, vec![sess("s59", "Fifty-nine", 1_700_000_000_000, false, users("u", 0..59))]);
-    assert_eq!(h.ok("sessions.load", json!({"id": "s59"})), json!({"length": 59}));
+    assert_eq!(h.ok("sessions.load", json!({"id": "s59"})), json!({"length": 59, "offset": 0}));
     assert_eq!(binding(&mut h), "s59");
     for i in 0..5 {
         let r = h.ok("history.append", json!({"entry": user(&format!("n{i}"))}));
@@ -686,22 +687,23 @@ fn write_back_after_trimmed_load_keeps_the_trimmed_prefix() {
     let mut want_live = names("u", 4..59);
     want_live.extend(names("n", 0..5));
     assert_eq!(live_texts(&mut h), want_live);
+    assert_eq!(meta(&mut h)["offset"], json!(4));
 
-    let r = h.ok("sessions.save", json!({"id": "s59"}));
-    assert_eq!(r["created"], json!(false), "{r}");
     let mut want = names("u", 0..59);
     want.extend(names("n", 0..5));
     assert_eq!(body_texts(&mut h, "s59"), want);
     assert_eq!(db_body(&db, "s59").len(), 64);
-    if let Some(n) = row_of(&mut h, "s59").get("entryCount") {
-        assert_eq!(n, &json!(64));
-    }
-    // A second write-back neither loses nor duplicates anything.
-    let r = h.ok("sessions.save", json!({"id": "s59"}));
-    assert_eq!(r["created"], json!(false));
-    assert_eq!(body_texts(&mut h, "s59"), want);
-    // The live history itself stays trimmed.
-    assert_eq!(live_texts(&mut h).len(), 60);
+    assert_eq!(row_of(&mut h, "s59")["entryCount"], json!(64));
+    // "New chat" then load again: the window is the last 60, the rest is the kept prefix
+    h.ok("history.clear", json!({}));
+    assert_eq!(h.ok("sessions.load", json!({"id": "s59"})), json!({"length": 60, "offset": 4}));
+    assert_eq!(live_texts(&mut h), want_live);
+    let page = h.ok("sessions.get", json!({"id": "s59", "from": 0, "limit": 4}));
+    assert_eq!(
+        bare(&page["entries"]),
+        json!([user("u0"), user("u1"), user("u2"), user("u3")]),
+        "the earlier messages the panel offers"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -955,23 +957,31 @@ fn get_returns_full_session_with_images_inline_or_ref() {
 
     let g = h.ok("sessions.get", json!({ "id": id }));
     let obj = g.as_object().unwrap();
-    for k in ["id", "name", "createdAt", "pinned", "entries"] {
+    for k in ["id", "name", "createdAt", "pinned", "entries", "from", "length"] {
         assert!(obj.contains_key(k), "sessions.get lacks {k}: {g}");
     }
     assert_eq!(g["id"], json!(id));
     assert_eq!(g["name"], json!("With image"));
     assert_eq!(g["createdAt"], row["createdAt"]);
     assert_eq!(g["pinned"], json!(true));
+    assert_eq!((g["from"].clone(), g["length"].clone()), (json!(0), json!(2)));
+    assert!(g.get("trashedAt").is_none(), "{g}");
     let canonical = format!("data:image/png;base64,{}", b64(&png));
     assert_eq!(g["entries"][0]["content"][1]["image_url"]["url"], json!(canonical));
     assert_eq!(g["entries"][0]["imagesSeen"], json!(true), "stamps kept");
-    assert_eq!(g["entries"][1], assistant("nice"));
+    assert!(g["entries"][0]["entryId"].is_string(), "every stored entry has its id: {g}");
+    assert_eq!(bare(&g["entries"][1]), assistant("nice"));
     let inline = h.ok("sessions.get", json!({"id": id, "images": "inline"}));
     assert_eq!(inline, g);
 
     let r = h.ok("sessions.get", json!({"id": id, "images": "ref"}));
     assert_eq!(r["entries"][0]["content"][1]["image_url"]["url"], json!(image_ref(&png)));
     assert_eq!(r["entries"][0]["content"][0], text_part("pic"));
+    // a page of it
+    let p = h.ok("sessions.get", json!({"id": id, "from": 1, "limit": 5}));
+    assert_eq!(bare(&p["entries"]), json!([assistant("nice")]));
+    assert_eq!((p["from"].clone(), p["length"].clone()), (json!(1), json!(2)));
+    assert_eq!(h.ok("sessions.get", json!({"id": id, "from": 9}))["entries"], json!([]));
 }
 
 #[test]
@@ -982,8 +992,15 @@ fn get_unknown_is_not_found_and_bad_args_are_bad_request() {
     assert_eq!(h.err("sessions.get", json!({})), "bad_request");
     assert_eq!(h.err("sessions.get", json!({"id": 5})), "bad_request");
     assert_eq!(h.err("sessions.get", json!({"id": id, "images": "bytes"})), "bad_request");
+    assert_eq!(h.err("sessions.get", json!({"id": id, "from": -1})), "bad_request");
+    assert_eq!(h.err("sessions.get", json!({"id": id, "limit": "2"})), "bad_request");
     assert_eq!(h.err("sessions.get", json!({"id": id, "clientRequestId": "r1"})), "bad_request");
+    // a deleted session can still be read (the trash view shows it), and says where it is
     h.ok("sessions.delete", json!({ "id": id }));
+    let g = h.ok("sessions.get", json!({ "id": id }));
+    assert_eq!(g["trashReason"], json!("deleted"));
+    assert!(g["trashedAt"].is_i64(), "{g}");
+    h.ok("trash.purge", json!({ "id": id }));
     assert_eq!(h.err("sessions.get", json!({ "id": id })), "not_found");
 }
 
@@ -991,7 +1008,7 @@ fn get_unknown_is_not_found_and_bad_args_are_bad_request() {
 // sessions.load
 
 #[test]
-fn load_puts_body_verbatim_without_trim_and_binds() {
+fn load_windows_the_body_by_the_trim_rule_and_binds() {
     let (_d, db, mut h) = start();
     let big: Vec<Value> = (0..100)
         .map(|i| {
@@ -1004,19 +1021,22 @@ fn load_puts_body_verbatim_without_trim_and_binds() {
         .collect();
     import(&mut h, vec![sess("big", "Big", 1, false, big.clone())]);
     replace(&mut h, vec![user("old live 1"), user("old live 2"), user("old live 3")]);
-    assert_eq!(h.ok("sessions.load", json!({"id": "big"})), json!({"length": 100}));
+    let was = binding(&mut h);
+    assert_eq!(h.ok("sessions.load", json!({"id": "big"})), json!({"length": 60, "offset": 40}));
     let g = h.ok("history.get", json!({}));
-    assert_eq!(g["length"], json!(100));
-    assert_eq!(g["entries"], json!(big), "verbatim, replaced not merged");
+    assert_eq!(g["length"], json!(60));
+    assert_eq!(g["offset"], json!(40));
+    assert_eq!(bare(&g["entries"]), json!(big[40..]), "the newest 60, replaced not merged");
     assert_eq!(g["activeSessionId"], json!("big"));
     assert_eq!(db_binding(&db), "big");
-    assert_eq!(q_i64(&db, "SELECT count(*) FROM history_entries"), 100);
-    // The body itself is untouched.
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM history_entries"), 60);
+    // The body itself is untouched, and the chat that was live is still in its session.
     assert_eq!(body(&mut h, "big").len(), 100);
-    // The first write after the load applies the normal trim.
+    assert_eq!(body_texts(&mut h, &was), vec!["old live 1", "old live 2", "old live 3"]);
     let r = h.ok("history.append", json!({"entry": user("after")}));
     assert_eq!(r, json!({"length": 60, "index": 59}));
     assert_eq!(binding(&mut h), "big");
+    assert_eq!(body(&mut h, "big").len(), 101);
 }
 
 #[test]
@@ -1024,12 +1044,15 @@ fn load_of_empty_body_empties_live_but_binds() {
     let (_d, db, mut h) = start();
     import(&mut h, vec![sess("empty", "Empty", 1, false, vec![])]);
     replace(&mut h, vec![user("something")]);
-    assert_eq!(h.ok("sessions.load", json!({"id": "empty"})), json!({"length": 0}));
+    assert_eq!(h.ok("sessions.load", json!({"id": "empty"})), json!({"length": 0, "offset": 0}));
     let m = meta(&mut h);
     assert_eq!(m["length"], json!(0));
     assert_eq!(m["activeSessionId"], json!("empty"));
     assert_eq!(db_binding(&db), "empty");
     assert_eq!(q_i64(&db, "SELECT count(*) FROM history_entries"), 0);
+    // the next message goes to that session
+    h.ok("history.append", json!({"entry": user("first")}));
+    assert_eq!(body_texts(&mut h, "empty"), vec!["first"]);
 }
 
 #[test]
@@ -1037,65 +1060,50 @@ fn load_unknown_is_not_found_and_changes_nothing() {
     let (_d, db, mut h) = start();
     let s = archive(&mut h, vec![user("bound body")], "Bound");
     h.ok("sessions.load", json!({ "id": s }));
-    replace(&mut h, vec![user("live a"), user("live b")]);
+    h.ok("history.append", json!({"entry": user("live b")}));
     let rows = change_rows(&db);
     let sessions = session_count(&db);
     assert_eq!(h.err("sessions.load", json!({"id": "missing"})), "not_found");
     assert_eq!(h.err("sessions.load", json!({"id": "missing", "saveCurrent": true})), "not_found");
     assert_eq!(h.err("sessions.load", json!({})), "bad_request");
     assert_eq!(h.err("sessions.load", json!({"id": s, "saveCurrent": "yes"})), "bad_request");
-    assert_eq!(live_texts(&mut h), vec!["live a", "live b"]);
+    assert_eq!(live_texts(&mut h), vec!["bound body", "live b"]);
     assert_eq!(binding(&mut h), s);
     assert_eq!(change_rows(&db), rows);
     assert_eq!(session_count(&db), sessions);
-    assert_eq!(body_texts(&mut h, &s), vec!["bound body"]);
+    // a session in the trash cannot be loaded
+    let t = archive(&mut h, vec![user("t")], "T");
+    h.ok("sessions.delete", json!({ "id": t }));
+    assert_eq!(h.err("sessions.load", json!({ "id": t })), "not_found");
 }
 
 // ---------------------------------------------------------------------------------------------
-// §11.7 saveCurrent
+// saveCurrent: the live chat is kept already
 
 #[test]
-fn load_with_save_current_archives_unbound_live_in_same_transaction() {
+fn load_with_save_current_reports_the_live_chats_session_in_one_write() {
     let (_d, db, mut h) = start();
     let target = archive(&mut h, vec![user("target body")], "Target");
     replace(&mut h, vec![user("unsaved work"), assistant("reply")]);
-    assert_eq!(binding(&mut h), "");
+    let kept = binding(&mut h);
     let rows = change_rows(&db);
     let (r, ev) = changed(&mut h, "sessions.load", json!({"id": target, "saveCurrent": true}));
     assert_eq!(change_rows(&db), rows + 1, "one write, one commit");
     assert_eq!(r["length"], json!(1));
-    assert_eq!(r["saved"]["created"], json!(true), "{r}");
-    let saved = r["saved"]["id"].as_str().unwrap().to_owned();
-    assert!(is_uuid_v4(&saved));
-    assert_eq!(body_texts(&mut h, &saved), vec!["unsaved work", "reply"]);
-    assert_eq!(row_of(&mut h, &saved)["name"], json!("unsaved work"));
+    assert_eq!(r["saved"], json!({"id": kept, "created": false}), "{r}");
+    assert_eq!(body_texts(&mut h, &kept), vec!["unsaved work", "reply"]);
+    assert_eq!(row_of(&mut h, &kept)["name"], json!("unsaved work"));
     assert_eq!(live_texts(&mut h), vec!["target body"]);
     assert_eq!(binding(&mut h), target);
     assert_eq!(ev["areas"]["history"], json!(true), "{ev}");
     assert_eq!(ev["areas"]["binding"], json!(true), "{ev}");
-    assert!(event_ids(&ev).contains(&saved), "{ev}");
-    assert_eq!(ev["areas"]["sessions"]["index"], json!(true), "{ev}");
-}
 
-#[test]
-fn load_with_save_current_writes_back_the_bound_session() {
-    let (_d, db, mut h) = start();
-    let a = archive(&mut h, vec![user("a1")], "A");
-    let b = archive(&mut h, vec![user("b1")], "B");
-    h.ok("sessions.load", json!({ "id": a }));
-    h.ok("history.append", json!({"entry": assistant("a2")}));
-    let r = h.ok("sessions.load", json!({"id": b, "saveCurrent": true}));
-    assert_eq!(r["length"], json!(1));
-    assert_eq!(r["saved"], json!({"id": a, "created": false}));
-    assert_eq!(body_texts(&mut h, &a), vec!["a1", "a2"]);
-    assert_eq!(session_count(&db), 2);
-    assert_eq!(binding(&mut h), b);
-
-    // Without saveCurrent nothing is saved and there is no `saved` field.
+    // Without saveCurrent there is no `saved` field.
     h.ok("history.append", json!({"entry": assistant("b2")}));
-    let r = h.ok("sessions.load", json!({ "id": a }));
-    assert_eq!(r, json!({"length": 2}));
-    assert_eq!(body_texts(&mut h, &b), vec!["b1"]);
+    let r = h.ok("sessions.load", json!({ "id": kept }));
+    assert_eq!(r, json!({"length": 2, "offset": 0}));
+    assert_eq!(body_texts(&mut h, &target), vec!["target body", "b2"]);
+    assert_eq!(session_count(&db), 2);
 }
 
 #[test]
@@ -1112,19 +1120,18 @@ fn load_with_save_current_and_empty_live_reports_saved_null() {
 }
 
 #[test]
-fn clear_with_save_current_saves_then_empties() {
+fn clear_with_save_current_reports_then_empties() {
     let (_d, db, mut h) = start();
     replace(&mut h, vec![user("draft"), assistant("answer")]);
+    let id = binding(&mut h);
     let rows = change_rows(&db);
     let r = h.ok("history.clear", json!({"saveCurrent": true}));
     assert_eq!(change_rows(&db), rows + 1, "one write, one commit");
-    assert_eq!(r["saved"]["created"], json!(true), "{r}");
-    let id = r["saved"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(r["saved"], json!({"id": id, "created": false}), "{r}");
     assert_eq!(body_texts(&mut h, &id), vec!["draft", "answer"]);
     assert_eq!(meta(&mut h)["length"], json!(0));
     assert_eq!(binding(&mut h), "");
 
-    // Bound: write back, then empty and unbind.
     h.ok("sessions.load", json!({ "id": id }));
     h.ok("history.append", json!({"entry": user("more")}));
     let r = h.ok("history.clear", json!({"saveCurrent": true}));
@@ -1143,7 +1150,7 @@ fn clear_with_save_current_saves_then_empties() {
     replace(&mut h, vec![user("x")]);
     let r = h.ok("history.clear", json!({}));
     assert!(r.get("saved").is_none(), "{r}");
-    assert_eq!(session_count(&db), 1);
+    assert_eq!(session_count(&db), 2);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1202,36 +1209,43 @@ fn pin_requires_boolean_and_existing_session() {
 // sessions.delete / sessions.clearAll
 
 #[test]
-fn delete_removes_row_body_and_binding() {
+fn delete_moves_the_session_to_the_trash_and_empties_the_live_chat() {
     let (_d, db, mut h) = start();
     let keep = archive(&mut h, vec![user("keep")], "Keep");
     let id = archive(&mut h, vec![user("bye"), assistant("bye!")], "Bye");
     h.ok("sessions.load", json!({ "id": id }));
     assert_eq!(binding(&mut h), id);
-    assert_eq!(h.ok("sessions.delete", json!({ "id": id })), json!({"deleted": true}));
+    let (r, ev) = changed(&mut h, "sessions.delete", json!({ "id": id }));
+    assert_eq!(r, json!({"deleted": true}));
     assert_eq!(binding(&mut h), "");
     assert_eq!(db_binding(&db), "");
-    assert_eq!(q_i64(&db, &format!("SELECT count(*) FROM session_entries WHERE session_id = '{id}'")), 0);
+    assert_eq!(ev["areas"]["trash"], json!(true), "{ev}");
+    assert_eq!(ev["areas"]["history"], json!(true), "{ev}");
+    // its entries are kept, in the trash, out of the index and the drawer
+    assert_eq!(q_i64(&db, &format!("SELECT count(*) FROM session_entries WHERE session_id = '{id}'")), 2);
     assert_eq!(q_i64(&db, &format!("SELECT count(*) FROM search_docs WHERE session_id = '{id}'")), 0);
     assert_eq!(list_ids(&mut h), vec![keep.clone()]);
     assert!(list(&mut h, Some("bye")).is_empty());
-    // The live copy stays (only the binding is cleared).
-    assert_eq!(live_texts(&mut h), vec!["bye", "bye!"]);
+    // the live chat is gone with it: nothing deleted comes back through a later write
+    assert!(live_texts(&mut h).is_empty());
 
-    // Unknown (and already deleted) ids: {deleted: false}, not an error, no write.
+    // Unknown, and already deleted, ids: {deleted: false}, not an error, no write.
     assert_eq!(unchanged(&mut h, "sessions.delete", json!({ "id": id })), json!({"deleted": false}));
     assert_eq!(unchanged(&mut h, "sessions.delete", json!({"id": "never"})), json!({"deleted": false}));
 
-    // Deleting an unbound session leaves the binding alone.
-    h.ok("sessions.load", json!({ "id": keep }));
+    // Deleting a session that is not the live chat's leaves the live chat alone.
     let other = archive(&mut h, vec![user("other")], "Other");
     h.ok("sessions.load", json!({ "id": keep }));
     assert_eq!(h.ok("sessions.delete", json!({ "id": other })), json!({"deleted": true}));
     assert_eq!(binding(&mut h), keep);
+    assert_eq!(live_texts(&mut h), vec!["keep"]);
+    // restoring brings the search data back
+    h.ok("trash.restore", json!({ "id": id }));
+    assert_eq!(ids_of(&list(&mut h, Some("bye"))), vec![id.clone()]);
 }
 
 #[test]
-fn delete_frees_only_blobs_no_longer_referenced() {
+fn purging_frees_only_blobs_no_longer_referenced() {
     let (_d, db, mut h) = start();
     let only_body = png_bytes(2, 2, 10);
     let shared = png_bytes(2, 2, 20);
@@ -1243,11 +1257,13 @@ fn delete_frees_only_blobs_no_longer_referenced() {
         ],
         "Images",
     );
-    // The live history now references only `shared`.
+    // The live chat references only `shared`.
     replace(&mut h, vec![image_entry("live", &image_ref(&shared))]);
     assert!(blob_stored(&db, &only_body) && blob_stored(&db, &shared));
     h.ok("sessions.delete", json!({ "id": id }));
-    assert!(!blob_stored(&db, &only_body), "a blob only the deleted body used is deleted");
+    assert!(blob_stored(&db, &only_body), "the trash still uses it");
+    h.ok("trash.purge", json!({ "id": id }));
+    assert!(!blob_stored(&db, &only_body), "a blob only the purged body used is deleted");
     assert!(blob_stored(&db, &shared), "a blob the live history uses is kept");
     assert_eq!(h.err("images.get", json!({"ref": image_ref(&only_body)})), "not_found");
     let g = h.ok("images.get", json!({"ref": image_ref(&shared)}));
@@ -1255,15 +1271,18 @@ fn delete_frees_only_blobs_no_longer_referenced() {
 }
 
 #[test]
-fn snapshots_keep_image_bytes_until_deleted() {
+fn snapshots_keep_image_bytes_until_purged() {
     let (_d, db, mut h) = start();
     let png = png_bytes(4, 4, 42);
     replace(&mut h, vec![image_entry("keep my picture", &data_url("image/png", &png))]);
+    let kept = binding(&mut h);
     let r = h.ok("sessions.save", json!({"name": "Pic"}));
     let id = r["session"]["id"].as_str().unwrap().to_owned();
     assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 1, "stored once, not copied");
     h.ok("history.clear", json!({}));
-    assert!(blob_stored(&db, &png), "the body still references the blob");
+    h.ok("sessions.delete", json!({ "id": kept }));
+    h.ok("trash.purge", json!({"all": true}));
+    assert!(blob_stored(&db, &png), "the snapshot still references the blob");
     let g = h.ok("images.get", json!({"ref": image_ref(&png)}));
     assert_eq!(g["mime"], json!("image/png"));
     assert_eq!(g["bytes"], json!(b64(&png)));
@@ -1271,13 +1290,15 @@ fn snapshots_keep_image_bytes_until_deleted() {
     assert_eq!(s["entries"][0]["content"][1]["image_url"]["url"], json!(data_url("image/png", &png)));
 
     h.ok("sessions.delete", json!({ "id": id }));
+    assert!(blob_stored(&db, &png));
+    h.ok("trash.purge", json!({ "id": id }));
     assert!(!blob_stored(&db, &png));
     assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 0);
     assert_eq!(h.err("images.get", json!({"ref": image_ref(&png)})), "not_found");
 }
 
 #[test]
-fn clear_all_deletes_every_session_including_pinned_and_unbinds() {
+fn clear_all_moves_every_session_to_the_trash_including_pinned_and_unbinds() {
     let (_d, db, mut h) = start();
     let png = png_bytes(2, 2, 3);
     let a = archive(&mut h, vec![image_entry("a", &data_url("image/png", &png))], "A");
@@ -1285,21 +1306,28 @@ fn clear_all_deletes_every_session_including_pinned_and_unbinds() {
     archive(&mut h, vec![user("c")], "C");
     h.ok("sessions.pin", json!({"id": b, "pinned": true}));
     h.ok("sessions.load", json!({ "id": a }));
-    h.ok("history.replace", json!({"entries": [user("live text")]}));
+    h.ok("history.append", json!({"entry": user("live text")}));
     assert_eq!(binding(&mut h), a);
     let (r, ev) = changed(&mut h, "sessions.clearAll", json!({}));
     assert_eq!(r, json!({"deleted": 3}));
     assert!(list(&mut h, None).is_empty());
     assert_eq!(session_count(&db), 0);
-    assert_eq!(q_i64(&db, "SELECT count(*) FROM session_entries"), 0);
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM session_entries"), 4, "all kept, in the trash");
     assert_eq!(binding(&mut h), "");
-    assert_eq!(live_texts(&mut h), vec!["live text"]);
-    assert!(!blob_stored(&db, &png));
+    assert!(live_texts(&mut h).is_empty());
+    assert!(blob_stored(&db, &png));
     assert_eq!(ev["areas"]["binding"], json!(true), "{ev}");
     assert_eq!(ev["areas"]["sessions"]["index"], json!(true), "{ev}");
+    assert_eq!(ev["areas"]["trash"], json!(true), "{ev}");
+    let items = h.ok("trash.list", json!({}))["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 3);
+    assert!(items.as_array().unwrap().iter().all(|i| i["reason"] == "cleared"));
 
     let r = unchanged(&mut h, "sessions.clearAll", json!({}));
     assert_eq!(r, json!({"deleted": 0}));
+    assert_eq!(h.ok("trash.purge", json!({"all": true})), json!({"purged": 3}));
+    assert!(!blob_stored(&db, &png));
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM session_entries"), 0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1321,7 +1349,7 @@ fn append_to_validates_id_and_entry() {
     }
     assert_eq!(change_rows(&db), rows);
     assert_eq!(body_texts(&mut h, &id), vec!["x"]);
-    assert_eq!(live_texts(&mut h), vec!["x"]);
+    assert!(live_texts(&mut h).is_empty());
 }
 
 /// storage-model §9 "Turns": a reply gets `videoSrc` from the newest entry of where it lands.
@@ -1393,12 +1421,12 @@ fn append_to_existing_unbound_session_extends_body_without_trim() {
     assert_eq!(b[0], user("s0"));
     assert_eq!(db_body(&db, "sixty").len(), 61);
     assert_eq!(live_texts(&mut h), vec!["live only"]);
-    assert_eq!(binding(&mut h), "");
+    assert_ne!(binding(&mut h), "sixty");
     // Searchable afterwards.
     let rows = list(&mut h, Some("KIWI"));
     assert_eq!(ids_of(&rows), vec!["sixty"]);
     assert_eq!(rows[0]["contentMatch"], json!(true));
-    assert!(event_ids(&ev).contains("sixty"), "{ev}");
+    assert_eq!(event_ids(&ev), set_of(&["sixty"]), "{ev}");
     assert!(ev["areas"].get("history").is_none(), "live history untouched: {ev}");
 
     // Images in the appended entry become blobs referenced by the body.
@@ -1414,26 +1442,42 @@ fn append_to_existing_unbound_session_extends_body_without_trim() {
 }
 
 #[test]
-fn append_to_deleted_session_lands_in_live_history() {
+fn append_to_an_unknown_session_lands_in_the_live_history() {
     let (_d, db, mut h) = start();
-    let gone = archive(&mut h, vec![user("gone body")], "Gone");
-    h.ok("sessions.delete", json!({ "id": gone }));
     replace(&mut h, users("m", 0..60));
     let (r, ev) =
-        changed(&mut h, "sessions.appendTo", json!({"id": gone, "entry": assistant("finished turn")}));
+        changed(&mut h, "sessions.appendTo", json!({"id": "never-was", "entry": assistant("finished turn")}));
     assert_eq!(r["target"], json!("live"), "{r}");
     assert_eq!(r["length"], json!(60), "trimmed like history.append: {r}");
     assert_eq!(r["index"], json!(59));
     let t = live_texts(&mut h);
     assert_eq!(t.last().unwrap(), "finished turn");
     assert_eq!(t[0], "m1");
-    assert_eq!(session_count(&db), 0);
+    assert_eq!(session_count(&db), 1);
     assert_eq!(ev["areas"]["history"], json!(true), "{ev}");
 
-    // A never-existing id behaves the same.
-    let r = h.ok("sessions.appendTo", json!({"id": "never-was", "entry": user("also lands")}));
+    // with an empty live history it starts a kept chat
+    h.ok("history.clear", json!({}));
+    let r = h.ok("sessions.appendTo", json!({"id": "gone-too", "entry": user("also lands")}));
     assert_eq!(r["target"], json!("live"));
-    assert_eq!(live_texts(&mut h).last().unwrap(), "also lands");
+    assert_eq!(r["kept"]["created"], json!(true), "{r}");
+    assert_eq!(live_texts(&mut h), vec!["also lands"]);
+}
+
+#[test]
+fn append_to_a_deleted_session_joins_it_in_the_trash() {
+    let (_d, db, mut h) = start();
+    let gone = archive(&mut h, vec![user("gone body")], "Gone");
+    h.ok("sessions.delete", json!({ "id": gone }));
+    replace(&mut h, vec![user("live")]);
+    let (r, ev) = changed(&mut h, "sessions.appendTo", json!({"id": gone, "entry": assistant("late")}));
+    assert_eq!(r, json!({"target": "trash", "sessionId": gone, "length": 2, "index": 1}));
+    assert_eq!(body_texts(&mut h, &gone), vec!["gone body", "late"]);
+    assert_eq!(live_texts(&mut h), vec!["live"]);
+    assert_eq!(ev["areas"]["trash"], json!(true), "{ev}");
+    assert!(ev["areas"].get("history").is_none(), "{ev}");
+    assert_eq!(session_count(&db), 1);
+    assert!(list(&mut h, Some("late")).is_empty(), "the trash is not searched");
 }
 
 #[test]
@@ -1447,9 +1491,7 @@ fn append_to_bound_session_goes_to_live_history() {
     assert_eq!(r["length"], json!(4));
     assert_eq!(r["index"], json!(3));
     assert_eq!(live_texts(&mut h), vec!["q1", "a1", "q2", "a2"]);
-    assert_eq!(body_texts(&mut h, &id), vec!["q1", "a1"], "the body waits for the write-back");
-    h.ok("sessions.save", json!({ "id": id }));
-    assert_eq!(body_texts(&mut h, &id), vec!["q1", "a1", "q2", "a2"]);
+    assert_eq!(body_texts(&mut h, &id), vec!["q1", "a1", "q2", "a2"], "the live chat is its session");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1596,7 +1638,8 @@ fn export_json_is_lossless_with_each_blob_once() {
         assert_eq!(s["name"], row["name"]);
         assert_eq!(s["createdAt"], row["createdAt"]);
         assert_eq!(s["pinned"], row["pinned"]);
-        assert_eq!(&s["entries"], &json!(want_body), "entries exactly as stored (references)");
+        assert_eq!(bare(&s["entries"]), json!(want_body), "entries exactly as stored (references)");
+        assert!(s["entries"].as_array().unwrap().iter().all(|e| e["entryId"].is_string()), "ids kept: {s}");
     }
     let s1_doc = sessions.iter().find(|s| s["id"] == json!(s1)).unwrap();
     assert_eq!(s1_doc["entries"][0]["content"][1]["image_url"]["url"], json!(image_ref(&a)));
@@ -1612,19 +1655,27 @@ fn export_json_is_lossless_with_each_blob_once() {
     let f = one["filename"].as_str().unwrap();
     assert!(f == format!("keepsake-Plain-{d0}.json") || f == format!("keepsake-Plain-{d1}.json"), "{f}");
     let one_doc: Value = serde_json::from_str(one["text"].as_str().unwrap()).unwrap();
-    assert_eq!(one_doc["sessions"][0]["entries"], json!([user("no images")]));
+    assert_eq!(bare(&one_doc["sessions"][0]["entries"]), json!([user("no images")]));
     assert_eq!(one_doc["sessions"][0]["createdAt"], json!(1234));
     assert_eq!(one_doc["images"].as_object().map(|m| m.len()), Some(0));
 
-    // Round trip: wipe, then import the export.
+    // Round trip: while the sessions are in the trash their ids stay taken and an import skips
+    // them; once purged, the export brings them back whole, entry ids included.
+    let ids_before = h.ok("sessions.get", json!({"id": s1}))["entries"].clone();
     h.ok("history.clear", json!({}));
     h.ok("sessions.clearAll", json!({}));
+    let skipped = h.ok("storage.import", json!({ "document": doc }));
+    assert_eq!((skipped["sessionsImported"].clone(), skipped["sessionsSkipped"].clone()), (json!(0), json!(2)));
+    h.ok("trash.purge", json!({"all": true}));
     assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 0);
     let imp = h.ok("storage.import", json!({ "document": doc }));
     assert_eq!(imp["sessionsImported"], json!(2), "{imp}");
     assert_eq!(imp["imagesStored"], json!(2), "{imp}");
     assert_eq!(body(&mut h, &s1), body1);
     assert_eq!(body(&mut h, &s2), body2);
+    let ids_after = h.ok("sessions.get", json!({"id": s1}))["entries"].clone();
+    let eid = |v: &Value| v.as_array().unwrap().iter().map(|e| e["entryId"].clone()).collect::<Vec<_>>();
+    assert_eq!(eid(&ids_after), eid(&ids_before));
     let g = h.ok("sessions.get", json!({"id": s1}));
     assert_eq!(g["entries"][2]["content"][1]["image_url"]["url"], json!(data_url("image/png", &b)));
 }
@@ -1652,13 +1703,13 @@ fn session_writes_emit_changed_events_with_session_areas() {
     let (_d, _db, mut h) = start();
     h.ok("settings.set", json!({"map": {"maxSessions": 2}}));
 
-    replace(&mut h, vec![user("first")]);
-    let (r, ev) = changed(&mut h, "sessions.save", json!({"name": "One"}));
-    let one = r["session"]["id"].as_str().unwrap().to_owned();
+    // the first entry of a chat creates its session: the event names it
+    let (r, ev) = changed(&mut h, "history.append", json!({"entry": user("first")}));
+    let one = r["kept"]["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(event_ids(&ev), set_of(&[&one]), "{ev}");
     assert_eq!(ev["areas"]["sessions"]["index"], json!(true), "{ev}");
-    assert!(ev["areas"].get("binding").is_none(), "save never changes the binding: {ev}");
-    assert!(ev["areas"].get("history").is_none(), "{ev}");
+    assert_eq!(ev["areas"]["binding"], json!(true), "{ev}");
+    assert_eq!(ev["areas"]["history"], json!(true), "{ev}");
 
     let (_, ev) = changed(&mut h, "sessions.rename", json!({"id": one, "name": "Uno"}));
     assert!(event_ids(&ev).contains(&one), "{ev}");
@@ -1669,35 +1720,38 @@ fn session_writes_emit_changed_events_with_session_areas() {
     assert_eq!(ev["areas"]["sessions"]["index"], json!(true), "{ev}");
     h.ok("sessions.pin", json!({"id": one, "pinned": false}));
 
-    // The live history differs from the body being loaded.
-    replace(&mut h, vec![user("other live")]);
-    let (_, ev) = changed(&mut h, "sessions.load", json!({ "id": one }));
+    // every later write to the live chat names its session too
+    let (_, ev) = changed(&mut h, "history.append", json!({"entry": user("second")}));
+    assert_eq!(event_ids(&ev), set_of(&[&one]), "{ev}");
+    assert!(ev["areas"].get("binding").is_none(), "{ev}");
+
+    // a snapshot: a new session, the binding unchanged
+    let (r, ev) = changed(&mut h, "sessions.save", json!({"name": "Two"}));
+    let two = r["session"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(event_ids(&ev), set_of(&[&two]), "{ev}");
+    assert!(ev["areas"].get("binding").is_none(), "save never changes the binding: {ev}");
+    assert!(ev["areas"].get("history").is_none(), "{ev}");
+
+    // New chat, then a third chat: `one` is the oldest and no longer live: it is evicted
+    let (_, ev) = changed(&mut h, "history.clear", json!({}));
+    assert_eq!(ev["areas"]["binding"], json!(true), "{ev}");
+    let (r, ev) = changed(&mut h, "history.append", json!({"entry": user("third")}));
+    let three = r["kept"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(evicted(&r), set_of(&[&one]));
+    assert!(event_ids(&ev).contains(&three) && event_ids(&ev).contains(&one), "{ev}");
+    assert_eq!(ev["areas"]["trash"], json!(true), "{ev}");
+
+    let (_, ev) = changed(&mut h, "sessions.load", json!({ "id": two }));
     assert_eq!(ev["areas"]["binding"], json!(true), "{ev}");
     assert_eq!(ev["areas"]["history"], json!(true), "{ev}");
 
-    h.ok("history.append", json!({"entry": user("second")}));
-    let (r, ev) = changed(&mut h, "sessions.save", json!({ "id": one }));
-    assert_eq!(r["created"], json!(false));
-    assert!(event_ids(&ev).contains(&one), "write-back names the body: {ev}");
-    assert!(ev["areas"].get("binding").is_none(), "{ev}");
-
-    let two = {
-        let (r, _) = changed(&mut h, "sessions.save", json!({"name": "Two"}));
-        r["session"]["id"].as_str().unwrap().to_owned()
-    };
-    h.ok("sessions.load", json!({ "id": two }));
-    // Archiving a third evicts `one` (the oldest, unbound): its id is named.
-    let (r, ev) = changed(&mut h, "sessions.save", json!({"name": "Three"}));
-    let three = r["session"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(evicted(&r), set_of(&[&one]));
-    assert!(event_ids(&ev).contains(&three) && event_ids(&ev).contains(&one), "{ev}");
-    assert_eq!(ev["areas"]["sessions"]["index"], json!(true));
-
     let (_, ev) = changed(&mut h, "sessions.appendTo", json!({"id": three, "entry": assistant("late")}));
-    assert!(event_ids(&ev).contains(&three), "{ev}");
+    assert_eq!(event_ids(&ev), set_of(&[&three]), "{ev}");
+    assert!(ev["areas"].get("history").is_none(), "{ev}");
 
     let (_, ev) = changed(&mut h, "sessions.appendTo", json!({"id": two, "entry": assistant("bound")}));
     assert_eq!(ev["areas"]["history"], json!(true), "{ev}");
+    assert_eq!(event_ids(&ev), set_of(&[&two]), "{ev}");
 
     let (_, ev) = changed(&mut h, "sessions.delete", json!({ "id": two }));
     assert!(event_ids(&ev).contains(&two), "{ev}");
@@ -1706,6 +1760,13 @@ fn session_writes_emit_changed_events_with_session_areas() {
 
     let (_, ev) = changed(&mut h, "sessions.delete", json!({ "id": three }));
     assert!(ev["areas"].get("binding").is_none(), "unbound delete: {ev}");
+
+    let (_, ev) = changed(&mut h, "trash.restore", json!({ "id": three }));
+    assert_eq!(event_ids(&ev), set_of(&[&three]), "{ev}");
+    assert_eq!(ev["areas"]["trash"], json!(true), "{ev}");
+    let (_, ev) = changed(&mut h, "trash.purge", json!({"all": true}));
+    assert_eq!(ev["areas"]["trash"], json!(true), "{ev}");
+    assert!(ev["areas"].get("sessions").is_none(), "purging touches only the trash: {ev}");
 }
 
 #[test]
@@ -1717,10 +1778,10 @@ fn session_write_events_carry_client_request_id_and_replays_apply_once() {
     assert!(ev.is_some(), "event with clientRequestId");
     let r2 = unchanged(&mut h, "sessions.save", json!({"name": "Once", "clientRequestId": "save-1"}));
     assert_eq!(r1, r2);
-    assert_eq!(session_count(&db), 1);
+    assert_eq!(session_count(&db), 2, "the live chat and one snapshot");
     let r = h.call("sessions.delete", json!({"id": r1["session"]["id"], "clientRequestId": "save-1"}));
     assert_eq!(r["error"]["code"], json!("conflict"), "{r}");
-    assert_eq!(session_count(&db), 1);
+    assert_eq!(session_count(&db), 2);
 }
 
 /// `sessions.list` reuses the drawer it read last while the database is unchanged; every kind

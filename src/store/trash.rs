@@ -99,7 +99,6 @@ pub(super) fn take_entries(
     w.reindex.insert(sid.to_owned());
     sessions::refresh_auto_name(w, sid, None)?;
     touched(w, sid);
-    touched(w, &item);
     w.changes.trash = true;
     Ok(item)
 }
