@@ -254,8 +254,14 @@ fn append_validates_entry() {
     assert_eq!(q_i64(&db, "SELECT count(*) FROM history_entries"), 0);
 
     // Both roles and both content shapes are accepted.
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("u")}))), json!({"length": 1, "index": 0}));
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": assistant("a")}))), json!({"length": 2, "index": 1}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("u")}))),
+        json!({"length": 1, "index": 0})
+    );
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": assistant("a")}))),
+        json!({"length": 2, "index": 1})
+    );
     let arr = json!({"role": "user", "content": [text_part("t")]});
     assert_eq!(placed(&h.ok("history.append", json!({ "entry": arr }))), json!({"length": 3, "index": 2}));
     let empty = json!({"role": "assistant", "content": []});
@@ -286,12 +292,21 @@ fn append_trims_by_utf16_content_chars() {
     // 100,000 emoji = 200,000 UTF-16 units (100,000 code points, 400,000 UTF-8 bytes).
     let emoji = "😀".repeat(100_000);
     let xs = "x".repeat(100_000);
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&emoji)}))), json!({"length": 1, "index": 0}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user(&emoji)}))),
+        json!({"length": 1, "index": 0})
+    );
     // Exactly 300,000 units: not over the budget, both kept.
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&xs)}))), json!({"length": 2, "index": 1}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user(&xs)}))),
+        json!({"length": 2, "index": 1})
+    );
     assert_eq!(q_i64(&db, "SELECT content_chars FROM history_entries ORDER BY position LIMIT 1"), 200_000);
     // 300,001 units: the oldest goes.
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("y")}))), json!({"length": 2, "index": 1}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("y")}))),
+        json!({"length": 2, "index": 1})
+    );
     assert_eq!(texts(&mut h), vec![xs, "y".to_owned()]);
 }
 
@@ -313,7 +328,10 @@ fn content_chars_count_text_and_input_text_parts_only() {
         {"type": "input_text", "text": "b".repeat(150_000)},
     ]});
     h.ok("history.replace", json!({ "entries": [both] }));
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("y")}))), json!({"length": 1, "index": 0}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("y")}))),
+        json!({"length": 1, "index": 0})
+    );
 
     // A custom part's text does not count: 299,999 + 0 + 1 = 300,000, both kept.
     let custom = json!({"role": "user", "content": [
@@ -321,24 +339,36 @@ fn content_chars_count_text_and_input_text_parts_only() {
         {"type": "custom", "text": "z".repeat(100_000)},
     ]});
     h.ok("history.replace", json!({ "entries": [custom] }));
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("y")}))), json!({"length": 2, "index": 1}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("y")}))),
+        json!({"length": 2, "index": 1})
+    );
 }
 
 #[test]
 fn single_oversized_entry_is_kept() {
     let (_d, _db, mut h) = start();
     let big = "a".repeat(300_001);
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&big)}))), json!({"length": 1, "index": 0}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user(&big)}))),
+        json!({"length": 1, "index": 0})
+    );
     assert_eq!(texts(&mut h), vec![big.clone()]);
 
     // A newer small entry pushes the oversized one out.
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("z")}))), json!({"length": 1, "index": 0}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("z")}))),
+        json!({"length": 1, "index": 0})
+    );
     assert_eq!(texts(&mut h), vec!["z".to_owned()]);
 
     // An oversized newest entry pushes out everything older and stays alone.
     seed(&mut h, "s", 3);
     let huge = "h".repeat(400_000);
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user(&huge)}))), json!({"length": 1, "index": 0}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user(&huge)}))),
+        json!({"length": 1, "index": 0})
+    );
     assert_eq!(texts(&mut h), vec![huge]);
 }
 
@@ -376,7 +406,8 @@ fn replace_trims_and_validates() {
     let r = h.ok("history.replace", json!({"entries": [user("p"), user(&"q".repeat(300_001))]}));
     assert_eq!(r, json!({"length": 1}));
     // what each replace took out of the window is in the trash, not gone
-    let trashed: i64 = q_i64(&db, "SELECT coalesce(sum(entry_count), 0) FROM sessions WHERE trash_reason = 'cleared'");
+    let trashed: i64 =
+        q_i64(&db, "SELECT coalesce(sum(entry_count), 0) FROM sessions WHERE trash_reason = 'cleared'");
     assert_eq!(trashed, 60 + 2);
 
     seed(&mut h, "k", 2);
@@ -659,7 +690,6 @@ fn writes_that_empty_the_window_keep_the_binding_unless_the_chat_is_gone() {
         assert_eq!(live_binding(&db), "", "{op} left live_state bound");
         let items = h.ok("trash.list", json!({}))["items"].clone();
         assert!(items.as_array().unwrap().iter().any(|i| i["id"] == json!(sid)), "{op}: {items}");
-
     }
     // the clear case: unbinds, deletes nothing
     h.ok("history.clear", json!({}));
@@ -1160,9 +1190,18 @@ fn trimming_a_bound_history_keeps_dropped_entries() {
     h.ok("history.clear", json!({}));
     assert_eq!(h.ok("sessions.load", json!({ "id": id })), json!({"length": 59, "offset": 0}));
     assert_eq!(meta(&mut h)["activeSessionId"], json!(id));
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("n0")}))), json!({"length": 60, "index": 59}));
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("n1")}))), json!({"length": 60, "index": 59}));
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("n2")}))), json!({"length": 60, "index": 59}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("n0")}))),
+        json!({"length": 60, "index": 59})
+    );
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("n1")}))),
+        json!({"length": 60, "index": 59})
+    );
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("n2")}))),
+        json!({"length": 60, "index": 59})
+    );
     let g = get(&mut h);
     assert_eq!(g["length"], json!(60));
     assert_eq!(g["activeSessionId"], json!(id));
@@ -1183,8 +1222,12 @@ fn trimming_a_bound_history_keeps_dropped_entries() {
     assert_eq!(&stored[..2], &[user("s0"), user("s1")]);
     let mut all = names("s", 0..59);
     all.extend(names("n", 0..3));
-    let b: Vec<String> =
-        body(&mut h, &id).as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap().to_owned()).collect();
+    let b: Vec<String> = body(&mut h, &id)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["content"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(b, all);
 }
 
@@ -1208,6 +1251,9 @@ fn loading_a_long_session_windows_it_and_removals_never_trim() {
     assert_eq!(texts(&mut h), names("b", 11..69));
     assert_eq!(meta(&mut h)["offset"], json!(10));
     // The next adding write trims.
-    assert_eq!(placed(&h.ok("history.append", json!({"entry": user("new")}))), json!({"length": 59, "index": 58}));
+    assert_eq!(
+        placed(&h.ok("history.append", json!({"entry": user("new")}))),
+        json!({"length": 59, "index": 58})
+    );
     assert_eq!(body(&mut h, &id).as_array().unwrap().len(), 69);
 }

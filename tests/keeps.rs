@@ -182,7 +182,8 @@ fn removed_and_truncated_entries_go_to_the_trash() {
         json!([user("question 1"), assistant("answer 1"), user("question 2"), assistant("answer 2")])
     );
     // undoing an attach also keeps it
-    let a = h.ok("history.attach", json!({"ctx": {"url": "u", "title": "t", "mode": "full", "body": "page"}}));
+    let a =
+        h.ok("history.attach", json!({"ctx": {"url": "u", "title": "t", "mode": "full", "body": "page"}}));
     h.ok("history.removeByAttachId", json!({"attachId": a["attachId"]}));
     assert!(trash(&mut h).iter().any(|i| i["reason"] == "undo-attach"));
     // removing everything of a chat trashes the chat itself (and unbinds)
@@ -264,4 +265,99 @@ fn a_reply_to_a_deleted_chat_joins_it_in_the_trash() {
     let r = h.ok("sessions.appendTo", json!({"id": "never-was", "entry": assistant("orphan")}));
     assert_eq!(r["target"], json!("live"));
     assert_eq!(live(&mut h), json!([assistant("orphan")]));
+}
+
+/// `keepsake-host trash`: list, restore and purge from the command line.
+#[test]
+fn the_cli_lists_restores_and_purges_the_trash() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    turn(&mut h, 1);
+    let a = bound(&mut h);
+    h.ok("sessions.rename", json!({"id": a, "name": "Trip plans"}));
+    h.ok("history.clear", json!({}));
+    turn(&mut h, 2);
+    let b = bound(&mut h);
+    h.ok("history.removeAt", json!({"index": 1}));
+    h.ok("sessions.delete", json!({"id": a}));
+    drop(h);
+
+    let (code, out, err) = cli(&db, &["trash"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&a) && out.contains("Trip plans") && out.contains("deleted"), "{out}");
+    assert!(out.contains("answer 2") && out.contains("entries"), "{out}");
+    assert!(out.contains("2 item(s); kept 30 days"), "{out}");
+    let (code, out, _) = cli(&db, &["trash", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2);
+    let removed = items.iter().find(|i| i["kind"] == "entries").unwrap();
+    assert_eq!(removed["from"]["sessionId"], json!(b));
+
+    let (code, out, err) = cli(&db, &["trash", "restore", &a]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("restored {a} (session)")), "{out}");
+    let (code, _, err) = cli(&db, &["trash", "restore", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not_found"), "{err}");
+    let (code, out, _) = cli(&db, &["sessions"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Trip plans"), "{out}");
+    let (code, _, err) = cli(&db, &["trash", "purge"]);
+    assert_ne!(code, 0, "purge needs an id or --all: {err}");
+    let (code, out, err) = cli(&db, &["trash", "purge", "--all"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("purged 1 item(s)"), "{out}");
+    let (_, out, _) = cli(&db, &["trash"]);
+    assert!(out.contains("(the trash is empty)"), "{out}");
+    let (_, out, _) = cli(&db, &["inspect"]);
+    assert!(out.contains("trash        0 item(s)"), "{out}");
+}
+
+/// Items older than `trashDays` are purged by the host after it starts (never by the browser),
+/// as a host-started write with its own event; younger ones stay.
+#[test]
+fn the_host_purges_expired_trash_items_after_it_starts() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    h.ok("settings.set", json!({"map": {"trashDays": 7}}));
+    assert_eq!(h.err("settings.set", json!({"map": {"trashDays": 0}})), "bad_request");
+    turn(&mut h, 1);
+    let old = bound(&mut h);
+    h.ok("history.clear", json!({}));
+    turn(&mut h, 2);
+    let young = bound(&mut h);
+    h.ok("sessions.clearAll", json!({}));
+    drop(h);
+    // one was deleted 8 days ago, the other 6
+    let day = 24 * 60 * 60 * 1000i64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute("UPDATE sessions SET trashed_at = ?2 WHERE id = ?1", rusqlite::params![old, now - 8 * day]).unwrap();
+        c.execute("UPDATE sessions SET trashed_at = ?2 WHERE id = ?1", rusqlite::params![young, now - 6 * day])
+            .unwrap();
+    }
+    let mut h = Host::spawn(&db);
+    let items = h.ok("trash.list", json!({}))["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 2, "nothing is purged on the path of the first replies");
+    let expected = items.as_array().unwrap().iter().find(|i| i["id"] == json!(old)).unwrap()["expiresAt"].clone();
+    assert_eq!(expected, json!(now - 8 * day + 7 * day));
+    std::thread::sleep(std::time::Duration::from_millis(2_200));
+    h.ok("history.meta", json!({}));
+    let ev = h.wait_event(std::time::Duration::from_secs(10), |e| e["areas"]["trash"] == json!(true));
+    assert!(ev.is_some(), "the expiry is announced");
+    let left: Vec<String> = h.ok("trash.list", json!({}))["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(left, vec![young.clone()]);
+    assert_eq!(h.err("sessions.get", json!({"id": old})), "not_found");
+    let last: String = sql(&db)
+        .query_row("SELECT value FROM meta WHERE key = 'trash_expired_at'", [], |r| r.get(0))
+        .unwrap();
+    assert!(last.parse::<i64>().unwrap() >= now, "the run is recorded for every process");
 }

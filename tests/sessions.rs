@@ -91,7 +91,9 @@ fn blob_stored(db: &Path, bytes: &[u8]) -> bool {
 fn db_body(db: &Path, id: &str) -> Vec<Value> {
     let c = sql(db);
     let mut st = c
-        .prepare("SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position")
+        .prepare(
+            "SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position",
+        )
         .unwrap();
     let rows = st.query_map([id], |r| r.get::<_, String>(0)).unwrap();
     rows.map(|r| bare(&serde_json::from_str(&r.unwrap()).expect("stored entry is JSON"))).collect()
@@ -307,7 +309,12 @@ fn save_without_id_makes_a_snapshot_copy() {
     assert_eq!(q_i64(&db, &format!("SELECT created_at FROM sessions WHERE id = '{id}'")), created);
     // the copy's entries are entries of their own
     assert_eq!(
-        q_i64(&db, &format!("SELECT count(DISTINCT entry_id) FROM session_entries WHERE session_id IN ('{id}', '{kept}')")),
+        q_i64(
+            &db,
+            &format!(
+                "SELECT count(DISTINCT entry_id) FROM session_entries WHERE session_id IN ('{id}', '{kept}')"
+            )
+        ),
         6
     );
     // the picture is stored once, used by both
@@ -1665,7 +1672,10 @@ fn export_json_is_lossless_with_each_blob_once() {
     h.ok("history.clear", json!({}));
     h.ok("sessions.clearAll", json!({}));
     let skipped = h.ok("storage.import", json!({ "document": doc }));
-    assert_eq!((skipped["sessionsImported"].clone(), skipped["sessionsSkipped"].clone()), (json!(0), json!(2)));
+    assert_eq!(
+        (skipped["sessionsImported"].clone(), skipped["sessionsSkipped"].clone()),
+        (json!(0), json!(2))
+    );
     h.ok("trash.purge", json!({"all": true}));
     assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 0);
     let imp = h.ok("storage.import", json!({ "document": doc }));

@@ -65,6 +65,13 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = SettingsArg::Keep)]
         settings: SettingsArg,
     },
+    /// What was deleted (kept `trashDays`, 30 by default): list it, restore an item, or purge
+    Trash {
+        #[command(subcommand)]
+        action: Option<TrashAction>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Back up the database with SQLite's online backup API
     Backup { file: PathBuf },
     /// Check the database and, if it is damaged, keep a copy aside and salvage what can be read
@@ -126,6 +133,21 @@ pub enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum TrashAction {
+    /// List what is in the trash, newest first (the default)
+    List,
+    /// Put an item back: a session under its own id, name and pin; entries as a session of their own
+    Restore { id: String },
+    /// Destroy an item for good (or every item with --all)
+    Purge {
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        #[arg(long)]
+        all: bool,
+    },
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Markdown,
@@ -165,7 +187,7 @@ fn fmt_time(ms: i64) -> String {
 
 fn print_rows(rows: &[DrawerRow]) {
     if rows.is_empty() {
-        println!("(no saved sessions)");
+        println!("(no sessions)");
         return;
     }
     println!("{:<38} {:<16} {:>3} {:>7}  NAME", "ID", "CREATED", "PIN", "ENTRIES");
@@ -266,6 +288,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             s.close();
             Ok(0)
         }
+        Command::Trash { action, json } => trash(&db, action.unwrap_or(TrashAction::List), json),
         Command::Backup { file } => {
             let integrity = backup_file(&db, &file).map_err(|e| {
                 if e.code == ErrorCode::DbCorrupt {
@@ -341,6 +364,83 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
     }
 }
 
+fn trash(db: &std::path::Path, action: TrashAction, json: bool) -> Result<i32, CliError> {
+    match action {
+        TrashAction::List => {
+            let mut s = Store::open_read_only(db)?;
+            let v = s.trash_list()?;
+            if json {
+                println!("{}", pretty(&v));
+                return Ok(0);
+            }
+            let items = v["items"].as_array().cloned().unwrap_or_default();
+            if items.is_empty() {
+                println!("(the trash is empty)");
+                return Ok(0);
+            }
+            println!(
+                "{:<38} {:<16} {:<11} {:<8} {:>7}  {:<10}  NAME",
+                "ID", "DELETED", "REASON", "KIND", "ENTRIES", "EXPIRES"
+            );
+            for i in &items {
+                let expires = chrono::DateTime::from_timestamp_millis(i["expiresAt"].as_i64().unwrap_or(0))
+                    .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d").to_string())
+                    .unwrap_or_default();
+                println!(
+                    "{:<38} {:<16} {:<11} {:<8} {:>7}  {:<10}  {}",
+                    i["id"].as_str().unwrap_or_default(),
+                    fmt_time(i["trashedAt"].as_i64().unwrap_or(0)),
+                    i["reason"].as_str().unwrap_or_default(),
+                    i["kind"].as_str().unwrap_or_default(),
+                    i["entryCount"],
+                    expires,
+                    i["name"].as_str().unwrap_or_default()
+                );
+                if let Some(from) = i.get("from") {
+                    println!(
+                        "{:<38} from {:?} at entry {}",
+                        "",
+                        from["sessionName"].as_str().unwrap_or_default(),
+                        from["position"]
+                    );
+                }
+            }
+            println!(
+                "{} item(s); kept {} days. Restore: keepsake-host trash restore <ID>",
+                items.len(),
+                v["trashDays"]
+            );
+            Ok(0)
+        }
+        TrashAction::Restore { id } => {
+            let mut s = Store::open(db)?;
+            let r = s.trash_restore(&id, None)?;
+            s.close();
+            if json {
+                println!("{}", pretty(&r.result));
+            } else {
+                println!(
+                    "restored {} ({})",
+                    r.result["sessionId"].as_str().unwrap_or_default(),
+                    r.result["kind"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(0)
+        }
+        TrashAction::Purge { id, all } => {
+            let mut s = Store::open(db)?;
+            let r = s.trash_purge(if all { None } else { id.as_deref() }, None)?;
+            s.close();
+            if json {
+                println!("{}", pretty(&r.result));
+            } else {
+                println!("purged {} item(s) for good", r.result["purged"]);
+            }
+            Ok(0)
+        }
+    }
+}
+
 fn print_recovery(db: &std::path::Path, r: &salvage::Recovery) {
     println!("{} was damaged: {}", db.display(), r.damage);
     println!("damaged copy kept at {}", r.damaged_copy.display());
@@ -376,7 +476,8 @@ fn print_inspect(v: &Value) {
         c["historyEntries"],
         v["activeSessionId"].as_str().unwrap_or_default()
     );
-    println!("sessions     {} ({} entries)", c["sessions"], c["sessionEntries"]);
+    println!("sessions     {} ({} entries in all)", c["sessions"], c["sessionEntries"]);
+    println!("trash        {} item(s) (keepsake-host trash)", c["trash"]);
     println!("settings     {}", c["settings"]);
     println!("images       {} blobs, {} bytes, {} references", c["images"], v["imageBytes"], c["imageRefs"]);
     println!("change log   {} rows; {} remembered client request ids", c["changes"], c["clientRequests"]);

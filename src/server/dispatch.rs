@@ -51,6 +51,8 @@ pub struct Ctx {
     pub db_path: PathBuf,
     /// The open store, or why it could not be opened (every op but `host.hello` reports it).
     pub store: Result<Store, HostError>,
+    /// When this process next looks whether the trash's expiry is due (after a reply).
+    pub next_expiry_look: std::time::Instant,
 }
 
 /// An operation's handler.
@@ -281,7 +283,8 @@ fn history_append(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
 fn history_replace(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
     let a = Args::new(a, &["entries", "fallbackName"], true)?;
     let crid = a.client_request_id()?;
-    Ok(s.history_replace(a.req_array("entries")?.clone(), a.opt_str("fallbackName")?, crid.as_deref())?.into())
+    Ok(s.history_replace(a.req_array("entries")?.clone(), a.opt_str("fallbackName")?, crid.as_deref())?
+        .into())
 }
 
 fn history_clear(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -466,8 +469,11 @@ fn history_bound_images(s: &mut Store, a: &Map<String, Value>) -> HostResult<Rep
 }
 
 fn history_attach(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a =
-        Args::new(a, &["ctx", "images", "placement", "summarySource", "paper", "videoSrc", "fallbackName"], true)?;
+    let a = Args::new(
+        a,
+        &["ctx", "images", "placement", "summarySource", "paper", "videoSrc", "fallbackName"],
+        true,
+    )?;
     let crid = a.client_request_id()?;
     let ctx = PageCtx::from_json(a.req_value("ctx")?).map_err(HostError::bad_request)?;
     let images = match a.raw("images") {

@@ -73,7 +73,8 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     // The poller announces other processes' commits after this point; taken before serving so
     // a slow poller start under load cannot skip any.
     let start = store.as_mut().ok().map(|s| (s.origin().to_owned(), s.current_seq().unwrap_or(0)));
-    let mut ctx = Ctx { db_path: db.to_path_buf(), store };
+    let next_expiry_look = std::time::Instant::now() + EXPIRY_FIRST_LOOK;
+    let mut ctx = Ctx { db_path: db.to_path_buf(), store, next_expiry_look };
     // this connection's memory: the request bodies it returned as text (PROTOCOL.md "Body deltas")
     let mut bodies = BodyCache::default();
 
@@ -200,7 +201,40 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
     if let Ok(store) = &mut ctx.store {
         store.tidy();
     }
-    open
+    open && expire_trash(ctx, out)
+}
+
+/// How often this process looks whether the trash's expiry is due (the run itself is at most
+/// hourly across every process: the last one is stored in the database).
+const EXPIRY_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+/// The first look waits this long after the start, off the busy first moments of a port (the
+/// browser passing `host.hello`'s reply on, the panel's first reads).
+const EXPIRY_FIRST_LOOK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Purge trash items older than `trashDays` (docs/keeps.md "The trash"): a host-started write
+/// after a reply (the first one is `host.hello`'s), never on the path of a reply. False when
+/// the output pipe is gone.
+fn expire_trash(ctx: &mut Ctx, out: &Outbox) -> bool {
+    let now = std::time::Instant::now();
+    if now < ctx.next_expiry_look {
+        return true;
+    }
+    ctx.next_expiry_look = now + EXPIRY_LOOK_EVERY;
+    let Ok(store) = &mut ctx.store else { return true };
+    match store.trash_expire(false) {
+        Ok(Some(w)) => {
+            tracing::info!(purged = %w.result["purged"], "trash expiry ran");
+            match w.event {
+                Some(ev) => out.send_all(&[ev.to_json().to_string()]),
+                None => true,
+            }
+        }
+        Ok(None) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "trash expiry failed");
+            true
+        }
+    }
 }
 
 /// Host-started work after a reply: its own transaction and its own `changed` event, no

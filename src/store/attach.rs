@@ -185,7 +185,9 @@ impl Store {
     ) -> HostResult<WriteOutcome> {
         self.write("request.commitRescue", crid, |w| {
             let target = match session.filter(|s| !s.is_empty()) {
-                Some(s) if session_known(&w.tx, s)? && super::history::binding(&w.tx)? != s => Some(s.to_owned()),
+                Some(s) if session_known(&w.tx, s)? && super::history::binding(&w.tx)? != s => {
+                    Some(s.to_owned())
+                }
                 _ => None,
             };
             let mut committed = 0;

@@ -75,8 +75,10 @@ pub fn blob_exists(conn: &Connection, sha: &str) -> HostResult<bool> {
 /// row still uses is never collected in between).
 pub fn add_refs(conn: &Connection, holder_id: i64, entry: &Value) -> HostResult<()> {
     for sha in referenced_blobs(entry) {
-        conn.prepare_cached("INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES (?1, ?2, ?3)")?
-            .execute(params![HOLDER, holder_id, sha])?;
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![HOLDER, holder_id, sha])?;
     }
     Ok(())
 }

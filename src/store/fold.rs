@@ -68,10 +68,11 @@ pub(super) fn fold_live_history(tx: &Transaction) -> HostResult<()> {
     let now = now_ms();
     let live = old_rows(tx, "history_entries", "created_at")?;
     let kept = old_rows(tx, "history_trimmed", "trimmed_at")?;
-    let bound: String =
-        tx.query_row("SELECT coalesce((SELECT active_session_id FROM live_state WHERE id = 1), '')", [], |r| {
-            r.get(0)
-        })?;
+    let bound: String = tx.query_row(
+        "SELECT coalesce((SELECT active_session_id FROM live_state WHERE id = 1), '')",
+        [],
+        |r| r.get(0),
+    )?;
     let bound_exists: bool =
         tx.query_row("SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?1)", [&bound], |r| r.get(0))?;
     let desired: Vec<(Value, Option<i64>)> = kept.iter().chain(live.iter()).cloned().collect();
@@ -97,7 +98,8 @@ pub(super) fn fold_live_history(tx: &Transaction) -> HostResult<()> {
             let k = old.iter().zip(&desired).take_while(|((_, a), (b, _))| same_entry(a, b)).count();
             if k < old.len() {
                 let entries: Vec<Value> = old[k..].iter().map(|(_, e)| e.clone()).collect();
-                let name: String = tx.query_row("SELECT name FROM sessions WHERE id = ?1", [&bound], |r| r.get(0))?;
+                let name: String =
+                    tx.query_row("SELECT name FROM sessions WHERE id = ?1", [&bound], |r| r.get(0))?;
                 let item = uuid::Uuid::new_v4().to_string();
                 let item_name = entries_item_name(&entries).unwrap_or_else(|| name.clone());
                 let origin = Origin::Entries { session_id: bound.clone(), session_name: name, position: k };

@@ -13,7 +13,8 @@ use super::sessions::{self, session_exists};
 use super::trash;
 use super::{Store, WriteOutcome, WriteTx};
 use crate::domain::entry::{
-    entry_text, is_image_bearing, is_last_page_context_candidate, same_entries, same_entry, validate_new_entry,
+    entry_text, is_image_bearing, is_last_page_context_candidate, same_entries, same_entry,
+    validate_new_entry,
 };
 use crate::domain::history::trim_count;
 use crate::domain::trash::Reason;

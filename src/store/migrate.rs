@@ -32,8 +32,9 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<u32> {
 /// A Rust step named in a migration file.
 fn run_step(tx: &Transaction, name: &str) -> Result<(), StoreError> {
     match name {
-        "fold_live_history" => super::fold::fold_live_history(tx)
-            .map_err(|e| StoreError::Other(format!("moving the live history into sessions failed: {}", e.message))),
+        "fold_live_history" => super::fold::fold_live_history(tx).map_err(|e| {
+            StoreError::Other(format!("moving the live history into sessions failed: {}", e.message))
+        }),
         other => Err(StoreError::Other(format!("a migration names an unknown step {other:?}"))),
     }
 }

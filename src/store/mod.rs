@@ -477,8 +477,13 @@ impl Store {
                 return Ok(WriteOutcome { result, event: None });
             }
         }
-        let mut w =
-            WriteTx { tx, changes: ChangeSet::default(), new_blobs: Vec::new(), now, reindex: BTreeSet::new() };
+        let mut w = WriteTx {
+            tx,
+            changes: ChangeSet::default(),
+            new_blobs: Vec::new(),
+            now,
+            reindex: BTreeSet::new(),
+        };
         let result = f(&mut w)?;
         for sid in std::mem::take(&mut w.reindex) {
             sessions::rebuild_search(&w.tx, &sid)?;

@@ -1512,10 +1512,9 @@ fn repair_steps(
 }
 
 fn session_body(conn: &Connection, sid: &str) -> rusqlite::Result<Vec<Value>> {
-    let mut stmt =
-        conn.prepare_cached(
-            "SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position, id",
-        )?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position, id",
+    )?;
     let rows = stmt.query_map([sid], |r| r.get::<_, String>(0))?;
     Ok(rows.filter_map(|r| r.ok()).filter_map(|s| serde_json::from_str(&s).ok()).collect())
 }

@@ -61,8 +61,9 @@ pub(super) fn path_len(conn: &Connection, sid: &str) -> HostResult<usize> {
 
 /// The entry of one row.
 pub(super) fn row_entry(conn: &Connection, row: i64) -> HostResult<Value> {
-    let raw: String =
-        conn.prepare_cached("SELECT entry FROM session_entries WHERE id = ?1")?.query_row([row], |r| r.get(0))?;
+    let raw: String = conn
+        .prepare_cached("SELECT entry FROM session_entries WHERE id = ?1")?
+        .query_row([row], |r| r.get(0))?;
     parse_entry(&raw, "entry")
 }
 
@@ -161,11 +162,10 @@ pub(super) fn rewrite_entry(w: &mut WriteTx, row: i64, old: &Value, new: &Value)
 /// A session whose name follows its first message (auto-kept, never renamed) takes the name
 /// autoName gives its chosen path now; with none, it keeps the name it has.
 pub(super) fn refresh_auto_name(w: &mut WriteTx, sid: &str, _fallback: Option<&str>) -> HostResult<()> {
-    let auto: bool = w
-        .tx
-        .query_row("SELECT name_auto FROM sessions WHERE id = ?1", [sid], |r| r.get(0))
-        .optional()?
-        .unwrap_or(false);
+    let auto: bool =
+        w.tx.query_row("SELECT name_auto FROM sessions WHERE id = ?1", [sid], |r| r.get(0))
+            .optional()?
+            .unwrap_or(false);
     if !auto {
         return Ok(());
     }
@@ -296,7 +296,8 @@ pub(super) fn eviction_plan(conn: &Connection, cap: u64, spare: &str) -> HostRes
     if cap == 0 {
         return Ok(Vec::new());
     }
-    let count: i64 = conn.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get(0))?;
+    let count: i64 =
+        conn.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get(0))?;
     let excess = count - cap.min(i64::MAX as u64) as i64;
     if excess <= 0 {
         return Ok(Vec::new());

@@ -48,18 +48,18 @@ pub(super) fn take_entries(
     reason: Reason,
 ) -> HostResult<String> {
     let total = path_len(&w.tx, sid)?;
-    let has_versions: bool = w.tx.query_row(
-        "SELECT EXISTS (SELECT 1 FROM session_branches WHERE session_id = ?1)",
-        [sid],
-        |r| r.get(0),
-    )?;
+    let has_versions: bool =
+        w.tx.query_row("SELECT EXISTS (SELECT 1 FROM session_branches WHERE session_id = ?1)", [sid], |r| {
+            r.get(0)
+        })?;
     if rows.len() >= total && !has_versions {
         trash_session(w, sid, reason)?;
         return Ok(sid.to_owned());
     }
     let mut positions = Vec::with_capacity(rows.len());
     for (row, _) in rows {
-        let p: i64 = w.tx.query_row("SELECT position FROM session_entries WHERE id = ?1", [row], |r| r.get(0))?;
+        let p: i64 =
+            w.tx.query_row("SELECT position FROM session_entries WHERE id = ?1", [row], |r| r.get(0))?;
         positions.push(p.max(0) as usize);
     }
     let first = positions.iter().copied().min().unwrap_or(0);
@@ -75,7 +75,16 @@ pub(super) fn take_entries(
         "INSERT INTO sessions (id, name, name_lower, created_at, pinned, insert_seq, entry_count, updated_at,
                                trashed_at, trash_reason, trash_origin)
          VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?4, ?4, ?7, ?8)",
-        params![item, name, lower(&name), w.now, seq, rows.len() as i64, reason.as_str(), origin.to_json().to_string()],
+        params![
+            item,
+            name,
+            lower(&name),
+            w.now,
+            seq,
+            rows.len() as i64,
+            reason.as_str(),
+            origin.to_json().to_string()
+        ],
     )?;
     for (k, (row, _)) in rows.iter().enumerate() {
         w.tx.execute(
@@ -127,7 +136,8 @@ fn item_json(r: &rusqlite::Row, days: u64) -> rusqlite::Result<Value> {
 
 /// Items trashed before `cutoff`.
 fn expired_ids(conn: &Connection, cutoff: i64) -> HostResult<Vec<String>> {
-    let mut stmt = conn.prepare("SELECT id FROM sessions WHERE trashed_at IS NOT NULL AND trashed_at < ?1")?;
+    let mut stmt =
+        conn.prepare("SELECT id FROM sessions WHERE trashed_at IS NOT NULL AND trashed_at < ?1")?;
     let r = stmt.query_map([cutoff], |r| r.get(0))?;
     Ok(r.collect::<Result<_, _>>()?)
 }
@@ -204,7 +214,10 @@ impl Store {
             };
             let purged = purge(w, &ids)?;
             if id.is_some() && purged == 0 {
-                return Err(HostError::not_found(format!("nothing in the trash has id {:?}", id.unwrap_or(""))));
+                return Err(HostError::not_found(format!(
+                    "nothing in the trash has id {:?}",
+                    id.unwrap_or("")
+                )));
             }
             Ok(json!({"purged": purged}))
         })
