@@ -335,14 +335,19 @@ fn the_host_purges_expired_trash_items_after_it_starts() {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     {
         let c = rusqlite::Connection::open(&db).unwrap();
-        c.execute("UPDATE sessions SET trashed_at = ?2 WHERE id = ?1", rusqlite::params![old, now - 8 * day]).unwrap();
-        c.execute("UPDATE sessions SET trashed_at = ?2 WHERE id = ?1", rusqlite::params![young, now - 6 * day])
+        c.execute("UPDATE sessions SET trashed_at = ?2 WHERE id = ?1", rusqlite::params![old, now - 8 * day])
             .unwrap();
+        c.execute(
+            "UPDATE sessions SET trashed_at = ?2 WHERE id = ?1",
+            rusqlite::params![young, now - 6 * day],
+        )
+        .unwrap();
     }
     let mut h = Host::spawn(&db);
     let items = h.ok("trash.list", json!({}))["items"].clone();
     assert_eq!(items.as_array().unwrap().len(), 2, "nothing is purged on the path of the first replies");
-    let expected = items.as_array().unwrap().iter().find(|i| i["id"] == json!(old)).unwrap()["expiresAt"].clone();
+    let expected =
+        items.as_array().unwrap().iter().find(|i| i["id"] == json!(old)).unwrap()["expiresAt"].clone();
     assert_eq!(expected, json!(now - 8 * day + 7 * day));
     std::thread::sleep(std::time::Duration::from_millis(2_200));
     h.ok("history.meta", json!({}));

@@ -8,7 +8,9 @@ use super::text::cut_u16;
 
 /// `format` of the lossless JSON export.
 pub const EXPORT_FORMAT: &str = "keepsake.sessions";
-pub const EXPORT_VERSION: u64 = 1;
+pub const EXPORT_VERSION: u64 = 2;
+/// The oldest export version this host still imports (version 1 had no `versions`).
+pub const EXPORT_VERSION_MIN: u64 = 1;
 const SLUG_MAX_UNITS: usize = 40;
 
 /// File-name slug (§5.6): ASCII letters and digits and CJK ideographs U+4E00–U+9FFF kept, every
@@ -59,10 +61,19 @@ fn role_heading(role: &str) -> String {
     }
 }
 
-/// Markdown export of one session (§5.6). `exported_at` is an ISO 8601 time with local offset.
-pub fn markdown(name: &str, exported_at: &str, entries: &[Value]) -> String {
+/// Markdown export of one session (§5.6): its chosen path. `exported_at` is an ISO 8601 time
+/// with local offset. `versions` maps a fork (the entryId of the entry before it, `""` = the
+/// start) to how many versions it has; the turn after such a fork says how many others exist.
+pub fn markdown(
+    name: &str,
+    exported_at: &str,
+    entries: &[Value],
+    versions: &std::collections::HashMap<String, u32>,
+) -> String {
     let mut out = format!("# {name}\n\nExported {exported_at}\n");
-    for e in entries {
+    for (i, e) in entries.iter().enumerate() {
+        let fork = if i == 0 { Some("") } else { super::entry::entry_id(&entries[i - 1]) };
+        let others = fork.and_then(|f| versions.get(f)).map_or(0, |n| n.saturating_sub(1));
         let r = role(e).unwrap_or("entry");
         let text = entry_text(e);
         let images = image_part_count(e);
@@ -85,6 +96,9 @@ pub fn markdown(name: &str, exported_at: &str, entries: &[Value]) -> String {
         }
         if r == "assistant" && e.get("interrupted") == Some(&Value::Bool(true)) {
             out.push_str("_(interrupted)_\n");
+        }
+        if others > 0 {
+            out.push_str(&format!("_({others} other version{})_\n", if others == 1 { "" } else { "s" }));
         }
     }
     out
@@ -114,11 +128,26 @@ mod tests {
             json!({"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}),
             json!({"role":"assistant","content":"part","interrupted":true}),
         ];
-        let md = markdown("Name", "2026-01-01T00:00:00+00:00", &es);
+        let md = markdown("Name", "2026-01-01T00:00:00+00:00", &es, &Default::default());
         assert!(md.starts_with("# Name\n"));
         assert!(md.contains("## User\n\nhi\n"));
         assert!(md.contains("---\nAttached page: https://a.example/\n"));
         assert!(md.contains("## User\n\n[image]\n"));
         assert!(md.contains("## Assistant\n\npart\n_(interrupted)_\n"));
+        assert!(!md.contains("other version"));
+    }
+
+    #[test]
+    fn markdown_says_how_many_other_versions_a_turn_has() {
+        let es = vec![
+            json!({"role":"user","content":"q","entryId":"e1"}),
+            json!({"role":"assistant","content":"third try","entryId":"e2"}),
+            json!({"role":"user","content":"next","entryId":"e3"}),
+        ];
+        let forks = [("e1".to_owned(), 3u32), ("".to_owned(), 2u32)].into_iter().collect();
+        let md = markdown("N", "t", &es, &forks);
+        assert!(md.contains("## User\n\nq\n_(1 other version)_\n"), "{md}");
+        assert!(md.contains("## Assistant\n\nthird try\n_(2 other versions)_\n"), "{md}");
+        assert!(md.contains("## User\n\nnext\n") && !md.contains("next\n_("), "{md}");
     }
 }

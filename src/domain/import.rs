@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::dataurl::forgiving_base64_decode;
-use super::export::{EXPORT_FORMAT, EXPORT_VERSION};
+use super::export::{EXPORT_FORMAT, EXPORT_VERSION, EXPORT_VERSION_MIN};
 use super::settings::{check_key, check_value, is_reserved};
 
 /// One session to create.
@@ -22,6 +22,62 @@ pub struct ImportSession {
     pub entries: Vec<Value>,
     /// Unknown element fields, kept for re-export.
     pub extra: Map<String, Value>,
+    /// The other versions of its turns (export format 2).
+    pub versions: Vec<ImportFork>,
+}
+
+/// One fork of an exported session: its chosen version, how many there are, and the others.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportFork {
+    pub fork_entry_id: String,
+    pub chosen: u32,
+    pub count: u32,
+    pub others: Vec<(u32, Vec<Value>)>,
+}
+
+fn small_whole(v: Option<&Value>) -> Option<u32> {
+    v?.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1 && *n <= 100_000)
+}
+
+/// Read an export's `versions` (format 2); a malformed fork is skipped with a warning.
+fn forks_of(v: Option<&Value>, id: &str, warnings: &mut Vec<String>) -> Vec<ImportFork> {
+    let Some(Value::Array(items)) = v else {
+        if v.is_some_and(|v| !v.is_null()) {
+            warnings.push(format!("session {id:?}: versions is not an array, ignored"));
+        }
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, f) in items.iter().enumerate() {
+        let key = f.get("forkEntryId").and_then(Value::as_str);
+        let (chosen, count) = (small_whole(f.get("chosen")), small_whole(f.get("count")));
+        let (Some(key), Some(chosen), Some(count), Some(Value::Array(others))) =
+            (key, chosen, count, f.get("others"))
+        else {
+            warnings.push(format!("session {id:?}: versions[{i}] is malformed, skipped"));
+            continue;
+        };
+        if count < 2 || chosen > count {
+            warnings.push(format!("session {id:?}: versions[{i}] numbers do not add up, skipped"));
+            continue;
+        }
+        let mut list = Vec::new();
+        for (j, o) in others.iter().enumerate() {
+            match (small_whole(o.get("version")), o.get("entries")) {
+                (Some(n), Some(e @ Value::Array(_))) if n <= count && n != chosen => {
+                    list.push((
+                        n,
+                        entries_of(e, &format!("session {id:?} versions[{i}].others[{j}]"), warnings),
+                    ));
+                }
+                _ => {
+                    warnings.push(format!("session {id:?}: versions[{i}].others[{j}] is malformed, skipped"))
+                }
+            }
+        }
+        out.push(ImportFork { fork_entry_id: key.to_owned(), chosen, count, others: list });
+    }
+    out
 }
 
 /// Blob bytes carried by a Keepsake export, already checked against their hash.
@@ -130,15 +186,19 @@ fn session_element(
                 | "digest"
                 | "searchText"
                 | "contentDigest"
+                | "versions"
         ) {
             extra.insert(k.clone(), v.clone());
         }
     }
+    let versions =
+        if what == "sessions" { forks_of(obj.get("versions"), &id, &mut plan.warnings) } else { Vec::new() };
     plan.sessions.push(ImportSession {
         id,
         name,
         created_at: created_at(obj.get("createdAt")),
         pinned: obj.get("pinned") == Some(&Value::Bool(true)),
+        versions,
         entries,
         extra,
     });
@@ -158,9 +218,9 @@ pub fn plan(doc: &Value) -> Result<ImportPlan, ImportError> {
 
 fn plan_export(obj: &Map<String, Value>) -> Result<ImportPlan, ImportError> {
     let version = obj.get("version").and_then(Value::as_u64);
-    if version != Some(EXPORT_VERSION) {
+    if !version.is_some_and(|v| (EXPORT_VERSION_MIN..=EXPORT_VERSION).contains(&v)) {
         return Err(ImportError::Unsupported(format!(
-            "keepsake.sessions version {} is not supported (this host reads version {EXPORT_VERSION})",
+            "keepsake.sessions version {} is not supported (this host reads versions {EXPORT_VERSION_MIN}–{EXPORT_VERSION})",
             obj.get("version").map(Value::to_string).unwrap_or_else(|| "(missing)".into())
         )));
     }
@@ -400,8 +460,15 @@ mod tests {
             "images":{h: {"mime":"image/png","data": "AAAA"}}});
         assert!(matches!(plan(&bad), Err(ImportError::BadRequest(_))));
         assert!(matches!(plan(&json!([1])), Err(ImportError::BadRequest(_))));
-        let v2 = json!({"format":"keepsake.sessions","version":2});
-        assert!(matches!(plan(&v2), Err(ImportError::Unsupported(_))));
+        let v3 = json!({"format":"keepsake.sessions","version":3});
+        assert!(matches!(plan(&v3), Err(ImportError::Unsupported(_))));
+        let v2 = json!({"format":"keepsake.sessions","version":2,"sessions":[{"id":"s","entries":[],
+            "versions":[{"forkEntryId":"","chosen":2,"count":2,"others":[{"version":1,"entries":[{"role":"user","content":"a"}]}]},
+                        {"forkEntryId":"x","chosen":3,"count":2,"others":[]}]}]});
+        let p = plan(&v2).unwrap();
+        assert_eq!(p.sessions[0].versions.len(), 1, "the fork whose numbers do not add up is skipped");
+        assert_eq!(p.sessions[0].versions[0].others[0].0, 1);
+        assert_eq!(p.warnings.len(), 1);
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub const OPS: &[(&str, Handler)] = &[
     ("history.removeByAttachId", Plain(history_remove_by_attach_id)),
     ("history.removeLastPageContext", Plain(history_remove_last_page_context)),
     ("history.markImagesSeen", Plain(history_mark_images_seen)),
+    ("history.branch", Plain(history_branch)),
+    ("history.switchVersion", Plain(history_switch_version)),
+    ("history.markFailed", Plain(history_mark_failed)),
     ("history.boundImages", Plain(history_bound_images)),
     ("history.attach", Plain(history_attach)),
     ("attach.trackChange", Plain(attach_track_change)),
@@ -321,6 +324,37 @@ fn history_mark_images_seen(s: &mut Store, a: &Map<String, Value>) -> HostResult
     let a = Args::new(a, &[], true)?;
     let crid = a.client_request_id()?;
     Ok(s.history_mark_images_seen(crid.as_deref())?.into())
+}
+
+fn history_branch(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["index", "entry", "markImagesSeen", "fallbackName"], true)?;
+    let crid = a.client_request_id()?;
+    let entry = a.req_value("entry")?.clone();
+    Ok(s.history_branch(
+        a.req_index("index")?,
+        entry,
+        a.opt_bool("markImagesSeen")?,
+        a.opt_str("fallbackName")?,
+        crid.as_deref(),
+    )?
+    .into())
+}
+
+fn history_switch_version(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["forkEntryId", "version"], true)?;
+    let crid = a.client_request_id()?;
+    Ok(s.history_switch_version(a.req_str("forkEntryId")?, a.req_index("version")?, crid.as_deref())?.into())
+}
+
+fn history_mark_failed(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["index", "code", "message"], true)?;
+    let crid = a.client_request_id()?;
+    let code = a.req_str("code")?;
+    let message = a.req_str("message")?;
+    if code.is_empty() || code.len() > 200 || message.len() > 8_000 {
+        return Err(HostError::bad_request("code must be 1–200 bytes and message at most 8,000"));
+    }
+    Ok(s.history_mark_failed(a.req_index("index")?, code, message, crid.as_deref())?.into())
 }
 
 fn images_get(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -643,6 +677,7 @@ fn request_build(s: &mut Store, bodies: &mut BodyCache, a: &Map<String, Value>) 
             "aging",
             "imageRefs",
             "since",
+            "retry",
         ],
         false,
     )?;
@@ -727,7 +762,13 @@ fn request_build(s: &mut Store, bodies: &mut BodyCache, a: &Map<String, Value>) 
         backfill: a.opt_bool("backfill")?,
         aging,
         image_refs: image_refs_arg(a.raw("imageRefs"))?,
+        retry: a.opt_index("retry")?,
     };
+    if args.retry.is_some() && (!args.user_text.is_empty() || args.images.is_some()) {
+        return Err(HostError::bad_request(
+            "retry resends a stored user entry: turn must be empty (its text and images are the entry's)",
+        ));
+    }
     let result = s.request_build(args)?;
     Ok(read(match since {
         Some(since) => text_result(result, since, bodies),

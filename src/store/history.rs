@@ -267,11 +267,13 @@ impl Store {
                     }
                 }
             }
+            let forks = if sid.is_empty() { json!([]) } else { super::versions::forks_json(tx, &sid)? };
             Ok(json!({
                 "entries": entries,
                 "from": page.from,
                 "length": length,
                 "offset": if sid.is_empty() { 0 } else { offset },
+                "forks": forks,
                 "activeSessionId": sid,
                 "changeSeq": current_seq(tx)?,
             }))
@@ -450,6 +452,96 @@ impl Store {
 
     pub fn history_mark_images_seen(&mut self, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.markImagesSeen", crid, |w| Ok(json!({"stamped": mark_images_seen(w)?})))
+    }
+
+    /// Regenerate / Edit & resend (docs/keeps.md "Versions"): the live entries from `index` on
+    /// become another version of that turn and `entry` continues the chat instead, in one write.
+    pub fn history_branch(
+        &mut self,
+        index: u64,
+        entry: Value,
+        mark_seen: bool,
+        fallback_name: Option<&str>,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
+        validate_new_entry(&entry).map_err(HostError::bad_request)?;
+        let ing = blobs::prepare_entries(vec![entry])?;
+        self.write("history.branch", crid, |w| {
+            blobs::store_ingested(w, &ing)?;
+            let (sid, from) = live_state(&w.tx)?;
+            let len = live_len(&w.tx)?;
+            let i = usize::try_from(index).unwrap_or(usize::MAX);
+            if sid.is_empty() || i >= len {
+                return Err(HostError::bad_request(format!(
+                    "index {index} is not in the live history (length {len})"
+                )));
+            }
+            let fork = super::versions::branch(w, &sid, from + i, &ing.entries[0], fallback_name)?;
+            w.changes.history = true;
+            trim(w)?;
+            if mark_seen {
+                mark_images_seen(w)?;
+            }
+            let length = live_len(&w.tx)?;
+            let mut r = json!({"length": length, "index": length.saturating_sub(1)});
+            if let Value::Object(f) = fork.to_json() {
+                r.as_object_mut().expect("object").extend(f);
+            }
+            Ok(r)
+        })
+    }
+
+    /// Make another version of a turn of the live chat its chosen path (the replaced one is kept
+    /// as a version in turn).
+    pub fn history_switch_version(
+        &mut self,
+        fork_entry_id: &str,
+        version: u64,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
+        self.write("history.switchVersion", crid, |w| {
+            let sid = binding(&w.tx)?;
+            if sid.is_empty() {
+                return Err(HostError::not_found("the live history is empty: there is no version to switch"));
+            }
+            let v = u32::try_from(version).map_err(|_| HostError::bad_request("version is too large"))?;
+            let switched = super::versions::switch(w, &sid, fork_entry_id, v)?;
+            let (_, offset) = live_state(&w.tx)?;
+            let mut r = json!({"length": live_len(&w.tx)?, "offset": offset, "switched": switched.is_some()});
+            let fork = super::versions::visible_forks(&w.tx, &sid)?
+                .into_iter()
+                .find(|f| f.fork_entry_id == fork_entry_id);
+            if let Some(Value::Object(f)) = fork.map(|f| f.to_json()) {
+                r.as_object_mut().expect("object").extend(f);
+            }
+            Ok(r)
+        })
+    }
+
+    /// A user entry whose request failed carries `failed: {code, message, at}` until a reply to
+    /// it is appended (docs/keeps.md "Failed turns").
+    pub fn history_mark_failed(
+        &mut self,
+        index: u64,
+        code: &str,
+        message: &str,
+        crid: Option<&str>,
+    ) -> HostResult<WriteOutcome> {
+        self.write("history.markFailed", crid, |w| {
+            let Some(row) = live_row_at(&w.tx, index)? else {
+                return Err(HostError::bad_request(format!("index {index} is not in the live history")));
+            };
+            let e = sessions::row_entry(&w.tx, row)?;
+            if e.get("role").and_then(Value::as_str) != Some("user") {
+                return Err(HostError::bad_request("only a user entry can be marked failed"));
+            }
+            let mut marked = e.clone();
+            if let Some(o) = marked.as_object_mut() {
+                o.insert("failed".into(), json!({"code": code, "message": message, "at": w.now}));
+            }
+            update_live(w, row, &e, &marked)?;
+            Ok(json!({"marked": true, "at": w.now}))
+        })
     }
 }
 

@@ -10,7 +10,10 @@ use super::sessions::{
     append_to_path, insert_session, session_body, session_exists, session_known, write_body,
 };
 use super::{setting_value, Store, WriteOutcome};
-use crate::domain::import::{archived_live_id, continues, holds_run, plan, ImportError, SettingsMode};
+use crate::domain::entry::same_entry;
+use crate::domain::import::{
+    archived_live_id, continues, holds_run, plan, ImportError, ImportFork, SettingsMode,
+};
 use crate::domain::ingest::{blob_from_bytes, Ingested};
 use crate::domain::sessions::choose_name;
 use crate::domain::settings::max_sessions;
@@ -35,8 +38,20 @@ impl Store {
         })?;
         // CPU work before BEGIN: data URLs → blobs for every body and the live history.
         let mut bodies: Vec<Ingested> = Vec::with_capacity(plan.sessions.len());
+        // each session's other versions, their entries ingested the same way
+        let mut versions: Vec<Vec<(ImportFork, Vec<Ingested>)>> = Vec::with_capacity(plan.sessions.len());
         for s in &plan.sessions {
             bodies.push(blobs::prepare_entries(s.entries.clone())?);
+            let mut forks = Vec::new();
+            for f in &s.versions {
+                let ing = f
+                    .others
+                    .iter()
+                    .map(|(_, list)| blobs::prepare_entries(list.clone()))
+                    .collect::<HostResult<Vec<_>>>()?;
+                forks.push((f.clone(), ing));
+            }
+            versions.push(forks);
         }
         let live = match &plan.live {
             Some(l) => Some(blobs::prepare_entries(l.clone())?),
@@ -57,14 +72,14 @@ impl Store {
             for b in &export_blobs {
                 insert_blob(w, b, false)?;
             }
-            for ing in bodies.iter().chain(live.iter()) {
+            for ing in bodies.iter().chain(live.iter()).chain(versions.iter().flatten().flat_map(|(_, i)| i)) {
                 blobs::store_ingested(w, ing)?;
             }
             let now = w.now;
             let mut imported = 0u64;
             let mut skipped = plan.malformed_sessions as u64;
             let mut created = std::collections::HashSet::new();
-            for (s, ing) in plan.sessions.iter().zip(&bodies) {
+            for ((s, ing), forks) in plan.sessions.iter().zip(&bodies).zip(&versions) {
                 // an id the host has (in the trash too) is skipped: the host's copy wins
                 if session_known(&w.tx, &s.id)? {
                     skipped += 1;
@@ -72,6 +87,14 @@ impl Store {
                 }
                 insert_session(w, &s.id, &s.name, s.created_at.unwrap_or(now), s.pinned, Some(&s.extra))?;
                 write_body(w, &s.id, &ing.entries)?;
+                let forks: Vec<ImportFork> = forks
+                    .iter()
+                    .map(|(f, ing)| ImportFork {
+                        others: f.others.iter().zip(ing).map(|((v, _), i)| (*v, i.entries.clone())).collect(),
+                        ..f.clone()
+                    })
+                    .collect();
+                super::versions::import(w, &s.id, &forks)?;
                 created.insert(s.id.clone());
                 imported += 1;
             }
@@ -92,8 +115,14 @@ impl Store {
                         if created.contains(&want) {
                             if let Some(j) = continues(&body, h) {
                                 append_to_path(w, &want, &h[body.len() - j..], None)?;
-                                target = Some((want.clone(), true));
+                            } else if !holds_run(&body, h) {
+                                // the dump history went another way than the stored body: it
+                                // becomes the chosen path, the stored body another version
+                                let k = body.iter().zip(h).take_while(|(a, b)| same_entry(a, b)).count();
+                                super::versions::branch(w, &want, k, &h[k], None)?;
+                                append_to_path(w, &want, &h[k + 1..], None)?;
                             }
+                            target = Some((want.clone(), true));
                         } else if holds_run(&body, h) {
                             target = Some((want.clone(), false));
                         }

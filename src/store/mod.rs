@@ -21,6 +21,7 @@ mod search;
 mod sessions;
 mod settings;
 mod trash;
+mod versions;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -10,10 +10,11 @@ use serde_json::{json, Map, Value};
 use super::blobs::get_blob;
 use super::bound::stored_url_chars;
 use super::history::live_entries;
-use super::sessions::{session_body, session_exists};
+use super::sessions::{session_body, session_known};
 use super::Store;
 use crate::domain::dataurl::{canonical_data_url, split_image_data_url};
 use crate::domain::entry::{parse_image_ref, TURN_IMAGE_PREFIX};
+use crate::domain::history::trim_count;
 use crate::domain::reduce::AgeOptions;
 use crate::domain::request::{build, BuildInput, Kind, Pass};
 use crate::domain::text::u16_len;
@@ -44,6 +45,8 @@ pub struct BuildArgs {
     pub backfill: bool,
     pub aging: AgeOptions,
     pub image_refs: ImageRefsMode,
+    /// Retry: the stored user entry at this index is the turn, the entries before it the history.
+    pub retry: Option<u64>,
 }
 
 /// Resolves tokens left in a built body.
@@ -133,21 +136,67 @@ impl Resolver<'_> {
     }
 }
 
+/// The turn a stored user entry was: its text (string content, or its first text part) and the
+/// URLs of its image parts, in order.
+fn turn_of(e: &Value) -> (String, Vec<Value>) {
+    match e.get("content") {
+        Some(Value::String(s)) => (s.clone(), Vec::new()),
+        Some(Value::Array(parts)) => {
+            let text = parts.iter().find_map(crate::domain::entry::part_text).unwrap_or_default().to_owned();
+            let urls = parts
+                .iter()
+                .filter(|p| crate::domain::entry::is_image_part(p))
+                .filter_map(crate::domain::entry::image_part_url)
+                .map(|u| json!(u))
+                .collect();
+            (text, urls)
+        }
+        _ => (String::new(), Vec::new()),
+    }
+}
+
 impl Store {
     pub fn request_build(&mut self, a: BuildArgs) -> HostResult<Value> {
         self.read(|tx| {
             let (mut history, source) = match a.source_session.as_deref().filter(|s| !s.is_empty()) {
-                Some(sid) if session_exists(tx, sid)? => (session_body(tx, sid)?, "session"),
+                Some(sid) if session_known(tx, sid)? => (session_body(tx, sid)?, "session"),
                 _ => (live_entries(tx)?.into_iter().map(|(_, e)| e).collect::<Vec<_>>(), "live"),
             };
+            // Retry (docs/keeps.md "Failed turns"): the stored user entry is the turn again
+            let mut user_text = a.user_text;
+            let mut images = a.images;
+            let mut retried = None;
+            if let Some(i) = a.retry {
+                let i = usize::try_from(i).unwrap_or(usize::MAX);
+                let Some(e) = history.get(i) else {
+                    return Err(HostError::bad_request(format!(
+                        "retry {i} is not an entry of the {source} history (length {})",
+                        history.len()
+                    )));
+                };
+                if e.get("role").and_then(Value::as_str) != Some("user") {
+                    return Err(HostError::bad_request("retry must name a user entry"));
+                }
+                let (text, urls) = turn_of(e);
+                user_text = text;
+                images = (!urls.is_empty()).then_some(urls);
+                retried =
+                    Some(json!({"index": i, "entryId": e.get("entryId").cloned().unwrap_or(Value::Null)}));
+                history.truncate(i);
+            }
             if let Some(up) = a.up_to {
                 history.truncate(up.min(history.len() as u64) as usize);
+            }
+            if source == "session" {
+                // a handed-off turn's session may be long: send what the live window would hold
+                let chars: Vec<usize> = history.iter().map(crate::domain::entry::content_chars).collect();
+                history.drain(..trim_count(&chars));
             }
 
             // Turn images the extension just sent never come back: with imageRefs they become
             // placeholders it fills from what it sent.
             let mut turn_map: HashMap<String, String> = HashMap::new();
-            let images = a.images.map(|list| {
+            let images = images.map(|list| {
                 list.into_iter()
                     .enumerate()
                     .map(|(i, v)| match v.as_str() {
@@ -170,7 +219,7 @@ impl Store {
             };
             let built = build(BuildInput {
                 kind: a.kind,
-                user_text: a.user_text,
+                user_text,
                 images,
                 system_prompt: a.system_prompt,
                 body_fields: a.body_fields,
@@ -196,6 +245,9 @@ impl Store {
             out.insert("body".into(), body);
             out.insert("userEntry".into(), user_entry);
             out.insert("droppedImages".into(), json!(built.dropped_images));
+            if let Some(r) = retried {
+                out.insert("retry".into(), r);
+            }
             if let Some(rep) = built.rescue {
                 out.insert("rescue".into(), rep.to_json());
             }

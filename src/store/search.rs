@@ -12,7 +12,6 @@ use crate::domain::search::{
     exact_by_index, grams_of, index_text, query_grams, snippet_around, snippet_in_piece, Finder, Indexed,
     Span, Tail,
 };
-use crate::domain::sessions::search_text;
 use crate::protocol::{HostError, HostResult};
 
 /// Index a session's whole searchable text, replacing what the index held for it.
@@ -32,8 +31,7 @@ pub(super) fn append_to_index(conn: &Connection, sid: &str, add: &str) -> HostRe
         .optional()?;
     let Some((doc, lower_bytes, last)) = found else {
         // not indexed (cannot happen through the host's own writes): index the whole body
-        let body = super::sessions::session_body(conn, sid)?;
-        return Ok(index_session(conn, sid, &search_text(&body))?);
+        return Ok(index_session(conn, sid, &super::sessions::searchable_text(conn, sid)?)?);
     };
     let tail =
         Tail { lower_bytes: usize::try_from(lower_bytes).unwrap_or(0), last_char: last.chars().next() };
@@ -104,8 +102,7 @@ pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for sid in &ids {
-        let body = super::sessions::session_body(conn, sid)?;
-        index_session(conn, sid, &search_text(&body))?;
+        index_session(conn, sid, &super::sessions::searchable_text(conn, sid)?)?;
     }
     Ok(())
 }

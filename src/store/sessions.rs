@@ -127,6 +127,9 @@ pub(super) fn append_to_path(
     fallback_name: Option<&str>,
 ) -> HostResult<Vec<Value>> {
     let start = path_len(&w.tx, sid)?;
+    if start > 0 && entries.first().and_then(|e| e.get("role")).and_then(Value::as_str) == Some("assistant") {
+        clear_failed_before(w, sid, start)?;
+    }
     let mut stored = Vec::with_capacity(entries.len());
     let mut text = String::new();
     for (i, e) in entries.iter().enumerate() {
@@ -147,6 +150,22 @@ pub(super) fn append_to_path(
     }
     touched(w, sid);
     Ok(stored)
+}
+
+/// A reply to a user entry whose request had failed clears its `failed` stamp (the entry at
+/// chosen-path position `end − 1`).
+fn clear_failed_before(w: &mut WriteTx, sid: &str, end: usize) -> HostResult<()> {
+    let Some(row) = entries::path_row_at(&w.tx, sid, end - 1)? else { return Ok(()) };
+    let e = row_entry(&w.tx, row)?;
+    if e.get("role").and_then(Value::as_str) == Some("user") && e.get("failed").is_some() {
+        let mut cleared = e.clone();
+        if let Some(o) = cleared.as_object_mut() {
+            o.remove("failed");
+        }
+        rewrite_entry(w, row, &e, &cleared)?;
+        w.changes.history |= super::history::binding(&w.tx)? == sid;
+    }
+    Ok(())
 }
 
 /// Rewrite one entry row in place; a changed text rebuilds its session's search data at commit.
@@ -213,13 +232,19 @@ pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostR
     Ok(())
 }
 
+/// What content search covers for a session: its chosen path, then its other versions.
+pub(super) fn searchable_text(conn: &Connection, sid: &str) -> HostResult<String> {
+    let mut text = search_text(&session_body(conn, sid)?);
+    text.push_str(&super::versions::search_text(conn, sid)?);
+    Ok(text)
+}
+
 /// Rebuild a session's search data from its chosen path (not for trashed sessions: the trash is
 /// not searched).
 pub(super) fn rebuild_search(conn: &Connection, sid: &str) -> HostResult<()> {
     match is_trashed(conn, sid)? {
         Some(false) => {
-            let body = session_body(conn, sid)?;
-            search::index_session(conn, sid, &search_text(&body))?;
+            search::index_session(conn, sid, &searchable_text(conn, sid)?)?;
         }
         Some(true) => search::unindex_session(conn, sid)?,
         None => {}
@@ -455,6 +480,7 @@ impl Store {
             let mut r = json!({
                 "id": row.id, "name": row.name, "createdAt": row.created_at,
                 "pinned": row.pinned, "entries": entries, "from": from, "length": row.entry_count,
+                "forks": super::versions::forks_json(tx, id)?,
             });
             let trash: Option<(i64, String)> = tx
                 .query_row(
@@ -596,21 +622,31 @@ impl Store {
         self.read(|tx| {
             let mut sessions = Vec::new();
             for id in ids {
-                let row = session_row(tx, id)?.ok_or_else(|| HostError::not_found(format!("no saved session {id:?}")))?;
-                sessions.push((row, session_body(tx, id)?));
+                let row = session_row(tx, id)?
+                    .ok_or_else(|| HostError::not_found(format!("no saved session {id:?}")))?;
+                sessions.push((row, session_body(tx, id)?, super::versions::export_json(tx, id)?));
             }
             let date = local_date();
             match format {
                 ExportFormat::Markdown => {
-                    let (row, body) = &sessions[0];
+                    let (row, body, _) = &sessions[0];
                     let name = &row.name;
-                    Ok(json!({"filename": filename(name, &date, "md"), "text": markdown(name, &local_iso(), body)}))
+                    let forks: std::collections::HashMap<String, u32> =
+                        super::versions::visible_forks(tx, &row.id)?
+                            .into_iter()
+                            .map(|f| (f.fork_entry_id, f.versions))
+                            .collect();
+                    let text = markdown(name, &local_iso(), body, &forks);
+                    Ok(json!({"filename": filename(name, &date, "md"), "text": text}))
                 }
                 ExportFormat::Json => {
                     let mut images = BTreeMap::new();
                     let mut out = Vec::new();
-                    for (row, body) in &sessions {
-                        for e in body {
+                    for (row, body, versions) in &sessions {
+                        let others =
+                            versions.iter().flat_map(|f| f["others"].as_array().into_iter().flatten());
+                        let in_versions = others.flat_map(|o| o["entries"].as_array().into_iter().flatten());
+                        for e in body.iter().chain(in_versions) {
                             for sha in referenced_blobs(e) {
                                 if images.contains_key(&sha) {
                                     continue;
@@ -619,11 +655,10 @@ impl Store {
                                 images.insert(sha, json!({"mime": mime, "data": base64_encode(&bytes)}));
                             }
                         }
-                        let extra: Option<String> = tx.query_row(
-                            "SELECT extra FROM sessions WHERE id = ?1",
-                            [&row.id],
-                            |r| r.get(0),
-                        )?;
+                        let extra: Option<String> =
+                            tx.query_row("SELECT extra FROM sessions WHERE id = ?1", [&row.id], |r| {
+                                r.get(0)
+                            })?;
                         let mut s = Map::new();
                         if let Some(Value::Object(x)) = extra.and_then(|x| serde_json::from_str(&x).ok()) {
                             s.extend(x);
@@ -633,6 +668,7 @@ impl Store {
                         s.insert("createdAt".into(), row.created_at.into());
                         s.insert("pinned".into(), row.pinned.into());
                         s.insert("entries".into(), Value::Array(body.clone()));
+                        s.insert("versions".into(), Value::Array(versions.clone()));
                         out.push(Value::Object(s));
                     }
                     let fname = if sessions.len() == 1 {

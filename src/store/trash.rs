@@ -92,6 +92,9 @@ pub(super) fn take_entries(
             params![row, item, k as i64],
         )?;
     }
+    let moved: Vec<String> =
+        entries.iter().filter_map(|e| crate::domain::entry::entry_id(e).map(str::to_owned)).collect();
+    super::versions::carry(w, sid, &item, moved)?;
     renumber(&w.tx, sid, None, first)?;
     w.tx.execute(
         "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
