@@ -16,7 +16,7 @@ use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::{
     content_chars, entry_text, image_part_count, referenced_blobs, role, validate_new_entry,
 };
-use crate::domain::export::{filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
+use crate::domain::export::{export_entry, filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
 use crate::domain::sessions::{choose_name, normalize_name, search_text, DrawerRow};
 use crate::domain::settings::max_sessions;
 use crate::domain::text::lower;
@@ -488,7 +488,9 @@ impl Store {
                     let mut images = BTreeMap::new();
                     let mut out = Vec::new();
                     for (row, body) in &sessions {
-                        for e in body {
+                        // §12.19: originals back in `image_url`, no `originalUrl`
+                        let body: Vec<Value> = body.iter().map(export_entry).collect();
+                        for e in &body {
                             for sha in referenced_blobs(e) {
                                 if images.contains_key(&sha) {
                                     continue;
@@ -510,7 +512,7 @@ impl Store {
                         s.insert("name".into(), row.name.clone().into());
                         s.insert("createdAt".into(), row.created_at.into());
                         s.insert("pinned".into(), row.pinned.into());
-                        s.insert("entries".into(), Value::Array(body.clone()));
+                        s.insert("entries".into(), Value::Array(body));
                         out.push(Value::Object(s));
                     }
                     let fname = if sessions.len() == 1 {
