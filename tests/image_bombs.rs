@@ -1446,10 +1446,10 @@ fn decodes_at_the_limits_stay_under_256_mib() {
         png("PNG 8192×8192 RGBA all-zero", png_zero(8192, 8192, 6)),
         png("PNG 8192×8192 gray all-zero", png_zero(8192, 8192, 0)),
         png("PNG 8192×8192 gray-alpha 16-bit all-zero", png_zero16(8192, 8192, 4)),
-        png("PNG 4096×4096 RGBA all-zero (the pixel cap)", png_zero(4096, 4096, 6)),
-        png("PNG 4096×4096 gray all-zero (the pixel cap)", png_zero(4096, 4096, 0)),
-        png("PNG 4096×4096 gray-alpha 16-bit all-zero (the pixel cap)", png_zero16(4096, 4096, 4)),
-        png("PNG 4096×4096 RGBA 16-bit all-zero (the pixel cap)", png_zero16(4096, 4096, 6)),
+        png("PNG 4096×4096 RGBA all-zero (the former pixel cap)", png_zero(4096, 4096, 6)),
+        png("PNG 4096×4096 gray all-zero (the former pixel cap)", png_zero(4096, 4096, 0)),
+        png("PNG 4096×4096 gray-alpha 16-bit all-zero (the former pixel cap)", png_zero16(4096, 4096, 4)),
+        png("PNG 4096×4096 RGBA 16-bit all-zero (the former pixel cap)", png_zero16(4096, 4096, 6)),
         Case::new(
             format!("GIF 8192×8192 screen, one 1×1 frame ({} B)", gif.len()),
             "image/gif",
@@ -1660,9 +1660,11 @@ fn bound_images_turn_bombs_into_labels_and_keep_serving() {
     assert!(alive(&mut h), "host exited during boundImages");
     assert_eq!(r["rewritten"], json!(1 + 1 + 2 + 1), "labels 1 + thumbnail 1 + labels 2 + labels 1");
     let got = h.ok("history.get", json!({"images": "ref"}))["entries"].clone();
+    // each label keeps the original it replaced (storage-model §12.8)
+    let label = |t: &str, b: &[u8]| json!({"type": "text", "text": t, "originalUrl": format!("keepsake-image:sha256:{}", sha256_hex(b))});
     assert_eq!(
         got[0]["content"],
-        json!([text_part("bomb\n\n## Figures\n1. Sales chart"), text_part("[Sales chart]")])
+        json!([text_part("bomb\n\n## Figures\n1. Sales chart"), label("[Sales chart]", &bomb_png)])
     );
     let thumb = got[1]["content"][1]["image_url"]["url"].as_str().unwrap().to_owned();
     assert!(thumb.starts_with("keepsake-image:sha256:"), "large image thumbnailed, got {}", got[1]);
@@ -1674,8 +1676,8 @@ fn bound_images_turn_bombs_into_labels_and_keep_serving() {
         )
         .unwrap();
     assert_eq!(mime, "image/jpeg 480×320");
-    assert_eq!(got[2]["content"], json!([text_part("[image 1]"), text_part("[image 2]")]));
-    assert_eq!(got[3]["content"], json!([text_part("svg"), text_part("[image 1]")]));
+    assert_eq!(got[2]["content"], json!([label("[image 1]", &bomb_gif), label("[image 2]", &small_png())]));
+    assert_eq!(got[3]["content"], json!([text_part("svg"), label("[image 1]", &svg)]));
     assert!(
         got[4]["content"][1]["image_url"]["url"].as_str().unwrap().starts_with("keepsake-image:sha256:"),
         "newest entry spared"

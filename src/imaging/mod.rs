@@ -181,8 +181,16 @@ fn decode_generic(bytes: &[u8], format: Format) -> Result<Decoded, Rejected> {
     };
     check_sides(format, w, h)?;
     check_alloc(format, w, h, out.saturating_add(working_bytes(format, w, h, color)))?;
-    // The decoder's own allocations get what the frame leaves of the budget.
-    let (_, r) = reader(bytes, MAX_DECODE_BYTES - out)?;
+    // The decoder's own allocations (rows, ancillary chunks such as a compressed ICC profile, a
+    // GIF frame buffer) are held to what the frame leaves of the budget, and, except for a GIF's
+    // frame buffer, to the estimate plus the header allowance: a 10×10 PNG never inflates a
+    // 300 MB iCCP chunk.
+    let remaining = MAX_DECODE_BYTES - out;
+    let internal = match format {
+        Format::Gif => remaining,
+        _ => remaining.min(working_bytes(format, w, h, color) + HEADER_ALLOC),
+    };
+    let (_, r) = reader(bytes, internal)?;
     let mut decoder = r.into_decoder().map_err(header)?;
     if decoder.dimensions() != (w, h) || decoder.total_bytes() != out || decoder.color_type() != color {
         return Err(Rejected(format!("{format:?} header reads differently the second time")));
