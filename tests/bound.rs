@@ -1,5 +1,8 @@
 //! The byte-budget pass `history.boundImages` (storage-model §6.5, §2.6 garbage collection,
-//! §10 invariants 5–6, §11.19) through the real binary over pipes on a temp database.
+//! §10 invariants 5–6, §11.19) through the real binary over pipes on a temp database. Pixels are
+//! never destroyed (§12.8): a part pointed at a thumbnail and each label keep their original as
+//! `originalUrl`, and the original blob lives as long as the entry (`tests/pixels.rs` has the
+//! large pictures, the lightbox's read, the export and request bodies).
 mod common;
 use common::*;
 
@@ -344,8 +347,13 @@ fn twenty_screenshots_are_bounded_to_the_budget() {
         if victims.contains(&i) {
             assert_ne!(sha, orig_sha, "entry {i} should now point at a thumbnail");
             assert_thumbnail_of(&db, &sha, &orig_sha, shots[i].0, shots[i].1);
-            // no snapshot holds the original: it left with its last reference
-            assert!(!blob_exists(&db, &orig_sha), "original of entry {i} outlived its last reference");
+            // no snapshot holds the original, the entry does (§12.8)
+            assert_eq!(
+                e["content"][1]["originalUrl"],
+                json!(image_ref(&shots[i].2)),
+                "entry {i} keeps its original"
+            );
+            assert_eq!(blob(&db, &orig_sha).expect("original kept").bytes, shots[i].2);
         } else {
             assert_eq!(sha, orig_sha, "entry {i} is not a victim and must be untouched");
             let b = blob(&db, &sha).expect("original kept");
@@ -412,11 +420,12 @@ fn snapshots_are_never_touched_and_keep_their_originals() {
     assert_eq!(expected_victims(&sizes, budget), vec![0, 1]);
     assert_eq!(bound(&mut h, Some(budget)), 2);
 
-    // the live history points at thumbnails …
+    // the live history points at thumbnails, keeping the originals …
     let after = live(&mut h);
     for (i, p) in pngs.iter().enumerate().take(2) {
         let sha = sha_of(&image_urls(&after[i])[0]).unwrap().to_owned();
         assert_thumbnail_of(&db, &sha, &sha256_hex(p), 600, 400);
+        assert_eq!(after[i]["content"][1]["originalUrl"], json!(image_ref(p)));
     }
     assert_eq!(image_urls(&after[2]), vec![image_ref(&pngs[2])]);
     // … the snapshot still references the originals, which are kept
@@ -430,15 +439,20 @@ fn snapshots_are_never_touched_and_keep_their_originals() {
     let inline = h.ok("sessions.get", json!({ "id": sid }))["entries"].clone();
     assert_eq!(image_urls(&inline[0]), vec![png_url(&pngs[0])]);
 
-    // deleting the snapshot drops the originals nothing references any more
+    // deleting the snapshot keeps the originals: the live entries still hold them (§12.8)
     assert_eq!(h.ok("sessions.delete", json!({ "id": sid })), json!({"deleted": true}));
-    assert!(!blob_exists(&db, &sha256_hex(&pngs[0])));
-    assert!(!blob_exists(&db, &sha256_hex(&pngs[1])));
-    assert!(blob_exists(&db, &sha256_hex(&pngs[2])), "the newest entry still uses its original");
+    for p in &pngs {
+        assert!(blob_exists(&db, &sha256_hex(p)));
+    }
     for e in &after[..2] {
         assert!(blob_exists(&db, sha_of(&image_urls(e)[0]).unwrap()), "thumbnails stay referenced");
     }
-    assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 3);
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 5);
+    // removing the entries is what drops them
+    h.ok("history.removeAt", json!({"index": 0}));
+    assert!(!blob_exists(&db, &sha256_hex(&pngs[0])), "the original left with its entry");
+    assert!(!blob_exists(&db, sha_of(&image_urls(&after[0])[0]).unwrap()), "so did its thumbnail");
+    assert!(blob_exists(&db, &sha256_hex(&pngs[1])));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -589,18 +603,21 @@ fn undecodable_images_turn_the_whole_entry_into_labels() {
 
     assert_eq!(bound(&mut h, Some(0)), 4, "2 + 1 + 1 image parts fall back to labels");
     let after = live(&mut h);
+    // each label keeps the original of the image it replaced (§12.8); a URL that was never a
+    // blob is kept as the string it was
+    let label = |t: &str, o: &str| json!({"type": "text", "text": t, "originalUrl": o});
     assert_eq!(
         after[0],
         json!({"role": "user", "attachId": "keep-me", "content": [
-            text_part(figures), text_part("[Chart A]"), text_part("[Chart B]")]})
+            text_part(figures), label("[Chart A]", &image_ref(&good)), label("[Chart B]", &image_ref(&junk))]})
     );
-    assert_eq!(after[1]["content"], json!([text_part("bomb"), text_part("[image 1]")]));
-    assert_eq!(after[2]["content"], json!([text_part("bad base64"), text_part("[image 1]")]));
+    assert_eq!(after[1]["content"], json!([text_part("bomb"), label("[image 1]", &image_ref(&bomb))]));
+    assert_eq!(after[2]["content"], json!([text_part("bad base64"), label("[image 1]", bad_b64)]));
     assert_eq!(image_urls(&after[3]), vec![image_ref(&newest)]);
-    // the decodable picture of the failed entry was not thumbnailed, and unreferenced blobs left
+    // the decodable picture of the failed entry was not thumbnailed, and the originals are kept
     assert_eq!(q_i64(&db, "SELECT count(*) FROM images WHERE is_thumbnail = 1"), 0);
     for b in [&good, &junk, &bomb] {
-        assert!(!blob_exists(&db, &sha256_hex(b)));
+        assert_eq!(blob(&db, &sha256_hex(b)).expect("original kept").bytes, *b);
     }
     bound_noop(&mut h, Some(0));
 }

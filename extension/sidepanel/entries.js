@@ -31,9 +31,17 @@ export function entryImages(entry) {
   return entry.content.filter(isImagePart).map(imagePartUrl).filter(Boolean);
 }
 
+/** A part's `originalUrl` (storage-model §12.8, §12.19: the original image a thumbnail or a label stands for), or ''. */
+export function partOriginalUrl(part) {
+  return part && typeof part === 'object' && typeof part.originalUrl === 'string' ? part.originalUrl : '';
+}
+
 /**
  * Display parts in order: consecutive text parts merged, images kept in place.
- * → [{kind: 'text', text} | {kind: 'image', url, n}] (n = 1-based image number in the entry).
+ * → [{kind: 'text', text} | {kind: 'image', url, n, original?} | {kind: 'label', text, n, original}]
+ * (n = 1-based image number in the entry). `original` is the part's `originalUrl`: the image the
+ * bubble's thumbnail stands for, or, for a label text part (`[image 2]`) that replaced an image, that
+ * image; the lightbox shows it.
  */
 export function displayParts(entry) {
   if (!entry || typeof entry !== 'object') return [];
@@ -43,14 +51,18 @@ export function displayParts(entry) {
   const out = [];
   let n = 0;
   for (const p of c) {
-    if (isTextPart(p)) {
+    const original = partOriginalUrl(p);
+    if (isTextPart(p) && original) {
+      n += 1;
+      out.push({ kind: 'label', text: p.text, n, original });
+    } else if (isTextPart(p)) {
       const last = out[out.length - 1];
       if (last && last.kind === 'text') last.text += '\n' + p.text;
       else out.push({ kind: 'text', text: p.text });
     } else if (isImagePart(p)) {
       const url = imagePartUrl(p);
       n += 1;
-      if (url) out.push({ kind: 'image', url, n });
+      if (url) out.push(original ? { kind: 'image', url, n, original } : { kind: 'image', url, n });
     }
   }
   return out;

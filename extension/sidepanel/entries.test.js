@@ -21,6 +21,25 @@ test('images in both part forms', () => {
   assert.equal(imagePartUrl({ type: 'text', text: 'x' }), '');
 });
 
+test('displayParts carries originals: a thumbnail part names its original, a label part becomes a label that does', () => {
+  const ORIG = 'keepsake-image:sha256:' + 'b'.repeat(64);
+  const ORIG2 = 'keepsake-image:sha256:' + 'c'.repeat(64);
+  const e = { role: 'user', content: [
+    { type: 'text', text: 'a' },
+    { type: 'image_url', image_url: { url: REF }, originalUrl: ORIG },
+    { type: 'text', text: '[image 2]', originalUrl: ORIG2 },
+    { type: 'text', text: 'b' },
+  ] };
+  assert.deepEqual(displayParts(e), [
+    { kind: 'text', text: 'a' },
+    { kind: 'image', url: REF, n: 1, original: ORIG },
+    { kind: 'label', text: '[image 2]', n: 2, original: ORIG2 },
+    { kind: 'text', text: 'b' },
+  ]);
+  assert.equal(entryText(e), 'a\n[image 2]\nb');
+  assert.deepEqual(entryImages(e), [REF]);
+});
+
 test('displayParts merges adjacent text and numbers images', () => {
   const e = { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }, { type: 'image_url', image_url: { url: REF } }, { type: 'text', text: 'c' }] };
   assert.deepEqual(displayParts(e), [{ kind: 'text', text: 'a\nb' }, { kind: 'image', url: REF, n: 1 }, { kind: 'text', text: 'c' }]);

@@ -31,7 +31,8 @@ function splitDataUrl(url) {
 }
 
 /**
- * createImageCache({storage, max}) → {display(url) → Promise<{src, thumb} | {link}>, full(url) → Promise<string>}
+ * createImageCache({storage, max}) → {display(url) → Promise<{src, thumb} | {link}>, full(url) → Promise<string>,
+ *   original(url) → Promise<{src, revoke}>, dataUrl(url) → Promise<string>}
  * `src` is a blob: URL (or the data: URL itself), `link` an http(s) URL the page's CSP cannot show inline.
  */
 export function createImageCache({ storage, max = 200 } = {}) {
@@ -97,6 +98,20 @@ export function createImageCache({ storage, max = 200 } = {}) {
     return parts ? URL.createObjectURL(base64ToBlob(parts.b64, parts.mime)) : url;
   }
 
+  /**
+   * A URL of an original picture (storage-model §12.8: a thumbnail's or a label's `originalUrl`) for
+   * the lightbox: a reference is read with `images.get` and shown as it is, never through a display
+   * thumbnail. The caller revokes the blob URL (`revoke`) when it is done with it.
+   */
+  async function original(url) {
+    if (isImageRef(url)) {
+      const r = await storage.images.get({ ref: url });
+      const src = URL.createObjectURL(base64ToBlob(r.bytes, r.mime));
+      return { src, revoke: () => URL.revokeObjectURL(src) };
+    }
+    return { src: await full(url), revoke: () => {} };
+  }
+
   /** Inline data URL of a picture (for edit & resend, which sends data URLs). */
   async function dataUrl(url) {
     if (isImageRef(url)) {
@@ -106,5 +121,5 @@ export function createImageCache({ storage, max = 200 } = {}) {
     return url;
   }
 
-  return { display, full, dataUrl };
+  return { display, full, original, dataUrl };
 }

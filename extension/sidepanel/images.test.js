@@ -43,3 +43,22 @@ test('display: http(s) pictures become links, other URLs are refused', async () 
   assert.deepEqual(await cache.display('https://example.com/a.png'), { link: 'https://example.com/a.png' });
   await assert.rejects(cache.display('ftp://example.com/a.png'), /Unsupported image URL/);
 });
+
+test('original: the lightbox reads an originalUrl reference with images.get, never through a display thumbnail', async () => {
+  const asked = [];
+  const big = 'A'.repeat(1_600_000);
+  const storage = { images: {
+    get: async (a) => { asked.push(a); return { mime: 'image/png', bytes: big }; },
+    thumbnail: async () => { throw new Error('no thumbnail for an original'); },
+  } };
+  const cache = createImageCache({ storage });
+  const o = await cache.original(REF);
+  assert.match(o.src, /^blob:/);
+  const blob = await (await import('node:buffer')).resolveObjectURL(o.src);
+  assert.equal(blob.type, 'image/png');
+  assert.equal(blob.size, big.length / 4 * 3);
+  assert.deepEqual(asked, [{ ref: REF }]);
+  o.revoke();
+  assert.equal(await (await import('node:buffer')).resolveObjectURL(o.src), undefined);
+  assert.equal((await cache.original('https://example.com/a.png')).src, 'https://example.com/a.png');
+});

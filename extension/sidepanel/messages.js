@@ -114,18 +114,32 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     });
   }
 
-  function imageNode(url, n) {
+  /** A bubble picture; `original` (the part's `originalUrl`) is what the lightbox opens, if set. */
+  function imageNode(url, n, original) {
     const img = h('img', { class: 'msg-image', alt: `Image ${n}`, testid: 'bubble-image', decoding: 'async' });
     const wrap = h('button', {
       type: 'button', class: 'msg-image-btn loading', 'aria-label': `Open image ${n}`,
-      on: { click: () => openLightbox(url, n) },
+      on: { click: () => openLightbox(url, n, original) },
     }, img);
     queueImage({ url, n, img, wrap });
     return wrap;
   }
 
+  /** A label (`[image 2]`) that replaced a picture whose original is kept: opens it in the lightbox. */
+  function labelNode(text, n, original) {
+    return h('button', {
+      type: 'button', class: 'msg-image-label', testid: 'bubble-image-label', text,
+      'aria-label': `Open image ${n}`, on: { click: () => openLightbox(null, n, original) },
+    });
+  }
+
   let lightbox = null;
-  async function openLightbox(url, n) {
+  let lightboxRevoke = null;
+  /**
+   * Show a picture full size. With `original` (storage-model §12.8) the lightbox fetches that
+   * reference with `images.get`, so it shows the kept original, not the bubble's thumbnail.
+   */
+  async function openLightbox(url, n, original) {
     closeLightbox();
     const img = h('img', { alt: `Image ${n}` });
     const close = iconButton('x', 'Close image', { testid: 'lightbox-close', on: { click: closeLightbox } });
@@ -138,10 +152,21 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     }, close, img);
     document.body.append(lightbox);
     lightbox.focus();
-    try { img.src = await images.full(url); } catch { img.alt = `Image ${n} unavailable`; }
+    const box = lightbox;
+    try {
+      if (original) {
+        const o = await images.original(original);
+        if (lightbox !== box) { o.revoke(); return; }
+        lightboxRevoke = o.revoke;
+        img.src = o.src;
+      } else {
+        img.src = await images.full(url);
+      }
+    } catch { img.alt = `Image ${n} unavailable`; }
   }
   function closeLightbox() {
     if (lightbox) { lightbox.remove(); lightbox = null; }
+    if (lightboxRevoke) { lightboxRevoke(); lightboxRevoke = null; }
   }
 
   // ---- rows --------------------------------------------------------------------------------
@@ -176,7 +201,8 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     const body = h('div', { class: 'msg-body' });
     const pills = role === 'assistant' && !!entry.videoSrc;
     for (const part of displayParts(entry)) {
-      if (part.kind === 'image') body.append(imageNode(part.url, part.n));
+      if (part.kind === 'image') body.append(imageNode(part.url, part.n, part.original));
+      else if (part.kind === 'label') body.append(labelNode(part.text, part.n, part.original));
       else if (role === 'assistant') { const md = h('div', { class: 'md' }); markdownInto(md, part.text, pills); body.append(md); }
       else body.append(h('div', { class: 'msg-text', text: part.text }));
     }

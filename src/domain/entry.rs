@@ -13,6 +13,12 @@ pub const LEGACY_PREFIX: &str = "[Page context attached by browsa]";
 /// Prefix of an image reference URL (storage-model §1).
 pub const IMAGE_REF_PREFIX: &str = "keepsake-image:sha256:";
 
+/// Part-level key holding the image reference of the original image a part stands in for
+/// (storage-model §12.8, §12.19): set on an image part pointed at a thumbnail and on a label text
+/// part that replaced an image. Counts as a reference; never used for URL chars, budgets or
+/// requests.
+pub const ORIGINAL_URL: &str = "originalUrl";
+
 /// Placeholder for the n-th `turn.images` item in a body built with `imageRefs` (PROTOCOL.md).
 pub const TURN_IMAGE_PREFIX: &str = "keepsake-turn-image:";
 
@@ -181,6 +187,51 @@ pub fn for_each_image_url_mut(e: &mut Value, mut f: impl FnMut(&mut String)) {
     }
 }
 
+/// A part's `originalUrl`, when it is a string.
+pub fn part_original_url(p: &Value) -> Option<&str> {
+    p.get(ORIGINAL_URL).and_then(Value::as_str)
+}
+
+/// Every part's `originalUrl` string (image parts and label text parts alike).
+pub fn original_urls(e: &Value) -> Vec<&str> {
+    match content(e) {
+        Some(Value::Array(parts)) => parts.iter().filter_map(part_original_url).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Visit every part's `originalUrl` string mutably.
+pub fn for_each_original_url_mut(e: &mut Value, mut f: impl FnMut(&mut String)) {
+    if let Some(Value::Array(parts)) = e.get_mut("content") {
+        for p in parts.iter_mut() {
+            if let Some(Value::String(u)) = p.get_mut(ORIGINAL_URL) {
+                f(u);
+            }
+        }
+    }
+}
+
+/// Remove `originalUrl` from every part (request copies never carry it). True if any was there.
+pub fn strip_original_urls(e: &mut Value) -> bool {
+    let mut any = false;
+    if let Some(Value::Array(parts)) = e.get_mut("content") {
+        for p in parts.iter_mut() {
+            if let Some(o) = p.as_object_mut() {
+                any |= o.remove(ORIGINAL_URL).is_some();
+            }
+        }
+    }
+    any
+}
+
+/// True when some part of the entry has an `originalUrl` key.
+pub fn has_original_urls(e: &Value) -> bool {
+    match content(e) {
+        Some(Value::Array(parts)) => parts.iter().any(|p| p.get(ORIGINAL_URL).is_some()),
+        _ => false,
+    }
+}
+
 /// The sha256 hex of an image reference URL, if `url` is one (64 lower-case hex digits).
 pub fn parse_image_ref(url: &str) -> Option<&str> {
     let hex = url.strip_prefix(IMAGE_REF_PREFIX)?;
@@ -195,10 +246,15 @@ pub fn image_ref_url(sha256_hex: &str) -> String {
     format!("{IMAGE_REF_PREFIX}{sha256_hex}")
 }
 
-/// Distinct blob hashes referenced by an entry's image parts.
+/// Distinct blob hashes referenced by an entry: its image parts' URLs and every part's
+/// `originalUrl` (§12.8: an original lives as long as the entry that keeps it).
 pub fn referenced_blobs(e: &Value) -> Vec<String> {
-    let mut out: Vec<String> =
-        image_urls(e).into_iter().filter_map(parse_image_ref).map(str::to_owned).collect();
+    let mut out: Vec<String> = image_urls(e)
+        .into_iter()
+        .chain(original_urls(e))
+        .filter_map(parse_image_ref)
+        .map(str::to_owned)
+        .collect();
     out.sort();
     out.dedup();
     out
@@ -267,6 +323,21 @@ mod tests {
         assert!(is_last_page_context_candidate(&a));
         let b = json!({"role":"assistant","content":"[Page context attached by Keepsake]"});
         assert!(!is_attach_entry(&b));
+    }
+
+    #[test]
+    fn originals_count_as_references() {
+        let (a, b, c) = ("a".repeat(64), "b".repeat(64), "c".repeat(64));
+        let mut e = json!({"role":"user","content":[
+            {"type":"image_url","image_url":{"url":image_ref_url(&a)},"originalUrl":image_ref_url(&b)},
+            {"type":"text","text":"[image 2]","originalUrl":image_ref_url(&c)},
+            {"type":"text","text":"[image 3]","originalUrl":"https://x/y.png"}
+        ]});
+        assert_eq!(referenced_blobs(&e), vec![a.clone(), b, c]);
+        assert!(has_original_urls(&e));
+        assert!(strip_original_urls(&mut e));
+        assert!(!has_original_urls(&e));
+        assert_eq!(referenced_blobs(&e), vec![a]);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 
 use serde_json::Value;
 
-use super::entry::{entry_text, image_part_count, is_attach_entry, role};
+use serde_json::json;
+
+use super::entry::{entry_text, image_part_count, image_part_url_mut, is_attach_entry, role, ORIGINAL_URL};
 use super::text::cut_u16;
 
 /// `format` of the lossless JSON export.
@@ -12,6 +14,25 @@ pub const EXPORT_VERSION: u64 = 2;
 /// The oldest export version this host still imports (version 1 had no `versions`).
 pub const EXPORT_VERSION_MIN: u64 = 1;
 const SLUG_MAX_UNITS: usize = 40;
+
+/// An entry as the JSON export writes it (§12.19): the original goes back into `image_url` — an
+/// image part pointed at a thumbnail shows its original again, a label part that replaced an
+/// image becomes that image part again — and no part carries `originalUrl`.
+pub fn export_entry(e: &Value) -> Value {
+    let mut out = e.clone();
+    if let Some(Value::Array(parts)) = out.get_mut("content") {
+        for p in parts.iter_mut() {
+            let Some(original) = p.as_object_mut().and_then(|o| o.remove(ORIGINAL_URL)) else { continue };
+            let Value::String(original) = original else { continue };
+            let is_image = p.get("type").and_then(Value::as_str) == Some("image_url");
+            match image_part_url_mut(p) {
+                Some(u) if is_image => *u = original,
+                _ => *p = json!({"type": "image_url", "image_url": {"url": original}}),
+            }
+        }
+    }
+    out
+}
 
 /// File-name slug (§5.6): ASCII letters and digits and CJK ideographs U+4E00–U+9FFF kept, every
 /// other run becomes `-`, `-` trimmed at both ends, cut to 40 chars, empty → `session`.
@@ -108,6 +129,26 @@ pub fn markdown(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn export_restores_originals() {
+        let e = json!({"role":"user","imagesSeen":true,"content":[
+            {"type":"text","text":"hi"},
+            {"type":"image_url","image_url":{"url":"t","detail":"low"},"originalUrl":"o"},
+            {"type":"image_url","image_url":"t2","originalUrl":"o2"},
+            {"type":"text","text":"[image 3]","originalUrl":"o3"},
+            {"type":"image_url","image_url":{"url":"plain"}}]});
+        assert_eq!(
+            export_entry(&e),
+            json!({"role":"user","imagesSeen":true,"content":[
+                {"type":"text","text":"hi"},
+                {"type":"image_url","image_url":{"url":"o","detail":"low"}},
+                {"type":"image_url","image_url":"o2"},
+                {"type":"image_url","image_url":{"url":"o3"}},
+                {"type":"image_url","image_url":{"url":"plain"}}]})
+        );
+        assert_eq!(export_entry(&json!({"role":"user","content":"x"})), json!({"role":"user","content":"x"}));
+    }
 
     #[test]
     fn slug_rules() {

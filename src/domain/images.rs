@@ -3,7 +3,10 @@
 
 use serde_json::{json, Value};
 
-use super::entry::{image_part_url, is_image_bearing, is_image_part, is_image_token, part_text};
+use super::entry::{
+    has_original_urls, image_part_url, image_part_url_mut, is_image_bearing, is_image_part, is_image_token,
+    part_original_url, part_text, strip_original_urls, ORIGINAL_URL,
+};
 use super::figures::parse_figure_labels;
 use super::text::{js_trim, u16_len};
 
@@ -31,8 +34,22 @@ pub fn js_truthy(v: &Value) -> bool {
     }
 }
 
-/// compactEntry (§6.2): image parts become `[label]` text parts; idempotent.
+/// compactEntry (§6.2): image parts become `[label]` text parts; idempotent. This is the request
+/// copy: no part keeps an `originalUrl` (§12.19).
 pub fn compact_entry(e: &Value) -> Value {
+    let mut out = labels(e, false);
+    strip_original_urls(&mut out);
+    out
+}
+
+/// compactEntry for storage (§12.8): each label part keeps `originalUrl`, the original of the
+/// image it replaced (the part's own `originalUrl` if it had one, else its URL); parts that
+/// already carry `originalUrl` keep their first one.
+pub fn compact_entry_keeping_originals(e: &Value) -> Value {
+    labels(e, true)
+}
+
+fn labels(e: &Value, keep_originals: bool) -> Value {
     let Some(Value::Array(parts)) = e.get("content") else {
         return e.clone();
     };
@@ -48,7 +65,12 @@ pub fn compact_entry(e: &Value) -> Value {
             if is_image_part(p) {
                 n += 1;
                 let label = labels.get(n - 1).cloned().unwrap_or_else(|| format!("image {n}"));
-                json!({"type": "text", "text": format!("[{label}]")})
+                let mut l = json!({"type": "text", "text": format!("[{label}]")});
+                let original = part_original_url(p).or_else(|| image_part_url(p)).filter(|u| !u.is_empty());
+                if let (true, Some(o)) = (keep_originals, original) {
+                    l[ORIGINAL_URL] = Value::String(o.to_owned());
+                }
+                l
             } else {
                 p.clone()
             }
@@ -59,17 +81,34 @@ pub fn compact_entry(e: &Value) -> Value {
     out
 }
 
-/// prepare (§6.3): seen image-bearing entries become labels; the `imagesSeen` key never leaves.
+/// Point an image part at `url` (a thumbnail), recording the URL it had as `originalUrl` unless
+/// the part already has one (§12.8: the first original is kept). Returns false, changing
+/// nothing, when the part has no URL or already points at `url`.
+pub fn point_at(part: &mut Value, url: &str) -> bool {
+    let Some(u) = image_part_url_mut(part) else { return false };
+    if u == url {
+        return false;
+    }
+    let was = std::mem::replace(u, url.to_owned());
+    if part.get(ORIGINAL_URL).is_none() {
+        part[ORIGINAL_URL] = Value::String(was);
+    }
+    true
+}
+
+/// prepare (§6.3): seen image-bearing entries become labels; the `imagesSeen` key and parts'
+/// `originalUrl` (§12.19) never leave.
 pub fn prepare(history: &[Value]) -> Vec<Value> {
     history
         .iter()
         .map(|e| {
             let seen = e.get("imagesSeen").is_some_and(js_truthy);
             let has_key = e.get("imagesSeen").is_some();
-            if !seen && !has_key {
+            if !seen && !has_key && !has_original_urls(e) {
                 return e.clone();
             }
             let mut c = if seen && is_image_bearing(e) { compact_entry(e) } else { e.clone() };
+            strip_original_urls(&mut c);
             if let Some(o) = c.as_object_mut() {
                 o.remove("imagesSeen");
             }
@@ -202,6 +241,47 @@ mod tests {
         assert_eq!(c["content"][2]["text"], "[image 2]");
         assert_eq!(compact_entry(&c), c);
         assert_eq!(compact_entry(&json!("x")), json!("x"));
+    }
+
+    #[test]
+    fn stored_labels_keep_originals_and_request_copies_drop_them() {
+        let e = json!({"role":"user","content":[
+            {"type":"text","text":"hi"},
+            {"type":"image_url","image_url":{"url":"keepsake-image:sha256:t"},"originalUrl":"keepsake-image:sha256:o"},
+            {"type":"image_url","image_url":"keepsake-image:sha256:p"},
+            {"type":"image_url","image_url":{"url":""}}]});
+        let kept = compact_entry_keeping_originals(&e);
+        assert_eq!(
+            kept["content"],
+            json!([{"type":"text","text":"hi"},
+                {"type":"text","text":"[image 1]","originalUrl":"keepsake-image:sha256:o"},
+                {"type":"text","text":"[image 2]","originalUrl":"keepsake-image:sha256:p"},
+                {"type":"text","text":"[image 3]"}])
+        );
+        // idempotent, and a second pass never overwrites a first original
+        assert_eq!(compact_entry_keeping_originals(&kept), kept);
+        let copy = compact_entry(&kept);
+        assert!(!copy.to_string().contains("originalUrl"));
+        assert_eq!(copy, compact_entry(&e));
+        let prepared = prepare(&[kept.clone(), e.clone()]);
+        assert!(!Value::Array(prepared.clone()).to_string().contains("originalUrl"));
+        assert_eq!(
+            prepared[1]["content"][1],
+            json!({"type":"image_url","image_url":{"url":"keepsake-image:sha256:t"}})
+        );
+    }
+
+    #[test]
+    fn pointing_at_a_thumbnail_keeps_the_first_original() {
+        let mut p = json!({"type":"image_url","image_url":{"url":"o"}});
+        assert!(point_at(&mut p, "t"));
+        assert_eq!(p, json!({"type":"image_url","image_url":{"url":"t"},"originalUrl":"o"}));
+        assert!(!point_at(&mut p, "t"));
+        assert!(point_at(&mut p, "u"));
+        assert_eq!(p["originalUrl"], "o");
+        let mut bare = json!({"type":"image_url","image_url":"o"});
+        assert!(point_at(&mut bare, "t"));
+        assert_eq!(bare, json!({"type":"image_url","image_url":"t","originalUrl":"o"}));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::dataurl::{decode_image_data_url, DataUrlError};
-use super::entry::{for_each_image_url_mut, image_ref_url, parse_image_ref};
+use super::entry::{for_each_image_url_mut, for_each_original_url_mut, image_ref_url, parse_image_ref};
 use super::import::sha256_hex;
 use crate::protocol::limits::MAX_IMAGE_BYTES;
 
@@ -43,12 +43,13 @@ pub fn blob_from_bytes(mime: String, bytes: Vec<u8>) -> NewBlob {
     NewBlob { sha256, mime, width: dims.map(|d| d.0), height: dims.map(|d| d.1), bytes }
 }
 
-/// Convert the image parts of `entries` (data URLs → references).
+/// Convert the image parts of `entries` and every part's `originalUrl` (§12.8) (data URLs →
+/// references; references must name stored blobs).
 pub fn ingest(entries: Vec<Value>) -> Result<Ingested, TooLargeImage> {
     let mut out = Ingested::default();
     let mut err = None;
     for mut e in entries {
-        for_each_image_url_mut(&mut e, |url| {
+        let mut visit = |url: &mut String| {
             if err.is_some() {
                 return;
             }
@@ -70,7 +71,9 @@ pub fn ingest(entries: Vec<Value>) -> Result<Ingested, TooLargeImage> {
                     err = Some(TooLargeImage { declared_bytes, cap })
                 }
             }
-        });
+        };
+        for_each_image_url_mut(&mut e, &mut visit);
+        for_each_original_url_mut(&mut e, &mut visit);
         out.entries.push(e);
     }
     match err {
@@ -105,5 +108,20 @@ mod tests {
         assert_eq!(parts[2]["image_url"]["url"], "https://x/y.png");
         assert_eq!(parts[3]["image_url"]["url"], "data:image/png;base64,@@");
         assert!(got.existing_refs.is_empty());
+    }
+
+    #[test]
+    fn originals_are_ingested_like_image_urls() {
+        let known = format!("keepsake-image:sha256:{}", "a".repeat(64));
+        let e = json!({"role":"user","content":[
+            {"type":"image_url","image_url":{"url":known},"originalUrl":"data:image/png;base64,AAEC"},
+            {"type":"text","text":"[image 2]","originalUrl":known}
+        ]});
+        let got = ingest(vec![e]).unwrap();
+        let b = got.blobs.values().next().unwrap();
+        let parts = got.entries[0]["content"].as_array().unwrap();
+        assert_eq!(parts[0]["originalUrl"], format!("keepsake-image:sha256:{}", b.sha256));
+        assert_eq!(parts[1]["originalUrl"], known);
+        assert!(got.existing_refs.contains(&"a".repeat(64)));
     }
 }

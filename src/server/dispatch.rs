@@ -593,8 +593,8 @@ fn images_thumbnail(_s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply>
     if let Some((w, h)) = crate::imaging::dimensions(&img.bytes) {
         if w.max(h) as u64 <= max_edge && img.bytes.len() <= THUMB_PASS_BYTES {
             // decoding applies EXIF orientation, so the reported size is the one a browser shows
-            let shown = crate::imaging::decode(&img.bytes).map_err(rejected)?;
-            return Ok(read(json!({"dataUrl": url, "width": shown.width(), "height": shown.height()})));
+            let (w, h) = crate::imaging::oriented_size(&img.bytes).map_err(rejected)?;
+            return Ok(read(json!({"dataUrl": url, "width": w, "height": h})));
         }
     }
     let t = crate::imaging::thumbnail(&img.bytes, max_edge as u32, quality as u8).map_err(rejected)?;

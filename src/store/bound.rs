@@ -1,6 +1,9 @@
 //! The byte-budget pass `history.boundImages` (storage-model §6.5): plan from stored state,
 //! thumbnail outside the write lock, then re-check inside the transaction and apply only if the
-//! live history is still what was planned on (else plan again).
+//! live history is still what was planned on (else plan again). Pixels are never destroyed
+//! (§12.8): a part pointed at a thumbnail, and each label of an entry compacted to labels, keeps
+//! its original image as the part-level `originalUrl`, which holds a reference like any image
+//! URL, so the original blob lives as long as the entry.
 
 use std::collections::HashMap;
 
@@ -11,9 +14,10 @@ use super::blobs::insert_blob;
 use super::history::{live_entries, update_live};
 use super::{Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::url_chars_for;
-use crate::domain::entry::{image_ref_url, is_image_part, parse_image_ref};
+use crate::domain::entry::{image_part_url, image_ref_url, is_image_part, parse_image_ref};
 use crate::domain::images::{
-    bound_victims, compact_entry, string_url_chars, THUMB_MAX_EDGE, THUMB_PASS_BYTES, THUMB_QUALITY,
+    bound_victims, compact_entry_keeping_originals, point_at, string_url_chars, THUMB_MAX_EDGE,
+    THUMB_PASS_BYTES, THUMB_QUALITY,
 };
 use crate::domain::ingest::NewBlob;
 use crate::domain::text::js_trim;
@@ -151,7 +155,8 @@ fn plan(conn: &Connection, entries: &[(i64, Value)], budget: usize) -> HostResul
         if fates.iter().any(|f| matches!(f, PartFate::Fail)) {
             out.push(Rewrite {
                 row: *row,
-                entry: compact_entry(e),
+                // §12.8: each label keeps its image's original as `originalUrl`
+                entry: compact_entry_keeping_originals(e),
                 thumbs: Vec::new(),
                 rewritten: urls.len(),
             });
@@ -163,16 +168,12 @@ fn plan(conn: &Connection, entries: &[(i64, Value)], budget: usize) -> HostResul
         if let Some(Value::Array(parts)) = entry.get_mut("content") {
             for (i, p) in parts.iter_mut().filter(|p| is_image_part(p)).enumerate() {
                 if let PartFate::Point(new_url) = &fates[i] {
-                    if let Some(u) = crate::domain::entry::image_part_url_mut(p) {
-                        if u != new_url {
-                            let source = parse_image_ref(u).map(str::to_owned);
-                            *u = new_url.clone();
-                            rewritten += 1;
-                            if let Some(src) = source {
-                                if let Some((b, s)) = made.get(&src) {
-                                    thumbs.push((b.clone(), s.clone()));
-                                }
-                            }
+                    // §12.8: the part keeps its original as `originalUrl` (its first one)
+                    let source = image_part_url(p).and_then(parse_image_ref).map(str::to_owned);
+                    if point_at(p, new_url) {
+                        rewritten += 1;
+                        if let Some((b, s)) = source.and_then(|src| made.get(&src)) {
+                            thumbs.push((b.clone(), s.clone()));
                         }
                     }
                 }

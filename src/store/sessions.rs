@@ -15,7 +15,7 @@ use super::trash;
 use super::{search, setting_value, Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::{entry_text, referenced_blobs, validate_new_entry};
-use crate::domain::export::{filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
+use crate::domain::export::{export_entry, filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
 use crate::domain::sessions::{auto_name, choose_name, normalize_name, search_text, DrawerRow};
 use crate::domain::settings::max_sessions;
 use crate::domain::text::lower;
@@ -643,6 +643,24 @@ impl Store {
                     let mut images = BTreeMap::new();
                     let mut out = Vec::new();
                     for (row, body, versions) in &sessions {
+                        // originals back in `image_url`, no `originalUrl`, in every version too
+                        let body: Vec<Value> = body.iter().map(export_entry).collect();
+                        let versions: Vec<Value> = versions
+                            .iter()
+                            .map(|f| {
+                                let mut f = f.clone();
+                                if let Some(others) = f["others"].as_array_mut() {
+                                    for o in others {
+                                        if let Some(list) = o["entries"].as_array_mut() {
+                                            for e in list.iter_mut() {
+                                                *e = export_entry(e);
+                                            }
+                                        }
+                                    }
+                                }
+                                f
+                            })
+                            .collect();
                         let others =
                             versions.iter().flat_map(|f| f["others"].as_array().into_iter().flatten());
                         let in_versions = others.flat_map(|o| o["entries"].as_array().into_iter().flatten());
@@ -667,8 +685,8 @@ impl Store {
                         s.insert("name".into(), row.name.clone().into());
                         s.insert("createdAt".into(), row.created_at.into());
                         s.insert("pinned".into(), row.pinned.into());
-                        s.insert("entries".into(), Value::Array(body.clone()));
-                        s.insert("versions".into(), Value::Array(versions.clone()));
+                        s.insert("entries".into(), Value::Array(body));
+                        s.insert("versions".into(), Value::Array(versions));
                         out.push(Value::Object(s));
                     }
                     let fname = if sessions.len() == 1 {
