@@ -156,9 +156,9 @@ fn jpeg_size(bytes: &[u8]) -> (u32, u32) {
 }
 
 /// Save the live history as a session and export it as JSON: (document, the session's id).
+/// The JSON export of the live chat's session (it is kept from its first entry).
 fn export_live(h: &mut Host) -> Value {
-    let saved = h.ok("sessions.save", json!({"name": "pixels"}));
-    let id = saved["session"]["id"].as_str().expect("saved session id").to_owned();
+    let id = h.ok("history.meta", json!({}))["activeSessionId"].as_str().expect("session id").to_owned();
     let exp = h.ok("sessions.export", json!({"ids": [id], "format": "json"}));
     serde_json::from_str(exp["text"].as_str().expect("export text")).expect("export parses")
 }
@@ -239,8 +239,8 @@ fn a_large_screenshot_and_a_48_megapixel_photo_become_thumbnails_and_keep_their_
         let (mime, bytes) = get_bytes(&mut h, part["originalUrl"].as_str().unwrap());
         assert_eq!(mime, if i == 0 { "image/png" } else { "image/jpeg" });
         assert_eq!(sha256_hex(&bytes), sha256_hex(orig), "images.get(originalUrl) of entry {i}");
-        // the original stays referenced by the live entry
-        assert_eq!(ref_holders(&db, &sha256_hex(orig)), vec!["history".to_owned()]);
+        // the original stays referenced by the live entry (a row of the chat's session)
+        assert_eq!(ref_holders(&db, &sha256_hex(orig)), vec!["session".to_owned()]);
     }
     // a second pass finds nothing to do and never overwrites an original
     assert_eq!(h.ok("history.boundImages", json!({}))["rewritten"], json!(0));
@@ -267,12 +267,14 @@ fn a_large_screenshot_and_a_48_megapixel_photo_become_thumbnails_and_keep_their_
     assert!(bounding_peak <= MAX_PEAK_KIB, "peak RSS while bounding {bounding_peak} KiB > 256 MiB");
     assert!(peak <= MAX_PEAK_KIB, "peak RSS of the host {peak} KiB > 256 MiB");
 
-    // an original is destroyed only with the last entry that keeps it: the live entry and the
-    // saved session's copy both hold it
+    // an original is destroyed only with the last entry that keeps it: "New chat" and deleting
+    // keep it (the session, the trash); purging the trash destroys it
     assert!(blob_exists(&db, &sha256_hex(&shot)));
     h.ok("history.clear", json!({}));
     assert_eq!(ref_holders(&db, &sha256_hex(&shot)), vec!["session".to_owned()]);
     h.ok("sessions.clearAll", json!({}));
+    assert!(blob_exists(&db, &sha256_hex(&shot)), "the trash keeps the original");
+    h.ok("trash.purge", json!({"all": true}));
     assert!(!blob_exists(&db, &sha256_hex(&shot)), "the original outlived every entry that kept it");
 }
 
@@ -299,7 +301,7 @@ fn an_undecodable_part_turns_the_entry_into_labels_that_keep_the_originals() {
     // both originals survive, referenced by the live entry
     for b in [&good, &junk] {
         assert!(blob_exists(&db, &sha256_hex(b)));
-        assert_eq!(ref_holders(&db, &sha256_hex(b)), vec!["history".to_owned()]);
+        assert_eq!(ref_holders(&db, &sha256_hex(b)), vec!["session".to_owned()]);
         let (_, bytes) = get_bytes(&mut h, &image_ref(b));
         assert_eq!(bytes, *b);
     }
