@@ -366,3 +366,173 @@ fn the_host_purges_expired_trash_items_after_it_starts() {
         .unwrap();
     assert!(last.parse::<i64>().unwrap() >= now, "the run is recorded for every process");
 }
+
+fn fork_of(h: &mut Host, fork: &str) -> Value {
+    let g = h.ok("history.get", json!({}));
+    g["forks"].as_array().unwrap().iter().find(|f| f["forkEntryId"] == json!(fork)).cloned().unwrap_or(Value::Null)
+}
+
+/// Reproduction 4: Regenerate and Edit & resend threw away the later turns. Now they keep
+/// what they replace as another version of that turn; switching versions is one write, and the
+/// versions survive a reload, export and import.
+#[test]
+fn regenerate_and_edit_keep_versions_that_survive_export_and_import() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    turn(&mut h, 1);
+    turn(&mut h, 2);
+    let sid = bound(&mut h);
+    let g = h.ok("history.get", json!({}));
+    let q2 = g["entries"][2]["entryId"].as_str().unwrap().to_owned();
+    let a1 = g["entries"][1]["entryId"].as_str().unwrap().to_owned();
+    // Regenerate the last reply: branch at its index with the new reply
+    let r = h.ok("history.branch", json!({"index": 3, "entry": assistant("answer 2, take two")}));
+    assert_eq!((r["length"].clone(), r["index"].clone()), (json!(4), json!(3)));
+    assert_eq!((r["forkEntryId"].clone(), r["chosen"].clone(), r["versions"].clone()), (json!(q2), json!(2), json!(2)));
+    assert_eq!(live(&mut h)[3], assistant("answer 2, take two"));
+    // Edit & resend the second question: the question and its replies are another version
+    let r = h.ok("history.branch", json!({"index": 2, "entry": user("question 2, edited")}));
+    assert_eq!((r["forkEntryId"].clone(), r["versions"].clone()), (json!(a1), json!(2)));
+    h.ok("history.append", json!({"entry": assistant("answer to the edit")}));
+    assert_eq!(
+        live(&mut h),
+        json!([user("question 1"), assistant("answer 1"), user("question 2, edited"), assistant("answer to the edit")])
+    );
+    // nothing went to the trash, nothing was deleted
+    assert_eq!(trash(&mut h), Vec::<Value>::new());
+    assert_eq!(sql(&db).query_row("SELECT count(*) FROM session_entries", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
+    // switch back to the first version of question 2: its own versions come back with it
+    let r = h.ok("history.switchVersion", json!({"forkEntryId": a1, "version": 1}));
+    assert_eq!((r["chosen"].clone(), r["versions"].clone(), r["switched"].clone()), (json!(1), json!(2), json!(true)));
+    assert_eq!(live(&mut h)[2], user("question 2"));
+    assert_eq!(live(&mut h)[3], assistant("answer 2, take two"));
+    assert_eq!(fork_of(&mut h, &q2)["versions"], json!(2));
+    h.ok("history.switchVersion", json!({"forkEntryId": q2, "version": 1}));
+    assert_eq!(live(&mut h)[3], assistant("answer 2"));
+    assert_eq!(h.ok("history.switchVersion", json!({"forkEntryId": q2, "version": 1}))["switched"], json!(false));
+    assert_eq!(h.err("history.switchVersion", json!({"forkEntryId": q2, "version": 3})), "bad_request");
+    assert_eq!(h.err("history.switchVersion", json!({"forkEntryId": "nope", "version": 1})), "not_found");
+    // every version is searched
+    let hits = h.ok("sessions.list", json!({"query": "answer to the edit"}));
+    assert_eq!(hits[0]["id"], json!(sid));
+
+    // reload: the versions are the session's
+    h.ok("history.clear", json!({}));
+    h.ok("sessions.load", json!({"id": sid}));
+    assert_eq!(fork_of(&mut h, &a1), json!({"forkEntryId": a1, "chosen": 1, "versions": 2}));
+    // Markdown writes the chosen path and says where other versions are
+    let md = h.ok("sessions.export", json!({"ids": [sid], "format": "markdown"}))["text"].as_str().unwrap().to_owned();
+    assert!(md.contains("answer 2\n_(1 other version)_"), "{md}");
+    assert!(md.contains("question 2\n_(1 other version)_"), "{md}");
+    assert!(!md.contains("take two"), "{md}");
+    // JSON export (format 2) carries them; importing it into another database brings them back
+    let doc: Value = serde_json::from_str(
+        h.ok("sessions.export", json!({"ids": [sid], "format": "json"}))["text"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(doc["version"], json!(2));
+    assert_eq!(doc["sessions"][0]["versions"].as_array().unwrap().len(), 2);
+    let (_d2, db2) = temp_db();
+    let mut h2 = Host::spawn(&db2);
+    assert_eq!(h2.ok("storage.import", json!({"document": doc}))["sessionsImported"], json!(1));
+    h2.ok("sessions.load", json!({"id": sid}));
+    assert_eq!(live(&mut h2), live(&mut h));
+    h2.ok("history.switchVersion", json!({"forkEntryId": a1, "version": 2}));
+    assert_eq!(live(&mut h2)[3], assistant("answer to the edit"));
+    // and a format-1 document still imports
+    let v1 = json!({"format": "keepsake.sessions", "version": 1, "sessions": [{"id": "old", "name": "Old",
+        "createdAt": 1, "pinned": false, "entries": [user("from version 1")]}], "images": {}});
+    assert_eq!(h2.ok("storage.import", json!({"document": v1}))["sessionsImported"], json!(1));
+}
+
+/// Entries removed with their versions take the versions along into the trash and back.
+#[test]
+fn versions_travel_with_their_entries_into_the_trash() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    turn(&mut h, 1);
+    turn(&mut h, 2);
+    let q2 = h.ok("history.get", json!({}))["entries"][2]["entryId"].as_str().unwrap().to_owned();
+    h.ok("history.branch", json!({"index": 3, "entry": assistant("again")}));
+    h.ok("history.truncateFrom", json!({"index": 2}));
+    let t = trash(&mut h);
+    assert_eq!(t.len(), 1);
+    let item = t[0]["id"].as_str().unwrap().to_owned();
+    let forks: i64 = sql(&db)
+        .query_row("SELECT count(*) FROM session_forks WHERE session_id = ?1", [&item], |r| r.get(0))
+        .unwrap();
+    assert_eq!(forks, 1, "the fork after question 2 went with it");
+    h.ok("trash.restore", json!({"id": item}));
+    h.ok("history.clear", json!({}));
+    h.ok("sessions.load", json!({"id": item}));
+    assert_eq!(live(&mut h), json!([user("question 2"), assistant("again")]));
+    h.ok("history.switchVersion", json!({"forkEntryId": q2, "version": 1}));
+    assert_eq!(live(&mut h), json!([user("question 2"), assistant("answer 2")]));
+}
+
+/// Reproduction 7: a failed reply left the user's message with no mark and no retry. Now the
+/// entry is marked failed (code, text, time), a retry builds the same turn from it without a
+/// second copy, and the reply clears the mark.
+#[test]
+fn a_failed_turn_is_marked_retried_without_a_copy_and_cleared_by_its_reply() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    turn(&mut h, 1);
+    h.ok("history.append", json!({"entry": user("why is the sky blue?")}));
+    let r = h.ok("history.markFailed", json!({"index": 2, "code": "http_500", "message": "Internal Server Error"}));
+    assert_eq!(r["marked"], json!(true));
+    let e = h.ok("history.get", json!({}))["entries"][2].clone();
+    assert_eq!(e["failed"]["code"], json!("http_500"));
+    assert_eq!(e["failed"]["message"], json!("Internal Server Error"));
+    assert!(e["failed"]["at"].is_i64());
+    assert_eq!(h.err("history.markFailed", json!({"index": 1, "code": "x", "message": "y"})), "bad_request");
+    assert_eq!(h.err("history.markFailed", json!({"index": 9, "code": "x", "message": "y"})), "bad_request");
+    // the failed entry is sent like any other user entry: a retry makes it the turn again
+    let b = h.ok("request.build", json!({"kind": "chat", "retry": 2}));
+    let msgs = b["body"]["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3, "{msgs:?}");
+    assert_eq!(msgs[2], json!({"role": "user", "content": "why is the sky blue?"}));
+    assert!(!b["body"].to_string().contains("failed"), "stamps never reach a body");
+    assert_eq!(b["retry"]["index"], json!(2));
+    assert_eq!(b["retry"]["entryId"], e["entryId"]);
+    assert_eq!(h.err("request.build", json!({"kind": "chat", "retry": 1})), "bad_request");
+    assert_eq!(
+        h.err("request.build", json!({"kind": "chat", "retry": 2, "turn": {"userText": "x"}})),
+        "bad_request"
+    );
+    // the reply arrives: the mark is gone, the user entry is still the one (no duplicate)
+    h.ok("history.append", json!({"entry": assistant("Rayleigh scattering")}));
+    let g = live(&mut h);
+    assert_eq!(g.as_array().unwrap().len(), 4);
+    assert_eq!(g[2], user("why is the sky blue?"));
+    // a message after a failed one: the request carries both, the failed one first
+    h.ok("history.append", json!({"entry": user("hello?")}));
+    h.ok("history.markFailed", json!({"index": 4, "code": "network", "message": "Failed to fetch"}));
+    let b = h.ok("request.build", json!({"kind": "chat", "turn": {"userText": "are you there?"}}));
+    let msgs = b["body"]["messages"].as_array().unwrap();
+    assert_eq!(msgs[msgs.len() - 2], json!({"role": "user", "content": "hello?"}));
+    assert_eq!(msgs[msgs.len() - 1], json!({"role": "user", "content": "are you there?"}));
+    let _ = db;
+}
+
+/// A dump whose live history went another way than the stored body of the session this import
+/// creates keeps that body as another version (nothing of either is lost).
+#[test]
+fn a_dump_history_that_diverged_from_its_session_keeps_both() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    let dump = json!({
+        "activeSessionId": "s-b",
+        "savedSessions": [{"id": "s-b", "name": "B"}],
+        "session_s-b": [user("start"), assistant("old path")],
+        "history": [user("start"), assistant("new path"), user("more")],
+    });
+    h.ok("storage.import", json!({"document": dump}));
+    assert_eq!(bound(&mut h), "s-b");
+    assert_eq!(live(&mut h), json!([user("start"), assistant("new path"), user("more")]));
+    let f = h.ok("history.get", json!({}))["forks"][0].clone();
+    assert_eq!((f["chosen"].clone(), f["versions"].clone()), (json!(2), json!(2)));
+    h.ok("history.switchVersion", json!({"forkEntryId": f["forkEntryId"], "version": 1}));
+    assert_eq!(live(&mut h), json!([user("start"), assistant("old path")]));
+    let _ = db;
+}
