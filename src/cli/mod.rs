@@ -62,8 +62,13 @@ pub enum Command {
     /// Import a Keepsake JSON export or a browser storage dump (`-` = stdin)
     Import {
         file: String,
-        #[arg(long, value_enum, default_value_t = SettingsArg::Keep)]
+        /// What to do with the document's settings: none (default), keep (add missing ones) or
+        /// overwrite (replace the host's values); list them first with --preview
+        #[arg(long, value_enum, default_value_t = SettingsArg::None)]
         settings: SettingsArg,
+        /// Show what the import would do (sessions, settings with secrets masked); change nothing
+        #[arg(long)]
+        preview: bool,
     },
     /// What was deleted (kept `trashDays`, 30 by default): list it, restore an item, or purge
     Trash {
@@ -156,6 +161,7 @@ pub enum Format {
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SettingsArg {
+    None,
     Keep,
     Overwrite,
 }
@@ -267,7 +273,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             }
             Ok(0)
         }
-        Command::Import { file, settings } => {
+        Command::Import { file, settings, preview } => {
             let mut raw = Vec::new();
             if file == "-" {
                 std::io::stdin()
@@ -279,7 +285,13 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             let doc: Value =
                 serde_json::from_slice(&raw).map_err(|e| CliError(format!("{file} is not JSON: {e}"), 1))?;
             let mut s = Store::open(&db)?;
+            if preview {
+                println!("{}", pretty(&s.storage_import_preview(&doc)?));
+                s.close();
+                return Ok(0);
+            }
             let mode = match settings {
+                SettingsArg::None => SettingsMode::None,
                 SettingsArg::Keep => SettingsMode::Keep,
                 SettingsArg::Overwrite => SettingsMode::Overwrite,
             };

@@ -103,11 +103,41 @@ pub struct ImportPlan {
     pub warnings: Vec<String>,
 }
 
-/// Settings conflict policy (§5.7).
+/// What an import does with a document's settings. `None` (the default) applies none: a
+/// document cannot change how Keepsake behaves (which server it talks to, what it tells the
+/// model) unless the user saw its settings and asked for them (docs/keeps.md "Imports").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SettingsMode {
+    None,
+    /// Apply settings the host does not have yet.
     Keep,
+    /// Apply every setting, replacing the host's values.
     Overwrite,
+}
+
+/// Whether a settings field holds a secret the import preview must not show.
+fn secret_field(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["key", "token", "secret", "password", "authorization", "cookie"].iter().any(|w| n.contains(w))
+}
+
+/// A setting's value as the import preview shows it: every string under a secret-looking field
+/// (`apiKey`, `token`, …) masked to its last 4 characters.
+pub fn mask_secrets(v: &Value) -> Value {
+    fn walk(v: &Value, secret: bool) -> Value {
+        match v {
+            Value::String(s) if secret && !s.is_empty() => {
+                let tail: String = s.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+                Value::String(if s.chars().count() > 8 { format!("••••{tail}") } else { "••••".into() })
+            }
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, x)| (k.clone(), walk(x, secret || secret_field(k)))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(|x| walk(x, secret)).collect()),
+            other => other.clone(),
+        }
+    }
+    walk(v, false)
 }
 
 /// Errors that reject the whole document (`bad_request` / `unsupported`).
@@ -380,6 +410,25 @@ pub fn hex(bytes: &[u8]) -> String {
         s.push(H[(b & 15) as usize] as char);
     }
     s
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_masked_wherever_they_nest() {
+        let v = json!({"providers": [{"name": "OpenAI", "apiKey": "sk-abcdefghijklmnop", "baseUrl": "https://x"}],
+                       "token": "short", "n": 5, "headers": {"Authorization": ["Bearer 123456789"]}});
+        let m = mask_secrets(&v);
+        assert_eq!(m["providers"][0]["apiKey"], json!("••••mnop"));
+        assert_eq!(m["providers"][0]["baseUrl"], json!("https://x"));
+        assert_eq!(m["token"], json!("••••"));
+        assert_eq!(m["headers"]["Authorization"][0], json!("••••6789"));
+        assert_eq!(m["n"], json!(5));
+        assert_eq!(mask_secrets(&json!("sk-plain-string")), json!("sk-plain-string"));
+    }
 }
 
 #[cfg(test)]

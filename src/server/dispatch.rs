@@ -109,6 +109,7 @@ pub const OPS: &[(&str, Handler)] = &[
     ("trash.restore", Plain(trash_restore)),
     ("trash.purge", Plain(trash_purge)),
     ("storage.import", Plain(storage_import)),
+    ("storage.importPreview", Plain(storage_import_preview)),
     ("changes.since", Plain(changes_since)),
     ("request.isContextOverflow", Plain(request_is_context_overflow)),
     ("request.build", Bodies(request_build)),
@@ -476,15 +477,21 @@ fn storage_import(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
     let a = Args::new(a, &["document", "settings"], true)?;
     let crid = a.client_request_id()?;
     let settings = match a.opt_str("settings")? {
-        None | Some("keep") => SettingsMode::Keep,
+        None | Some("none") => SettingsMode::None,
+        Some("keep") => SettingsMode::Keep,
         Some("overwrite") => SettingsMode::Overwrite,
         Some(o) => {
             return Err(HostError::bad_request(format!(
-                "settings must be \"keep\" or \"overwrite\", got {o:?}"
+                "settings must be \"none\", \"keep\" or \"overwrite\", got {o:?}"
             )))
         }
     };
     Ok(s.storage_import(a.req_value("document")?, ImportOptions { settings }, crid.as_deref())?.into())
+}
+
+fn storage_import_preview(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
+    let a = Args::new(a, &["document"], false)?;
+    Ok(read(s.storage_import_preview(a.req_value("document")?)?))
 }
 
 fn changes_since(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

@@ -12,7 +12,7 @@ use super::sessions::{
 use super::{setting_value, Store, WriteOutcome};
 use crate::domain::entry::same_entry;
 use crate::domain::import::{
-    archived_live_id, continues, holds_run, plan, ImportError, ImportFork, SettingsMode,
+    archived_live_id, continues, holds_run, mask_secrets, plan, ImportError, ImportFork, SettingsMode,
 };
 use crate::domain::ingest::{blob_from_bytes, Ingested};
 use crate::domain::sessions::choose_name;
@@ -26,6 +26,44 @@ pub struct ImportOptions {
 }
 
 impl Store {
+    /// What `storage.import` of `doc` would do, changing nothing: sessions it would add or skip,
+    /// whether it has a live history, and every setting it carries (secrets masked) with how it
+    /// compares to the host's value, for the user to confirm before any setting is taken.
+    pub fn storage_import_preview(&mut self, doc: &Value) -> HostResult<Value> {
+        let plan = plan(doc).map_err(|e| match e {
+            ImportError::BadRequest(m) => HostError::bad_request(m),
+            ImportError::Unsupported(m) => HostError::unsupported(m),
+        })?;
+        self.read(|tx| {
+            let mut new = 0u64;
+            let mut skipped = plan.malformed_sessions as u64;
+            for s in &plan.sessions {
+                if session_known(tx, &s.id)? {
+                    skipped += 1;
+                } else {
+                    new += 1;
+                }
+            }
+            let mut settings = Vec::new();
+            for (k, v) in &plan.settings {
+                let current = match setting_value(tx, k)? {
+                    None => "absent",
+                    Some(old) if &old == v => "same",
+                    Some(_) => "different",
+                };
+                settings.push(json!({"key": k, "value": mask_secrets(v), "current": current}));
+            }
+            Ok(json!({
+                "sessionsNew": new,
+                "sessionsSkipped": skipped,
+                "liveEntries": plan.live.as_ref().map_or(0, Vec::len),
+                "settings": settings,
+                "settingsInvalid": plan.settings_invalid,
+                "warnings": plan.warnings,
+            }))
+        })
+    }
+
     pub fn storage_import(
         &mut self,
         doc: &Value,
@@ -157,6 +195,7 @@ impl Store {
             for (k, v) in &plan.settings {
                 let existing = setting_value(&w.tx, k)?;
                 let write = match (&existing, opts.settings) {
+                    (_, SettingsMode::None) => false,
                     (None, _) => true,
                     (Some(old), SettingsMode::Overwrite) => old != v,
                     (Some(_), SettingsMode::Keep) => false,
@@ -174,6 +213,13 @@ impl Store {
                 }
             }
 
+            if opts.settings == SettingsMode::None && !plan.settings.is_empty() {
+                warnings.push(format!(
+                    "{} setting(s) in the document were not applied: an import takes settings only when asked \
+                     (settings: \"keep\" or \"overwrite\")",
+                    plan.settings.len()
+                ));
+            }
             let mut images_stored = 0u64;
             for sha in &w.new_blobs {
                 let used: bool = w.tx.query_row(
