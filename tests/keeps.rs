@@ -369,7 +369,13 @@ fn the_host_purges_expired_trash_items_after_it_starts() {
 
 fn fork_of(h: &mut Host, fork: &str) -> Value {
     let g = h.ok("history.get", json!({}));
-    g["forks"].as_array().unwrap().iter().find(|f| f["forkEntryId"] == json!(fork)).cloned().unwrap_or(Value::Null)
+    g["forks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["forkEntryId"] == json!(fork))
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 /// Reproduction 4: Regenerate and Edit & resend threw away the later turns. Now they keep
@@ -388,7 +394,10 @@ fn regenerate_and_edit_keep_versions_that_survive_export_and_import() {
     // Regenerate the last reply: branch at its index with the new reply
     let r = h.ok("history.branch", json!({"index": 3, "entry": assistant("answer 2, take two")}));
     assert_eq!((r["length"].clone(), r["index"].clone()), (json!(4), json!(3)));
-    assert_eq!((r["forkEntryId"].clone(), r["chosen"].clone(), r["versions"].clone()), (json!(q2), json!(2), json!(2)));
+    assert_eq!(
+        (r["forkEntryId"].clone(), r["chosen"].clone(), r["versions"].clone()),
+        (json!(q2), json!(2), json!(2))
+    );
     assert_eq!(live(&mut h)[3], assistant("answer 2, take two"));
     // Edit & resend the second question: the question and its replies are another version
     let r = h.ok("history.branch", json!({"index": 2, "entry": user("question 2, edited")}));
@@ -396,20 +405,34 @@ fn regenerate_and_edit_keep_versions_that_survive_export_and_import() {
     h.ok("history.append", json!({"entry": assistant("answer to the edit")}));
     assert_eq!(
         live(&mut h),
-        json!([user("question 1"), assistant("answer 1"), user("question 2, edited"), assistant("answer to the edit")])
+        json!([
+            user("question 1"),
+            assistant("answer 1"),
+            user("question 2, edited"),
+            assistant("answer to the edit")
+        ])
     );
     // nothing went to the trash, nothing was deleted
     assert_eq!(trash(&mut h), Vec::<Value>::new());
-    assert_eq!(sql(&db).query_row("SELECT count(*) FROM session_entries", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
+    assert_eq!(
+        sql(&db).query_row("SELECT count(*) FROM session_entries", [], |r| r.get::<_, i64>(0)).unwrap(),
+        7
+    );
     // switch back to the first version of question 2: its own versions come back with it
     let r = h.ok("history.switchVersion", json!({"forkEntryId": a1, "version": 1}));
-    assert_eq!((r["chosen"].clone(), r["versions"].clone(), r["switched"].clone()), (json!(1), json!(2), json!(true)));
+    assert_eq!(
+        (r["chosen"].clone(), r["versions"].clone(), r["switched"].clone()),
+        (json!(1), json!(2), json!(true))
+    );
     assert_eq!(live(&mut h)[2], user("question 2"));
     assert_eq!(live(&mut h)[3], assistant("answer 2, take two"));
     assert_eq!(fork_of(&mut h, &q2)["versions"], json!(2));
     h.ok("history.switchVersion", json!({"forkEntryId": q2, "version": 1}));
     assert_eq!(live(&mut h)[3], assistant("answer 2"));
-    assert_eq!(h.ok("history.switchVersion", json!({"forkEntryId": q2, "version": 1}))["switched"], json!(false));
+    assert_eq!(
+        h.ok("history.switchVersion", json!({"forkEntryId": q2, "version": 1}))["switched"],
+        json!(false)
+    );
     assert_eq!(h.err("history.switchVersion", json!({"forkEntryId": q2, "version": 3})), "bad_request");
     assert_eq!(h.err("history.switchVersion", json!({"forkEntryId": "nope", "version": 1})), "not_found");
     // every version is searched
@@ -421,7 +444,10 @@ fn regenerate_and_edit_keep_versions_that_survive_export_and_import() {
     h.ok("sessions.load", json!({"id": sid}));
     assert_eq!(fork_of(&mut h, &a1), json!({"forkEntryId": a1, "chosen": 1, "versions": 2}));
     // Markdown writes the chosen path and says where other versions are
-    let md = h.ok("sessions.export", json!({"ids": [sid], "format": "markdown"}))["text"].as_str().unwrap().to_owned();
+    let md = h.ok("sessions.export", json!({"ids": [sid], "format": "markdown"}))["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(md.contains("answer 2\n_(1 other version)_"), "{md}");
     assert!(md.contains("question 2\n_(1 other version)_"), "{md}");
     assert!(!md.contains("take two"), "{md}");
@@ -479,7 +505,10 @@ fn a_failed_turn_is_marked_retried_without_a_copy_and_cleared_by_its_reply() {
     let mut h = Host::spawn(&db);
     turn(&mut h, 1);
     h.ok("history.append", json!({"entry": user("why is the sky blue?")}));
-    let r = h.ok("history.markFailed", json!({"index": 2, "code": "http_500", "message": "Internal Server Error"}));
+    let r = h.ok(
+        "history.markFailed",
+        json!({"index": 2, "code": "http_500", "message": "Internal Server Error"}),
+    );
     assert_eq!(r["marked"], json!(true));
     let e = h.ok("history.get", json!({}))["entries"][2].clone();
     assert_eq!(e["failed"]["code"], json!("http_500"));
@@ -554,7 +583,8 @@ fn an_import_takes_no_setting_unless_asked_after_a_preview() {
     });
     let p = h.ok("storage.importPreview", json!({"document": crafted}));
     assert_eq!((p["sessionsNew"].clone(), p["sessionsSkipped"].clone()), (json!(1), json!(0)));
-    let keys: Vec<&str> = p["settings"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    let keys: Vec<&str> =
+        p["settings"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
     assert_eq!(keys, vec!["maxSessions", "systemPrompt", "providers", "activeProvider"]);
     let providers = &p["settings"][2];
     assert_eq!(providers["value"][0]["apiKey"], json!("••••abcd"), "secrets are masked");
@@ -564,7 +594,8 @@ fn an_import_takes_no_setting_unless_asked_after_a_preview() {
     let r = h.ok("storage.import", json!({"document": crafted}));
     assert_eq!((r["sessionsImported"].clone(), r["settingsImported"].clone()), (json!(1), json!(0)));
     assert!(r["warnings"].to_string().contains("4 setting(s) in the document were not applied"), "{r}");
-    let got = h.ok("settings.get", json!({"keys": ["maxSessions", "systemPrompt", "providers", "activeProvider"]}));
+    let got =
+        h.ok("settings.get", json!({"keys": ["maxSessions", "systemPrompt", "providers", "activeProvider"]}));
     assert_eq!(got, json!({}), "no setting taken without the user's say");
     // asked for explicitly (after the user confirmed the list): taken
     let r = h.ok("storage.import", json!({"document": crafted, "settings": "keep"}));

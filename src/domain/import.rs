@@ -128,11 +128,15 @@ pub fn mask_secrets(v: &Value) -> Value {
         match v {
             Value::String(s) if secret && !s.is_empty() => {
                 let tail: String = s.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
-                Value::String(if s.chars().count() > 8 { format!("••••{tail}") } else { "••••".into() })
+                Value::String(if s.chars().count() > 8 {
+                    format!("••••{tail}")
+                } else {
+                    "••••".into()
+                })
             }
-            Value::Object(m) => {
-                Value::Object(m.iter().map(|(k, x)| (k.clone(), walk(x, secret || secret_field(k)))).collect())
-            }
+            Value::Object(m) => Value::Object(
+                m.iter().map(|(k, x)| (k.clone(), walk(x, secret || secret_field(k)))).collect(),
+            ),
             Value::Array(a) => Value::Array(a.iter().map(|x| walk(x, secret)).collect()),
             other => other.clone(),
         }

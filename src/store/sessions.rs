@@ -146,7 +146,7 @@ pub(super) fn append_to_path(
         search::append_to_index(&w.tx, sid, &text)?;
     }
     if entries.iter().any(|e| auto_name(std::slice::from_ref(e)).is_some()) {
-        refresh_auto_name(w, sid, fallback_name)?;
+        refresh_auto_name(w, sid, &[])?;
     }
     touched(w, sid);
     Ok(stored)
@@ -179,15 +179,18 @@ pub(super) fn rewrite_entry(w: &mut WriteTx, row: i64, old: &Value, new: &Value)
 }
 
 /// A session whose name follows its first message (auto-kept, never renamed) takes the name
-/// autoName gives its chosen path now; with none, it keeps the name it has.
-pub(super) fn refresh_auto_name(w: &mut WriteTx, sid: &str, _fallback: Option<&str>) -> HostResult<()> {
-    let auto: bool =
-        w.tx.query_row("SELECT name_auto FROM sessions WHERE id = ?1", [sid], |r| r.get(0))
-            .optional()?
-            .unwrap_or(false);
-    if !auto {
+/// autoName gives its chosen path now. With none, it keeps the name it has, unless that name
+/// came from an entry in `gone` (entries that just left the chat): a removed message does not
+/// name the chat any more; it is then named by the host's local date.
+pub(super) fn refresh_auto_name(w: &mut WriteTx, sid: &str, gone: &[Value]) -> HostResult<()> {
+    let row: Option<(bool, String)> =
+        w.tx.query_row("SELECT name_auto, name FROM sessions WHERE id = ?1", [sid], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some((true, current)) = row else {
         return Ok(());
-    }
+    };
     // autoName looks at user entries in order and stops at the first that names the chat
     let name = {
         let mut stmt = w.tx.prepare_cached(
@@ -205,14 +208,19 @@ pub(super) fn refresh_auto_name(w: &mut WriteTx, sid: &str, _fallback: Option<&s
         }
         found
     };
-    if let Some(n) = name {
-        let changed = w.tx.execute(
-            "UPDATE sessions SET name = ?2, name_lower = ?3 WHERE id = ?1 AND name != ?2",
-            params![sid, n, lower(&n)],
-        )?;
-        if changed > 0 {
-            touched(w, sid);
+    let name = match name {
+        Some(n) => n,
+        None if gone.iter().any(|e| auto_name(std::slice::from_ref(e)).as_deref() == Some(&current)) => {
+            local_date()
         }
+        None => return Ok(()),
+    };
+    let changed = w.tx.execute(
+        "UPDATE sessions SET name = ?2, name_lower = ?3 WHERE id = ?1 AND name != ?2",
+        params![sid, name, lower(&name)],
+    )?;
+    if changed > 0 {
+        touched(w, sid);
     }
     Ok(())
 }

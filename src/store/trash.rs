@@ -73,8 +73,8 @@ pub(super) fn take_entries(
         w.tx.query_row("SELECT coalesce(max(insert_seq), 0) + 1 FROM sessions", [], |r| r.get(0))?;
     w.tx.execute(
         "INSERT INTO sessions (id, name, name_lower, created_at, pinned, insert_seq, entry_count, updated_at,
-                               trashed_at, trash_reason, trash_origin)
-         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?4, ?4, ?7, ?8)",
+                               trashed_at, trash_reason, trash_origin, name_auto)
+         VALUES (?1, ?2, ?3, ?4, 0, ?5, ?6, ?4, ?4, ?7, ?8, 1)",
         params![
             item,
             name,
@@ -109,7 +109,7 @@ pub(super) fn take_entries(
         }
     }
     w.reindex.insert(sid.to_owned());
-    sessions::refresh_auto_name(w, sid, None)?;
+    sessions::refresh_auto_name(w, sid, &entries)?;
     touched(w, sid);
     w.changes.trash = true;
     Ok(item)

@@ -174,7 +174,7 @@ pub(super) fn switch(w: &mut WriteTx, sid: &str, key: &str, version: u32) -> Hos
         params![sid, key, version],
     )?;
     set_count(w, sid)?;
-    sessions::refresh_auto_name(w, sid, None)?;
+    sessions::refresh_auto_name(w, sid, &[])?;
     touched(w, sid);
     // the live window shows the version switched to, then trims like an append
     let (bound, from) = live_state(&w.tx)?;
