@@ -206,9 +206,7 @@ impl Run {
                 let i = users[self.pick(users.len())];
                 let (q, a) = (self.marker(), self.marker());
                 let q = format!("edited {q}");
-                self.s
-                    .history_branch(i as u64, json!({"role": "user", "content": q}), false, None, None)
-                    .unwrap();
+                self.s.history_branch(i as u64, json!({"role": "user", "content": q}), false, None).unwrap();
                 self.ack(&q);
                 let a = format!("reply {a}");
                 self.s
@@ -222,7 +220,7 @@ impl Run {
                 let Some(i) = live.iter().rposition(|e| e["role"] == "assistant") else { return };
                 let a = format!("regenerated {}", self.marker());
                 self.s
-                    .history_branch(i as u64, json!({"role": "assistant", "content": a}), false, None, None)
+                    .history_branch(i as u64, json!({"role": "assistant", "content": a}), false, None)
                     .unwrap();
                 self.ack(&a);
                 self.log.push(("regenerate", i.to_string()));

@@ -465,6 +465,7 @@ fn measure_scenario4_full_vs_delta() {
         backfill: false,
         aging: AgeOptions::default(),
         image_refs: ImageRefsMode::Held(BTreeSet::new()),
+        retry: None,
     };
     let old_hash = sha256_hex(t1.as_bytes());
     cache.remember(old_hash.clone(), t1.clone());

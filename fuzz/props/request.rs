@@ -72,7 +72,7 @@ fn sweep(base: &Path) {
 fn open(dir: &Path, generation: usize) -> Ctx {
     let db_path = dir.join(format!("fuzz-{generation}.db"));
     match Store::open(&db_path) {
-        Ok(s) => Ctx { db_path, store: Ok(s) },
+        Ok(s) => Ctx { db_path, store: Ok(s), next_expiry_look: std::time::Instant::now() },
         Err(e) => panic!("cannot open the fuzz store at {}: {e}", db_path.display()),
     }
 }

@@ -296,8 +296,8 @@ mod tests {
         assert!(same_entry(&a, &json!({"role": "user", "content": "hi", "entryId": "y"})));
         assert!(!same_entry(&a, &json!({"role": "user", "content": "hi", "imagesSeen": true})));
         assert!(!same_entry(&a, &json!({"role": "assistant", "content": "hi"})));
-        assert!(same_entries(&[a.clone()], &[json!({"content": "hi", "role": "user"})]));
-        assert!(!same_entries(&[a.clone()], &[]));
+        assert!(same_entries(std::slice::from_ref(&a), &[json!({"content": "hi", "role": "user"})]));
+        assert!(!same_entries(std::slice::from_ref(&a), &[]));
     }
 
     #[test]

@@ -328,17 +328,10 @@ fn history_mark_images_seen(s: &mut Store, a: &Map<String, Value>) -> HostResult
 }
 
 fn history_branch(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["index", "entry", "markImagesSeen", "fallbackName"], true)?;
+    let a = Args::new(a, &["index", "entry", "markImagesSeen"], true)?;
     let crid = a.client_request_id()?;
     let entry = a.req_value("entry")?.clone();
-    Ok(s.history_branch(
-        a.req_index("index")?,
-        entry,
-        a.opt_bool("markImagesSeen")?,
-        a.opt_str("fallbackName")?,
-        crid.as_deref(),
-    )?
-    .into())
+    Ok(s.history_branch(a.req_index("index")?, entry, a.opt_bool("markImagesSeen")?, crid.as_deref())?.into())
 }
 
 fn history_switch_version(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

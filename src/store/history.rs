@@ -206,7 +206,7 @@ pub(super) fn append_entries(
         kept = Some(json!({"sessionId": sid, "created": true}));
         evicted = sessions::evict(w, &sid)?;
     }
-    sessions::append_to_path(w, &sid, entries, fallback_name)?;
+    sessions::append_to_path(w, &sid, entries)?;
     w.changes.history = true;
     trim(w)?;
     let length = live_len(&w.tx)?;
@@ -461,7 +461,6 @@ impl Store {
         index: u64,
         entry: Value,
         mark_seen: bool,
-        fallback_name: Option<&str>,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
         validate_new_entry(&entry).map_err(HostError::bad_request)?;
@@ -476,7 +475,7 @@ impl Store {
                     "index {index} is not in the live history (length {len})"
                 )));
             }
-            let fork = super::versions::branch(w, &sid, from + i, &ing.entries[0], fallback_name)?;
+            let fork = super::versions::branch(w, &sid, from + i, &ing.entries[0])?;
             w.changes.history = true;
             trim(w)?;
             if mark_seen {

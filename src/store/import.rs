@@ -152,13 +152,13 @@ impl Store {
                         let body = session_body(&w.tx, &want)?;
                         if created.contains(&want) {
                             if let Some(j) = continues(&body, h) {
-                                append_to_path(w, &want, &h[body.len() - j..], None)?;
+                                append_to_path(w, &want, &h[body.len() - j..])?;
                             } else if !holds_run(&body, h) {
                                 // the dump history went another way than the stored body: it
                                 // becomes the chosen path, the stored body another version
                                 let k = body.iter().zip(h).take_while(|(a, b)| same_entry(a, b)).count();
-                                super::versions::branch(w, &want, k, &h[k], None)?;
-                                append_to_path(w, &want, &h[k + 1..], None)?;
+                                super::versions::branch(w, &want, k, &h[k])?;
+                                append_to_path(w, &want, &h[k + 1..])?;
                             }
                             target = Some((want.clone(), true));
                         } else if holds_run(&body, h) {

@@ -1370,16 +1370,14 @@ fn repair_steps(
     *at = "positions";
     // positions 0..n-1 again
     let mut renumbered = 0;
-    for (table, part) in [("session_entries", "PARTITION BY session_id, branch_id")] {
-        renumbered += conn.execute(
-            &format!(
-                "UPDATE {table} SET position = r.n FROM
-                   (SELECT id AS rid, row_number() OVER ({part} ORDER BY position, id) - 1 AS n FROM {table}) AS r
-                 WHERE {table}.id = r.rid AND {table}.position <> r.n"
-            ),
-            [],
-        )?;
-    }
+    // every path (a session's chosen path, each other version) numbered on its own
+    renumbered += conn.execute(
+        "UPDATE session_entries SET position = r.n FROM
+           (SELECT id AS rid, row_number() OVER (PARTITION BY session_id, branch_id ORDER BY position, id) - 1 AS n
+            FROM session_entries) AS r
+         WHERE session_entries.id = r.rid AND session_entries.position <> r.n",
+        [],
+    )?;
     if renumbered > 0 {
         repairs.push(format!("{renumbered} entry position(s) renumbered to close gaps"));
     }

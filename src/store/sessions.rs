@@ -120,12 +120,7 @@ pub(super) fn touched(w: &mut WriteTx, sid: &str) {
 /// Append entries (ingested, without entryIds yet) to the end of session `sid`'s chosen path,
 /// with their search text; a session whose name follows its first message is renamed when the
 /// entries give it one.
-pub(super) fn append_to_path(
-    w: &mut WriteTx,
-    sid: &str,
-    entries: &[Value],
-    fallback_name: Option<&str>,
-) -> HostResult<Vec<Value>> {
+pub(super) fn append_to_path(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostResult<Vec<Value>> {
     let start = path_len(&w.tx, sid)?;
     if start > 0 && entries.first().and_then(|e| e.get("role")).and_then(Value::as_str) == Some("assistant") {
         clear_failed_before(w, sid, start)?;
@@ -611,7 +606,7 @@ impl Store {
             };
             let e = copied.as_ref().unwrap_or(&ing.entries[0]);
             if to_session {
-                append_to_path(w, id, std::slice::from_ref(e), fallback_name)?;
+                append_to_path(w, id, std::slice::from_ref(e))?;
                 if trashed == Some(true) {
                     w.changes.trash = true;
                 }

@@ -96,13 +96,7 @@ fn set_count(w: &mut WriteTx, sid: &str) -> HostResult<()> {
 
 /// Keep the chosen path from position `p` on as another version at its fork, and continue the
 /// chosen path with `entry` instead. Returns the fork.
-pub(super) fn branch(
-    w: &mut WriteTx,
-    sid: &str,
-    p: usize,
-    entry: &Value,
-    fallback: Option<&str>,
-) -> HostResult<Fork> {
+pub(super) fn branch(w: &mut WriteTx, sid: &str, p: usize, entry: &Value) -> HostResult<Fork> {
     if p >= path_len(&w.tx, sid)? {
         return Err(HostError::bad_request(
             "index must name an entry: there is nothing to keep as a version",
@@ -121,7 +115,7 @@ pub(super) fn branch(
     )?;
     set_count(w, sid)?;
     w.reindex.insert(sid.to_owned());
-    sessions::append_to_path(w, sid, std::slice::from_ref(entry), fallback)?;
+    sessions::append_to_path(w, sid, std::slice::from_ref(entry))?;
     Ok(Fork { fork_entry_id: key, chosen: new, versions: total })
 }
 
