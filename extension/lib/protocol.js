@@ -24,6 +24,9 @@ export const READ_OPS = Object.freeze([
   'sessions.list',
   'sessions.get',
   'sessions.export',
+  'sessions.evictionPlan',
+  'trash.list',
+  'storage.importPreview',
   'changes.since',
 ]);
 
@@ -40,6 +43,9 @@ export const WRITE_OPS = Object.freeze([
   'history.removeByAttachId',
   'history.removeLastPageContext',
   'history.markImagesSeen',
+  'history.branch',
+  'history.switchVersion',
+  'history.markFailed',
   'history.attach',
   'history.boundImages',
   'attach.trackChange',
@@ -52,6 +58,8 @@ export const WRITE_OPS = Object.freeze([
   'sessions.delete',
   'sessions.clearAll',
   'sessions.appendTo',
+  'trash.restore',
+  'trash.purge',
   'storage.import',
 ]);
 
@@ -203,6 +211,7 @@ export const OP_TIMEOUTS_MS = Object.freeze({
   'history.boundImages': SLOW_TIMEOUT_MS,
   'images.thumbnail': SLOW_TIMEOUT_MS,
   'storage.import': SLOW_TIMEOUT_MS,
+  'storage.importPreview': SLOW_TIMEOUT_MS,
   'sessions.export': SLOW_TIMEOUT_MS,
 });
 

@@ -168,6 +168,8 @@ pub(super) fn trim(w: &mut WriteTx) -> HostResult<usize> {
 pub(super) struct Appended {
     pub length: usize,
     pub index: usize,
+    /// The session the entries went to (the live chat's).
+    pub session_id: String,
     /// `{sessionId, created: true}` when this write created the session that keeps the chat.
     pub kept: Option<Value>,
     /// Sessions a `maxSessions` cap moved to the trash to make room for it.
@@ -175,7 +177,7 @@ pub(super) struct Appended {
 }
 
 impl Appended {
-    /// `{length, index}` plus `kept` and `evicted` when the write created a session.
+    /// `{length, index, sessionId}` plus `kept` and `evicted` when the write created a session.
     pub fn to_json(&self) -> Value {
         let mut r = json!({"length": self.length, "index": self.index});
         self.add_to(&mut r);
@@ -183,6 +185,7 @@ impl Appended {
     }
 
     pub fn add_to(&self, r: &mut Value) {
+        r["sessionId"] = json!(self.session_id);
         if let Some(k) = &self.kept {
             r["kept"] = k.clone();
             r["evicted"] = json!(self.evicted);
@@ -210,7 +213,7 @@ pub(super) fn append_entries(
     w.changes.history = true;
     trim(w)?;
     let length = live_len(&w.tx)?;
-    Ok(Appended { length, index: length.saturating_sub(1), kept, evicted })
+    Ok(Appended { length, index: length.saturating_sub(1), session_id: sid, kept, evicted })
 }
 
 /// §6.1: stamp every image-bearing live entry not yet flagged. Returns the count.
