@@ -485,7 +485,7 @@ impl Store {
                 mark_images_seen(w)?;
             }
             let length = live_len(&w.tx)?;
-            let mut r = json!({"length": length, "index": length.saturating_sub(1)});
+            let mut r = json!({"length": length, "index": length.saturating_sub(1), "sessionId": sid});
             if let Value::Object(f) = fork.to_json() {
                 r.as_object_mut().expect("object").extend(f);
             }
