@@ -9,10 +9,13 @@ import { ping } from '../lib/llm.js';
 import { h, replaceChildren } from '../sidepanel/dom.js';
 import { createBanner, isConnectionError } from '../sidepanel/banner.js';
 import { describeImportResult, grouped } from '../sidepanel/format.js';
+import { askImportSettings, importWithPreview } from '../sidepanel/import-confirm.js';
+import { evictedNames, evictedNotice } from '../sidepanel/evicted.js';
 import {
   KINDS, PRESETS, OPTION_KEYS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
-  parseWholeNumber, withDefaults, summarizeBrowserDump,
+  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump,
 } from './providers.js';
+import { saveSettings } from './settings-save.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -333,21 +336,42 @@ function renderChatSettings() {
   $('auto-summary').checked = config.autoSummarizeAttachments;
   $('summary-threshold').value = config.summarizeThresholdChars ? String(config.summarizeThresholdChars) : '';
   $('max-sessions').value = String(config.maxSessions);
+  $('trash-days').value = String(config.trashDays);
   $('summary-threshold').disabled = !config.autoSummarizeAttachments;
 }
 $('settings-form').addEventListener('input', () => { chatDirty = true; setStatus($('settings-status'), ''); });
 $('auto-summary').addEventListener('change', () => { $('summary-threshold').disabled = !$('auto-summary').checked; });
+/** Ask in the form before a save that moves chats to Recently deleted; → true to go on. */
+function askInForm(question) {
+  return new Promise((resolve) => {
+    const host = $('settings-confirm');
+    host.querySelector('.confirm')?.remove();
+    const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: 'Continue' });
+    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: 'Cancel' });
+    const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'confirm', 'aria-label': question }, h('span', { testid: 'confirm-text', text: question }), no, yes);
+    const answer = (v) => { box.remove(); resolve(v); };
+    no.addEventListener('click', () => answer(false));
+    yes.addEventListener('click', () => answer(true));
+    box.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); answer(false); } });
+    host.append(box);
+    no.focus();
+  });
+}
+
 $('settings-form').addEventListener('submit', async (e) => {
   e.preventDefault();
   const threshold = parseWholeNumber($('summary-threshold').value, { emptyValue: 0 });
-  const maxSessions = parseWholeNumber($('max-sessions').value, { emptyValue: 50 });
-  $('summary-threshold-error').textContent = threshold.ok ? '' : threshold.error;
-  $('max-sessions-error').textContent = maxSessions.ok ? '' : maxSessions.error;
-  $('summary-threshold').setAttribute('aria-invalid', String(!threshold.ok));
-  $('max-sessions').setAttribute('aria-invalid', String(!maxSessions.ok));
-  if (!threshold.ok || !maxSessions.ok) {
+  const maxSessions = parseWholeNumber($('max-sessions').value, { emptyValue: 0 });
+  const trashDays = parsePositiveWholeNumber($('trash-days').value, { emptyValue: 30 });
+  const fields = [['summary-threshold', threshold], ['max-sessions', maxSessions], ['trash-days', trashDays]];
+  for (const [id, r] of fields) {
+    $(`${id}-error`).textContent = r.ok ? '' : r.error;
+    $(id).setAttribute('aria-invalid', String(!r.ok));
+  }
+  const bad = fields.find(([, r]) => !r.ok);
+  if (bad) {
     setStatus($('settings-status'), 'Fix the highlighted fields.', 'error');
-    (threshold.ok ? $('max-sessions') : $('summary-threshold')).focus();
+    $(bad[0]).focus();
     return;
   }
   const map = {
@@ -355,15 +379,25 @@ $('settings-form').addEventListener('submit', async (e) => {
     autoSummarizeAttachments: $('auto-summary').checked,
     summarizeThresholdChars: threshold.value,
     maxSessions: maxSessions.value,
+    trashDays: trashDays.value,
   };
   const btn = $('settings-save');
   btn.disabled = true;
+  replaceChildren($('settings-evicted'));
   try {
-    await storage.settings.set({ map });
+    const r = await saveSettings({ storage, map, ask: askInForm });
+    if (!r.saved) {
+      setStatus($('settings-status'), 'Not saved: nothing was changed.', '');
+      return;
+    }
     Object.assign(config, map);
     chatDirty = false;
     renderChatSettings();
     setStatus($('settings-status'), 'Saved.', 'ok');
+    if (r.evicted.length) {
+      const names = await evictedNames(storage, r.evicted);
+      $('settings-evicted').append(evictedNotice({ storage, ids: r.evicted, names, explain: explainLine, dismissable: false, onRestored: () => loadCounts() }));
+    }
   } catch (err) {
     setStatus($('settings-status'), `Not saved: ${explainLine(err)}`, 'error');
   } finally {
@@ -411,7 +445,8 @@ function showHello(hello) {
 async function loadCounts() {
   try {
     const meta = await storage.history.meta();
-    $('host-live-count').textContent = `${grouped(meta?.length ?? 0)} message${meta?.length === 1 ? '' : 's'}${meta?.activeSessionId ? ' (bound to a saved session)' : ''}`;
+    const earlier = Number(meta?.offset) || 0;
+    $('host-live-count').textContent = `${grouped(meta?.length ?? 0)} message${meta?.length === 1 ? '' : 's'} shown${earlier ? ` (${grouped(earlier)} earlier kept in its chat)` : ''}`;
   } catch (err) {
     $('host-live-count').textContent = `unavailable: ${explainLine(err)}`;
   }
@@ -576,7 +611,15 @@ $('import-browser-data').addEventListener('click', async (e) => {
       out.hidden = false;
       return;
     }
-    const r = await storage.storage.import({ document: dump });
+    const ask = (preview) => askImportSettings({ container: $('import-browser-confirm'), preview, fileName: 'Browser data' });
+    const done = await importWithPreview({ storage, doc: dump, ask });
+    if (done.cancelled) {
+      replaceChildren(out, h('div', { text: 'Import cancelled; nothing was changed.' }));
+      out.dataset.kind = 'info';
+      out.hidden = false;
+      return;
+    }
+    const r = done.result;
     replaceChildren(out, h('div', { text: 'Imported into the Keepsake database.' }), describeImportResult(r).map((l) => h('div', { text: l })));
     out.dataset.kind = 'ok';
     out.hidden = false;

@@ -101,8 +101,21 @@ export function parseWholeNumber(text, { emptyValue = 0, max = Number.MAX_SAFE_I
   return { ok: true, value: v };
 }
 
+/**
+ * A whole number ≥ 1 from a form field (trashDays). Empty → `emptyValue`.
+ * → {ok: true, value} | {ok: false, error}
+ */
+export function parsePositiveWholeNumber(text, { emptyValue = 30, max = 36500 } = {}) {
+  const r = parseWholeNumber(text, { emptyValue, max });
+  if (r.ok && r.value < 1) return { ok: false, error: 'Enter a whole number of 1 or more.' };
+  return r;
+}
+
+/** Default of `trashDays` (docs/keeps.md "The trash"). */
+export const DEFAULT_TRASH_DAYS = 30;
+
 /** Keys this page reads (storage-model §9 explicit key list, the part the options page edits). */
-export const OPTION_KEYS = Object.freeze(['providers', 'activeProvider', 'activeModel', 'systemPrompt', 'autoSummarizeAttachments', 'summarizeThresholdChars', 'maxSessions']);
+export const OPTION_KEYS = Object.freeze(['providers', 'activeProvider', 'activeModel', 'systemPrompt', 'autoSummarizeAttachments', 'summarizeThresholdChars', 'maxSessions', 'trashDays']);
 
 /** Effective values with defaults overlaid (stored values win). */
 export function withDefaults(stored) {
@@ -114,7 +127,9 @@ export function withDefaults(stored) {
     systemPrompt: typeof s.systemPrompt === 'string' ? s.systemPrompt : '',
     autoSummarizeAttachments: typeof s.autoSummarizeAttachments === 'boolean' ? s.autoSummarizeAttachments : true,
     summarizeThresholdChars: Number.isSafeInteger(s.summarizeThresholdChars) && s.summarizeThresholdChars >= 0 ? s.summarizeThresholdChars : 0,
-    maxSessions: Number.isSafeInteger(s.maxSessions) && s.maxSessions >= 0 ? s.maxSessions : 50,
+    // 0 = keep every chat (docs/keeps.md "Eviction"): the default
+    maxSessions: Number.isSafeInteger(s.maxSessions) && s.maxSessions >= 0 ? s.maxSessions : 0,
+    trashDays: Number.isSafeInteger(s.trashDays) && s.trashDays >= 1 ? s.trashDays : DEFAULT_TRASH_DAYS,
   };
 }
 

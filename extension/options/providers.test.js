@@ -2,7 +2,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
   PRESETS, cardFromPreset, uniqueName, normalizeCard, validateCard, readProviders, upsertCard, afterDelete,
-  parseWholeNumber, withDefaults, summarizeBrowserDump,
+  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS,
 } from './providers.js';
 
 let n = 0;
@@ -59,11 +59,23 @@ test('whole numbers', () => {
 });
 
 test('defaults overlay', () => {
-  assert.deepEqual(withDefaults({}), { providers: [], activeProvider: '', activeModel: '', systemPrompt: '', autoSummarizeAttachments: true, summarizeThresholdChars: 0, maxSessions: 50 });
+  assert.deepEqual(withDefaults({}), { providers: [], activeProvider: '', activeModel: '', systemPrompt: '', autoSummarizeAttachments: true, summarizeThresholdChars: 0, maxSessions: 0, trashDays: 30 });
   const w = withDefaults({ autoSummarizeAttachments: false, summarizeThresholdChars: 5.5, maxSessions: 0 });
   assert.equal(w.autoSummarizeAttachments, false);
   assert.equal(w.summarizeThresholdChars, 0);
   assert.equal(w.maxSessions, 0);
+  assert.equal(withDefaults({ maxSessions: 7, trashDays: 3 }).maxSessions, 7);
+  assert.equal(withDefaults({ trashDays: 0 }).trashDays, 30, 'trashDays is at least 1');
+  assert.equal(withDefaults({ trashDays: 3 }).trashDays, 3);
+});
+
+test('trashDays: a whole number of 1 or more, empty is the default 30', () => {
+  assert.deepEqual(parsePositiveWholeNumber(''), { ok: true, value: 30 });
+  assert.deepEqual(parsePositiveWholeNumber('7'), { ok: true, value: 7 });
+  assert.equal(parsePositiveWholeNumber('0').ok, false);
+  assert.equal(parsePositiveWholeNumber('1.5').ok, false);
+  assert.equal(parsePositiveWholeNumber('-2').ok, false);
+  assert.ok(OPTION_KEYS.includes('trashDays') && OPTION_KEYS.includes('maxSessions'));
 });
 
 test('browser dump summary', () => {

@@ -1,10 +1,15 @@
-// Sessions drawer: list (pinned first, active marked), search with content-match hint and highlighted
-// snippet, load, rename, pin, delete, clear all, save current, export (Markdown / JSON) and import.
+// Chats drawer. Every chat is kept from its first message (docs/keeps.md "auto-keep"), so the
+// drawer lists them all: search with content-match hint and highlighted snippet, load, rename, pin,
+// delete (to Recently deleted), clear all (to Recently deleted), Name and Pin for the current chat,
+// export (Markdown / JSON), import (asks before taking any setting: import-confirm.js), and the
+// "Recently deleted" view: the trash, with Restore, Delete for good and Empty trash.
 
 import { h, icon, iconButton, replaceChildren, debounce, downloadText, readAsText } from './dom.js';
 import { highlightSegments, normalizeQuery } from './snippet.js';
 import { exportFilename, safeFilename, mimeForFormat } from './export-name.js';
 import { describeImportResult, formatWhen } from './format.js';
+import { trashRowText, messagesText } from './keeps.js';
+import { askImportSettings, importWithPreview } from './import-confirm.js';
 
 const MAX_IMPORT_BYTES = 64 * 1024 * 1024;
 
@@ -12,33 +17,59 @@ function highlighted(text, query, cls) {
   return h('span', { class: cls }, highlightSegments(text, query).map((s) => (s.match ? h('mark', { text: s.text }) : document.createTextNode(s.text))));
 }
 
+const chats = (n) => `${n} chat${n === 1 ? '' : 's'}`;
+
 /**
- * createDrawer({el, storage, onLoad(id) → Promise, report(err, what) → string, getActiveId(), getBgOrigins() → Set, onToggle(open)})
+ * createDrawer({el, toggleButton, storage, onLoad(id) → Promise, report(err, what) → string,
+ *               getActiveId(), getActiveName?(), getBgOrigins() → Set, onToggle(open),
+ *               onChanged?({deletedActive?, restored?, renamed?, imported?})})
+ * `onChanged` lets the panel re-read what a drawer action changed (the live chat emptied by deleting
+ * it, a rename of the current chat for the title) without waiting for the host's `changed` event.
  */
-export function createDrawer({ el, toggleButton, storage, onLoad, report, getActiveId, getBgOrigins, onToggle }) {
+export function createDrawer({ el, toggleButton, storage, onLoad, report, getActiveId, getActiveName, getBgOrigins, onToggle, onChanged }) {
   const $ = (id) => el.querySelector(`[data-testid="${id}"]`);
+  const title = $('drawer-title');
+  const searchBox = $('drawer-search');
   const search = $('session-search');
   const list = $('session-list');
   const status = $('drawer-status');
+  const tools = $('drawer-tools');
   const importInput = $('import-json');
   const importButton = $('import-json-button');
-  const saveButton = $('save-session');
+  const nameButton = $('name-session');
+  const pinButton = $('pin-session');
   const exportAllButton = $('export-all-json');
   const clearAllButton = $('clear-all');
+  const trashToggle = $('trash-toggle');
+  const trashView = $('trash-view');
+  const trashList = $('trash-list');
+  const trashHint = $('trash-hint');
+  const trashEmpty = $('trash-empty');
   const closeButton = $('drawer-close');
+  const chatTools = [nameButton, pinButton, exportAllButton, importButton, clearAllButton];
 
   let rows = [];
   let allCount = 0;
   let seq = 0;
   let opened = false;
   let query = '';
+  let trashOpen = false;
+  let trashItems = [];
+  let trashDays = 30;
+  let trashSeq = 0;
 
   // ---- status line -------------------------------------------------------------------------
-  function setStatus(lines, kind = 'info', testid = 'drawer-status-text') {
-    const arr = Array.isArray(lines) ? lines : [lines];
-    replaceChildren(status, arr.filter(Boolean).map((l) => h('div', { text: l })));
+  /** Lines of text, optionally with one action button after them (`{text, testid, onClick}`). */
+  function setStatus(lines, kind = 'info', testid = 'drawer-status-text', action = null) {
+    const arr = (Array.isArray(lines) ? lines : [lines]).filter(Boolean);
+    replaceChildren(status, arr.map((l) => h('div', { text: l })));
+    if (action && arr.length) {
+      const b = h('button', { type: 'button', class: 'btn btn-small', testid: action.testid, text: action.text });
+      b.addEventListener('click', () => busy(b, action.onClick));
+      status.append(b);
+    }
     status.dataset.kind = kind;
-    status.hidden = arr.filter(Boolean).length === 0;
+    status.hidden = arr.length === 0;
     status.querySelectorAll('div').forEach((d, i) => { if (i === 0) d.setAttribute('data-testid', testid); });
   }
   function fail(err, what) {
@@ -65,7 +96,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       query = q;
       renderList();
     } catch (err) {
-      if (my === seq) fail(err, 'Could not list sessions');
+      if (my === seq) fail(err, 'Could not list chats');
     } finally {
       if (my === seq) list.removeAttribute('aria-busy');
     }
@@ -75,17 +106,32 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   function renderList() {
     const activeId = getActiveId();
     const bg = getBgOrigins?.() || new Set();
+    updateCurrentTools();
     if (rows.length === 0) {
-      replaceChildren(list, h('li', { class: 'session-empty', testid: 'session-empty', text: query ? `No session matches “${query}”.` : 'No saved sessions yet. “Save” keeps the current chat here.' }));
+      replaceChildren(list, h('li', { class: 'session-empty', testid: 'session-empty', text: query ? `No chat matches “${query}”.` : 'No chats yet. Every chat you start is kept here.' }));
       return;
     }
     replaceChildren(list, rows.map((row) => buildRow(row, activeId, bg)));
   }
 
+  /** Name and Pin act on the current chat: enabled when there is one, Pin pressed when it is pinned. */
+  function updateCurrentTools() {
+    const activeId = getActiveId();
+    nameButton.disabled = !activeId;
+    pinButton.disabled = !activeId;
+    const row = activeId ? rows.find((r) => r.id === activeId) : null;
+    if (row) {
+      pinButton.setAttribute('aria-pressed', row.pinned ? 'true' : 'false');
+      pinButton.title = row.pinned ? 'Unpin the current chat' : 'Pin the current chat (the chat limit never moves it out)';
+    } else if (!activeId) {
+      pinButton.setAttribute('aria-pressed', 'false');
+    }
+  }
+
   function buildRow(row, activeId, bg) {
     const active = !!activeId && row.id === activeId;
     const name = row.name || '(untitled)';
-    const count = Number.isFinite(row.entryCount) ? `${row.entryCount} message${row.entryCount === 1 ? '' : 's'}` : '';
+    const count = Number.isFinite(row.entryCount) ? messagesText(row.entryCount) : '';
     const sub = [formatWhen(row.createdAt), count].filter(Boolean).join(' · ');
     const li = h('li', {
       class: `session-row${active ? ' active' : ''}${row.pinned ? ' pinned' : ''}`, testid: 'session-row',
@@ -101,7 +147,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       row.pinned ? h('span', { class: 'pin-mark', 'aria-label': 'Pinned', title: 'Pinned' }, icon('pin')) : null,
       nameEl,
       active ? h('span', { class: 'badge', testid: 'session-active', text: 'Current' }) : null,
-      bg.has(row.id) ? h('span', { class: 'bg-dot', testid: 'session-bg', title: 'A reply is still being written into this session', 'aria-label': 'Reply in progress' }) : null),
+      bg.has(row.id) ? h('span', { class: 'bg-dot', testid: 'session-bg', title: 'A reply is still being written into this chat', 'aria-label': 'Reply in progress' }) : null),
     h('span', { class: 'session-sub', text: sub }),
     row.contentMatch === true ? h('span', { class: 'session-hint', testid: 'session-hint', text: 'Match in messages' }) : null,
     row.contentMatch === false ? h('span', { class: 'session-hint', testid: 'session-hint', text: 'Match in name' }) : null,
@@ -114,7 +160,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       iconButton('edit', 'Rename', { testid: 'session-rename', on: { click: () => startRename(li, row) } }),
       iconButton('download', 'Export Markdown', { testid: 'export-md', on: { click: (e) => exportRows([row], 'markdown', e.currentTarget) } }),
       h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-json', 'aria-label': 'Export JSON', title: 'Export JSON', text: '{ }', on: { click: (e) => exportRows([row], 'json', e.currentTarget) } }),
-      iconButton('trash', 'Delete', { testid: 'session-delete', on: { click: () => confirmInRow(li, `Delete “${name}”?`, 'Delete', () => remove(row)) } }));
+      iconButton('trash', 'Delete', { testid: 'session-delete', on: { click: () => confirmInRow(li, `Delete “${name}”? It goes to Recently deleted.`, 'Delete', () => remove(row, active)) } }));
     li.append(main, actions);
     return li;
   }
@@ -164,7 +210,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   function startRename(li, row) {
     const nameEl = li.querySelector('.session-name');
     if (!nameEl || li.querySelector('.rename-input')) return;
-    const input = h('input', { type: 'text', class: 'rename-input', testid: 'session-rename-input', 'aria-label': 'Session name', maxLength: 80, value: row.name || '' });
+    const input = h('input', { type: 'text', class: 'rename-input', testid: 'session-rename-input', 'aria-label': 'Chat name', maxLength: 80, value: row.name || '' });
     const main = li.querySelector('.session-main');
     const form = h('form', { class: 'rename-form' }, input,
       h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'session-rename-save', text: 'Save' }),
@@ -173,11 +219,12 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const name = input.value.trim();
-      if (!name) { setStatus('A session name cannot be blank.', 'error', 'rename-error'); input.focus(); return; }
+      if (!name) { setStatus('A chat name cannot be blank.', 'error', 'rename-error'); input.focus(); return; }
       try {
         await storage.sessions.rename({ id: row.id, name });
         done();
         setStatus('');
+        if (row.id === getActiveId()) onChanged?.({ renamed: row.id });
         await refresh();
       } catch (err) {
         fail(err, 'Could not rename');
@@ -190,22 +237,30 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     input.select();
   }
 
-  async function remove(row) {
+  async function remove(row, wasActive) {
     try {
       const r = await storage.sessions.delete({ id: row.id });
-      setStatus(r?.deleted ? `Deleted “${row.name}”.` : `“${row.name}” was already gone.`);
+      if (r?.deleted) {
+        setStatus(`Moved “${row.name}” to Recently deleted.`, 'info', 'delete-result', {
+          text: 'Undo', testid: 'delete-undo', onClick: () => restore({ id: row.id, name: row.name }),
+        });
+      } else {
+        setStatus(`“${row.name}” was already gone.`, 'info', 'delete-result');
+      }
+      // Deleting the loaded chat empties the live history (the host did it): show the empty chat now.
+      if (wasActive || row.id === getActiveId()) onChanged?.({ deletedActive: row.id });
       await refresh();
     } catch (err) {
       fail(err, 'Could not delete');
     }
   }
 
-  async function exportRows(list, format, button) {
-    if (list.length === 0) { setStatus('There are no sessions to export.'); return; }
+  async function exportRows(items, format, button) {
+    if (items.length === 0) { setStatus('There are no chats to export.'); return; }
     await busy(button, async () => {
       try {
-        const r = await storage.sessions.export({ ids: list.map((x) => x.id), format });
-        const fallback = exportFilename({ name: list[0].name, format, count: list.length });
+        const r = await storage.sessions.export({ ids: items.map((x) => x.id), format });
+        const fallback = exportFilename({ name: items[0].name, format, count: items.length });
         const filename = safeFilename(r?.filename, fallback);
         downloadText(filename, String(r?.text ?? ''), mimeForFormat(format));
         setStatus(`Exported ${filename}`, 'info', 'export-result');
@@ -215,26 +270,61 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     });
   }
 
-  async function saveCurrent() {
-    await busy(saveButton, async () => {
+  // ---- Name and Pin the current chat ---------------------------------------------------------
+  async function currentRow() {
+    const id = getActiveId();
+    if (!id) return null;
+    const shown = rows.find((r) => r.id === id);
+    if (shown) return shown;
+    const all = await storage.sessions.list({});
+    return (Array.isArray(all) ? all : []).find((r) => r.id === id) || null;
+  }
+
+  function nameCurrent() {
+    const id = getActiveId();
+    if (!id) { setStatus('Nothing to name yet: this chat is empty.', 'info', 'name-result'); return; }
+    const old = el.querySelector('.name-form');
+    if (old) { old.querySelector('input').focus(); return; }
+    const current = rows.find((r) => r.id === id)?.name || getActiveName?.() || '';
+    const input = h('input', { type: 'text', class: 'rename-input', testid: 'name-input', 'aria-label': 'Name of the current chat', maxLength: 80, value: current });
+    const form = h('form', { class: 'rename-form name-form', testid: 'name-form' }, input,
+      h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'name-save', text: 'Save' }),
+      h('button', { type: 'button', class: 'btn btn-small', testid: 'name-cancel', text: 'Cancel', on: { click: () => form.remove() } }));
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const name = input.value.trim();
+      if (!name) { setStatus('A chat name cannot be blank.', 'error', 'rename-error'); input.focus(); return; }
       try {
-        const activeId = getActiveId();
-        const r = await storage.sessions.save({ ...(activeId ? { id: activeId } : {}), fallbackName: new Date().toLocaleString() });
-        if (r?.created && r.session?.id) {
-          // Bind the live chat to its new snapshot, so the next save or "New chat" writes back in place
-          // instead of archiving a duplicate (sessions.save itself never changes the binding, §5.2).
-          try { await storage.history.setBinding({ id: r.session.id }); } catch { /* the snapshot exists either way */ }
-        }
-        if (!r?.session) setStatus('Nothing to save: this chat is empty.', 'info', 'save-result');
-        else if (r.created) setStatus(`Saved as “${r.session.name}”.${r.evicted?.length ? ` ${r.evicted.length} old session(s) removed (maxSessions).` : ''}`, 'info', 'save-result');
-        else setStatus(`Updated “${r.session.name}”.`, 'info', 'save-result');
+        await storage.sessions.rename({ id, name });
+        form.remove();
+        setStatus(`Named this chat “${name}”.`, 'info', 'name-result');
+        onChanged?.({ renamed: id });
         await refresh();
       } catch (err) {
-        fail(err, 'Could not save');
+        fail(err, 'Could not name this chat');
+      }
+    });
+    input.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); form.remove(); nameButton.focus(); } });
+    tools.after(form);
+    input.focus();
+    input.select();
+  }
+
+  async function pinCurrent() {
+    await busy(pinButton, async () => {
+      try {
+        const row = await currentRow();
+        if (!row) { setStatus('Nothing to pin yet: this chat is empty.', 'info', 'pin-result'); return; }
+        await storage.sessions.pin({ id: row.id, pinned: !row.pinned });
+        setStatus(row.pinned ? `Unpinned “${row.name}”.` : `Pinned “${row.name}”.`, 'info', 'pin-result');
+        await refresh();
+      } catch (err) {
+        fail(err, 'Could not change the pin');
       }
     });
   }
 
+  // ---- import ------------------------------------------------------------------------------
   async function importFile(file) {
     if (!file) return;
     if (file.size > MAX_IMPORT_BYTES) {
@@ -253,15 +343,120 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
         setStatus(`${file.name} is not a Keepsake export (expected a JSON object).`, 'error', 'import-result');
         return;
       }
-      setStatus(`Importing ${file.name}…`);
+      setStatus(`Reading ${file.name}…`);
       try {
-        const r = await storage.storage.import({ document: doc });
-        setStatus([`Imported ${file.name}.`, ...describeImportResult(r)], 'info', 'import-result');
+        const ask = (preview) => {
+          setStatus('');
+          return askImportSettings({ container: status.parentElement, before: status, preview, fileName: file.name });
+        };
+        const r = await importWithPreview({ storage, doc, ask });
+        if (r.cancelled) { setStatus(`Import of ${file.name} cancelled; nothing was changed.`, 'info', 'import-result'); return; }
+        setStatus([`Imported ${file.name}.`, ...describeImportResult(r.result)], 'info', 'import-result');
+        onChanged?.({ imported: true });
         await refresh();
       } catch (err) {
         setStatus(report(err, `Import of ${file.name} failed`), 'error', 'import-result');
       }
     });
+  }
+
+  // ---- Recently deleted (the trash) ---------------------------------------------------------
+  async function refreshTrash() {
+    const my = ++trashSeq;
+    trashList.setAttribute('aria-busy', 'true');
+    try {
+      const r = await storage.trash.list();
+      if (my !== trashSeq) return;
+      trashItems = Array.isArray(r?.items) ? r.items : [];
+      if (Number.isInteger(r?.trashDays) && r.trashDays >= 1) trashDays = r.trashDays;
+      renderTrash();
+    } catch (err) {
+      if (my === trashSeq) fail(err, 'Could not read Recently deleted');
+    } finally {
+      if (my === trashSeq) trashList.removeAttribute('aria-busy');
+    }
+  }
+
+  function renderTrash() {
+    trashHint.textContent = `Deleted chats and messages stay here for ${trashDays} day${trashDays === 1 ? '' : 's'}, then they are deleted for good.`;
+    trashEmpty.disabled = trashItems.length === 0;
+    if (trashItems.length === 0) {
+      replaceChildren(trashList, h('li', { class: 'session-empty', testid: 'trash-none', text: 'Nothing here.' }));
+      return;
+    }
+    const now = Date.now();
+    replaceChildren(trashList, trashItems.map((item) => buildTrashRow(item, now)));
+  }
+
+  function buildTrashRow(item, now) {
+    const t = trashRowText(item, now);
+    const li = h('li', { class: 'session-row trash-row', testid: 'trash-row', dataset: { id: item.id, kind: item.kind, reason: item.reason } });
+    const main = h('div', { class: 'session-main trash-main' },
+      h('span', { class: 'session-line' },
+        item.pinned ? h('span', { class: 'pin-mark', 'aria-label': 'Pinned', title: 'Pinned' }, icon('pin')) : null,
+        h('span', { class: 'session-name', testid: 'trash-name', text: t.name })),
+      h('span', { class: 'session-sub', testid: 'trash-reason', text: `${t.reason} · ${t.count}` }),
+      t.from ? h('span', { class: 'session-sub', testid: 'trash-from', text: t.from }) : null,
+      h('span', { class: 'session-sub', testid: 'trash-when', text: `${t.deleted} · ${t.expires}` }));
+    const actions = h('div', { class: 'session-actions trash-actions' },
+      h('button', { type: 'button', class: 'btn btn-small', testid: 'trash-restore', text: 'Restore', title: `Bring back “${t.name}”`, on: { click: (e) => busy(e.currentTarget, () => restore(item)) } }),
+      h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', testid: 'trash-purge', text: 'Delete for good', on: { click: () => confirmInRow(li, `Delete “${t.name}” for good? This cannot be undone.`, 'Delete for good', () => purge(item)) } }));
+    li.append(main, actions);
+    return li;
+  }
+
+  async function restore(item) {
+    try {
+      const r = await storage.trash.restore({ id: item.id });
+      const name = item.name || '(untitled)';
+      setStatus(r?.kind === 'entries' ? `Restored “${name}” as a chat of its own.` : `Restored “${name}”.`, 'info', 'trash-result');
+      onChanged?.({ restored: r?.sessionId || item.id });
+    } catch (err) {
+      if (err?.code === 'not_found') setStatus(`“${item.name}” is no longer in Recently deleted.`, 'info', 'trash-result');
+      else fail(err, 'Could not restore');
+    }
+    if (trashOpen) await refreshTrash();
+    else await refresh();
+  }
+
+  async function purge(item) {
+    try {
+      await storage.trash.purge({ id: item.id });
+      setStatus(`Deleted “${item.name}” for good.`, 'info', 'trash-result');
+    } catch (err) {
+      if (err?.code === 'not_found') setStatus(`“${item.name}” was already gone.`, 'info', 'trash-result');
+      else fail(err, 'Could not delete for good');
+    }
+    await refreshTrash();
+  }
+
+  function emptyTrash() {
+    const n = trashItems.length;
+    if (n === 0) return;
+    confirmInline(trashView, `Delete all ${n} item${n === 1 ? '' : 's'} in Recently deleted for good? This cannot be undone.`, 'Empty trash', async () => {
+      try {
+        const r = await storage.trash.purge({ all: true });
+        const purged = Number(r?.purged) || 0;
+        setStatus(`Deleted ${purged} item${purged === 1 ? '' : 's'} for good.`, 'info', 'trash-result');
+      } catch (err) { fail(err, 'Could not empty the trash'); }
+      await refreshTrash();
+    }, { before: trashList });
+  }
+
+  function showTrash(on) {
+    trashOpen = on;
+    trashToggle.setAttribute('aria-pressed', on ? 'true' : 'false');
+    trashToggle.querySelector('.label').textContent = on ? 'Back to chats' : 'Recently deleted';
+    title.textContent = on ? 'Recently deleted' : 'Chats';
+    trashView.hidden = !on;
+    list.hidden = on;
+    searchBox.hidden = on;
+    for (const b of chatTools) b.hidden = on;
+    el.querySelector('.name-form')?.remove();
+    el.querySelectorAll('.confirm').forEach((c) => c.remove());
+    setStatus('');
+    if (on) refreshTrash();
+    else refresh();
   }
 
   // ---- open / close ------------------------------------------------------------------------
@@ -272,8 +467,11 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     el.classList.add('open');
     toggleButton.setAttribute('aria-expanded', 'true');
     onToggle?.(true);
-    refresh();
-    search.focus();
+    if (trashOpen) refreshTrash();
+    else {
+      refresh();
+      search.focus();
+    }
   }
   function close() {
     if (!opened) return;
@@ -290,7 +488,10 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   el.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); close(); } });
   search.addEventListener('input', () => refreshSoon());
   search.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); refreshSoon.flush(); } });
-  saveButton.addEventListener('click', saveCurrent);
+  nameButton.addEventListener('click', nameCurrent);
+  pinButton.addEventListener('click', pinCurrent);
+  trashToggle.addEventListener('click', () => showTrash(!trashOpen));
+  trashEmpty.addEventListener('click', emptyTrash);
   exportAllButton.addEventListener('click', async (e) => {
     const btn = e.currentTarget;
     try {
@@ -298,12 +499,14 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       await exportRows(all, 'json', btn);
     } catch (err) { fail(err, 'Export failed'); }
   });
-  clearAllButton.addEventListener('click', () => confirmInline(status.parentElement, `Delete all ${allCount || ''} saved sessions, pinned ones included?`.replace('  ', ' '), 'Delete all', async () => {
+  clearAllButton.addEventListener('click', () => confirmInline(status.parentElement, `Move all ${allCount ? chats(allCount) : 'chats'}, pinned ones included, to Recently deleted? The current chat empties.`, 'Move all', async () => {
     try {
       const r = await storage.sessions.clearAll();
-      setStatus(`Deleted ${Number(r?.deleted) || 0} session(s).`);
+      const n = Number(r?.deleted) || 0;
+      setStatus(`Moved ${chats(n)} to Recently deleted.`, 'info', 'clear-result');
+      onChanged?.({ deletedActive: getActiveId() || '' });
       await refresh();
-    } catch (err) { fail(err, 'Could not clear sessions'); }
+    } catch (err) { fail(err, 'Could not clear the chats'); }
   }, { before: status }));
   importButton.addEventListener('click', () => importInput.click());
   importInput.addEventListener('change', async () => {
@@ -316,8 +519,18 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     open,
     close,
     refresh,
-    refreshIfOpen() { if (opened) refresh(); },
-    rerender() { if (opened) renderList(); },
+    showTrash,
+    refreshIfOpen() {
+      if (!opened) return;
+      if (trashOpen) refreshTrash();
+      else refresh();
+    },
+    rerender() {
+      if (!opened) updateCurrentTools();
+      else if (!trashOpen) renderList();
+      else updateCurrentTools();
+    },
     get isOpen() { return opened; },
+    get trashOpen() { return trashOpen; },
   };
 }

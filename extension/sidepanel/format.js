@@ -46,17 +46,18 @@ export function describeImportResult(r) {
   if (!r || typeof r !== 'object') return ['The host returned no result.'];
   const lines = [];
   const n = (x) => Number(x) || 0;
-  lines.push(`Sessions: ${n(r.sessionsImported)} imported, ${n(r.sessionsSkipped)} skipped.`);
-  lines.push(`Settings: ${n(r.settingsImported)} imported, ${n(r.settingsSkipped)} skipped.`);
+  lines.push(`Chats: ${n(r.sessionsImported)} imported, ${n(r.sessionsSkipped)} skipped.`);
+  if (n(r.settingsImported) || n(r.settingsSkipped)) lines.push(`Settings: ${n(r.settingsImported)} imported, ${n(r.settingsSkipped)} skipped.`);
+  else lines.push('Settings: none taken.');
   const live = {
-    replaced: 'Live conversation: imported as the current chat.',
-    archived: 'Live conversation: saved as a session (the current chat was kept).',
-    unchanged: 'Live conversation: already identical, unchanged.',
-    absent: 'Live conversation: none in the document.',
+    replaced: 'Current chat: the imported one (yours was empty).',
+    archived: 'Current chat in the file: kept as a chat of its own (yours is unchanged).',
+    unchanged: 'Current chat in the file: already here, unchanged.',
+    absent: 'Current chat in the file: none.',
   }[r.live];
   if (live) lines.push(live);
   lines.push(`Images stored: ${n(r.imagesStored)}.`);
-  if (n(r.overCap) > 0) lines.push(`Sessions over the maxSessions cap: ${n(r.overCap)} (the next save evicts the oldest unpinned ones).`);
+  if (n(r.overCap) > 0) lines.push(`You now have ${n(r.overCap)} more chat${n(r.overCap) === 1 ? '' : 's'} than your limit (Options): your next new chat moves the oldest unpinned ones to Recently deleted.`);
   const warnings = Array.isArray(r.warnings) ? r.warnings.filter((w) => typeof w === 'string') : [];
   for (const w of warnings.slice(0, 20)) lines.push(`Warning: ${w}`);
   if (warnings.length > 20) lines.push(`… and ${warnings.length - 20} more warnings.`);

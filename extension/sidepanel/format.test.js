@@ -26,14 +26,22 @@ test('formatWhen', () => {
 test('import results', () => {
   const r = { sessionsImported: 2, sessionsSkipped: 1, settingsImported: 3, settingsSkipped: 0, live: 'archived', imagesStored: 4, overCap: 0, warnings: ['bad item'] };
   const lines = describeImportResult(r);
-  assert.equal(lines[0], 'Sessions: 2 imported, 1 skipped.');
+  assert.equal(lines[0], 'Chats: 2 imported, 1 skipped.');
   assert.equal(lines[1], 'Settings: 3 imported, 0 skipped.');
-  assert.match(lines[2], /saved as a session/);
+  assert.match(lines[2], /kept as a chat of its own/);
   assert.equal(lines[3], 'Images stored: 4.');
   assert.equal(lines[4], 'Warning: bad item');
   assert.equal(importWasNoop(r), false);
   assert.equal(importWasNoop({ sessionsImported: 0, settingsImported: 0, imagesStored: 0, live: 'unchanged' }), true);
   assert.deepEqual(describeImportResult(null), ['The host returned no result.']);
+});
+
+test('import results: no settings taken; over the limit means the next new chat moves old ones to Recently deleted', () => {
+  const lines = describeImportResult({ sessionsImported: 6, sessionsSkipped: 0, settingsImported: 0, settingsSkipped: 0, live: 'absent', imagesStored: 0, overCap: 4, warnings: [] });
+  assert.equal(lines[1], 'Settings: none taken.');
+  const over = lines.find((l) => /limit/.test(l));
+  assert.equal(over, 'You now have 4 more chats than your limit (Options): your next new chat moves the oldest unpinned ones to Recently deleted.');
+  assert.ok(lines.every((l) => !/evict|next save/i.test(l)), 'no "the next save evicts" wording');
 });
 
 test('progress text', () => {

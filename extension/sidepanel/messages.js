@@ -9,6 +9,9 @@ import {
   displayParts, isAttachEntry, describeAttach, entryText, lastAssistantIndex, newestVideoSrc,
 } from './entries.js';
 import { formatChars, shortUrl } from './format.js';
+import {
+  forksByIndex, stepVersion, versionLabel, keptAsVersionText, failedOf, failedText, lastUserIndex, earlierText,
+} from './keeps.js';
 
 function providerText(entry) {
   if (typeof entry.providerLabel === 'string' && entry.providerLabel) return entry.providerLabel;
@@ -27,14 +30,17 @@ function markdownInto(el, text, pills) {
 }
 
 /**
- * createMessageList({list, streamHost, scroller, images, actions})
+ * createMessageList({list, streamHost, scroller, emptyState, earlierHost, images, actions})
  * actions: onCopy(text), onDelete(index), onResend(index, text, images) → Promise, onRegenerate(index),
- *          onUndoAttach(attachId, index), onSeek(seconds, tabId), loadInlineImages(index, key) → Promise<[dataUrl]>
+ *          onUndoAttach(attachId, index), onSeek(seconds, tabId), loadInlineImages(index, key) → Promise<[dataUrl]>,
+ *          onSwitchVersion(fork, version, button), onRetry(index, button), onLoadEarlier(button)
  */
-export function createMessageList({ list, streamHost, scroller, emptyState, images, actions }) {
-  /** @type {{key: string, entry: object, el: HTMLElement, index: number, editing?: boolean}[]} */
+export function createMessageList({ list, streamHost, scroller, emptyState, earlierHost = null, images, actions }) {
+  /** @type {{key: string, entry: object, el: HTMLElement, index: number, editing?: boolean, fork?: object}[]} */
   let rows = [];
   let entries = [];
+  let forks = new Map(); // live index → {forkEntryId, chosen, versions}
+  let earlier = { entries: [], remaining: 0, from: 0, loading: false };
   let stream = null; // {id, text, el, body, raf, pills}
   let busyStream = false;
 
@@ -170,19 +176,19 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
   }
 
   // ---- rows --------------------------------------------------------------------------------
-  function buildAttachChip(row) {
+  function buildAttachChip(row, { readOnly = false } = {}) {
     const a = describeAttach(row.entry);
     const label = a.mode === 'screenshot' ? 'Screenshot' : a.title || shortUrl(a.url) || 'Attached page';
     const size = [formatChars(a.chars), a.images ? `${a.images} image${a.images === 1 ? '' : 's'}` : ''].filter(Boolean).join(' · ');
-    const undo = a.attachId
+    const undo = readOnly ? null : a.attachId
       ? iconButton('x', 'Remove attached page', { class: 'icon-btn chip-x', testid: 'attach-undo', on: { click: () => actions.onUndoAttach(a.attachId, row.index, undo) } })
       : iconButton('x', 'Remove this entry', { class: 'icon-btn chip-x', testid: 'attach-delete', on: { click: () => actions.onDelete(row.index, undo) } });
     const title = a.url
       ? h('a', { class: 'chip-title', href: a.url, target: '_blank', rel: 'noreferrer noopener', title: a.url, text: label })
       : h('span', { class: 'chip-title', text: label });
     return h('div', {
-      class: 'chip', testid: 'attach-chip', role: 'group', 'aria-label': `Attached: ${label}`,
-      dataset: { index: row.index, role: 'user', kind: 'attach', attachId: a.attachId || undefined },
+      class: `chip${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-chip' : 'attach-chip', role: 'group', 'aria-label': `Attached: ${label}`,
+      dataset: readOnly ? { position: row.position, role: 'user', kind: 'attach' } : { index: row.index, role: 'user', kind: 'attach', attachId: a.attachId || undefined },
     },
     h('span', { class: 'chip-icon' }, icon(a.mode === 'screenshot' ? 'camera' : 'page')),
     h('span', { class: 'chip-main' },
@@ -195,7 +201,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     undo);
   }
 
-  function buildBubble(row) {
+  function buildBubble(row, { readOnly = false } = {}) {
     const { entry } = row;
     const role = entry.role === 'assistant' ? 'assistant' : 'user';
     const body = h('div', { class: 'msg-body' });
@@ -206,22 +212,65 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
       else if (role === 'assistant') { const md = h('div', { class: 'md' }); markdownInto(md, part.text, pills); body.append(md); }
       else body.append(h('div', { class: 'msg-text', text: part.text }));
     }
+    const failed = failedOf(entry);
+    const failedMark = failed
+      ? h('div', { class: 'failed-mark', testid: 'failed-mark', role: 'note' },
+        h('span', { class: 'failed-text', text: failedText(failed) }),
+        readOnly ? null : h('button', {
+          type: 'button', class: 'btn btn-small retry', testid: 'retry', text: 'Retry', title: 'Send this message again',
+          on: { click: (e) => actions.onRetry?.(row.index, e.currentTarget) },
+        }))
+      : null;
     const metaBits = [];
     if (entry.interrupted === true) metaBits.push(h('span', { class: 'badge badge-warn', testid: 'interrupted-badge', text: 'Interrupted' }));
     const prov = role === 'assistant' ? providerText(entry) : '';
     if (prov) metaBits.push(h('span', { class: 'msg-provider', text: prov }));
     const actionsBar = h('div', { class: 'msg-actions', role: 'toolbar', 'aria-label': 'Message actions' },
       iconButton('copy', 'Copy', { testid: 'msg-copy', on: { click: (e) => actions.onCopy(entryText(row.entry), e.currentTarget) } }),
-      role === 'user' ? iconButton('edit', 'Edit and resend', { testid: 'msg-edit', on: { click: () => startEdit(row) } }) : null,
-      role === 'assistant' ? iconButton('refresh', 'Regenerate', { testid: 'msg-regenerate', class: 'icon-btn regen', on: { click: (e) => actions.onRegenerate(row.index, e.currentTarget) } }) : null,
-      iconButton('trash', 'Delete message', { testid: 'msg-delete', on: { click: (e) => actions.onDelete(row.index, e.currentTarget) } }));
+      !readOnly && role === 'user' ? iconButton('edit', 'Edit and resend', { testid: 'msg-edit', on: { click: () => startEdit(row) } }) : null,
+      !readOnly && role === 'assistant' ? iconButton('refresh', 'Regenerate', { testid: 'msg-regenerate', class: 'icon-btn regen', on: { click: (e) => actions.onRegenerate(row.index, e.currentTarget) } }) : null,
+      readOnly ? null : iconButton('trash', 'Delete message', { testid: 'msg-delete', on: { click: (e) => actions.onDelete(row.index, e.currentTarget) } }));
+    const foot = h('div', { class: 'msg-foot' }, metaBits.length ? h('div', { class: 'msg-meta' }, metaBits) : null, actionsBar);
     const el = h('article', {
-      class: `msg msg-${role}`, testid: 'bubble', 'aria-label': role === 'user' ? 'You' : 'Assistant',
-      dataset: { role, index: row.index, interrupted: entry.interrupted === true ? 'true' : undefined },
+      class: `msg msg-${role}${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-bubble' : 'bubble', 'aria-label': role === 'user' ? 'You' : 'Assistant',
+      dataset: readOnly
+        ? { role, position: row.position, failed: failed ? 'true' : undefined }
+        : { role, index: row.index, interrupted: entry.interrupted === true ? 'true' : undefined, failed: failed ? 'true' : undefined },
     },
     body,
-    h('div', { class: 'msg-foot' }, metaBits.length ? h('div', { class: 'msg-meta' }, metaBits) : null, actionsBar));
+    failedMark,
+    foot);
+    row.foot = foot;
     return el;
+  }
+
+  /**
+   * The "‹ n / m ›" controls of a turn that has other versions (Regenerate, Edit & resend keep
+   * what they replace): shown in the bubble's foot, always visible.
+   */
+  function versionControls(row, fork) {
+    const { text, label } = versionLabel(fork);
+    const prev = stepVersion(fork, -1);
+    const next = stepVersion(fork, +1);
+    const go = (v) => (e) => { if (v) actions.onSwitchVersion?.(fork, v, e.currentTarget); };
+    return h('div', { class: 'msg-meta msg-versions', testid: 'versions', role: 'group', 'aria-label': `Versions of this ${row.entry.role === 'assistant' ? 'reply' : 'message'}` },
+      h('button', { type: 'button', class: 'icon-btn ver-btn', testid: 'version-prev', text: '‹', disabled: !prev, 'aria-label': prev ? `Show version ${prev} of ${fork.versions}` : 'No earlier version', title: 'Previous version', on: { click: go(prev) } }),
+      h('span', { class: 'version-label', testid: 'version-label', 'aria-label': label, title: label, text }),
+      h('button', { type: 'button', class: 'icon-btn ver-btn', testid: 'version-next', text: '›', disabled: !next, 'aria-label': next ? `Show version ${next} of ${fork.versions}` : 'No later version', title: 'Next version', on: { click: go(next) } }));
+  }
+
+  /** Put a row's version controls in step with its fork (none, or n / m). */
+  function decorate(row) {
+    const fork = forks.get(row.index) || null;
+    const same = (a, b) => (!a && !b) || (!!a && !!b && a.forkEntryId === b.forkEntryId && a.chosen === b.chosen && a.versions === b.versions);
+    if (!same(row.fork, fork)) {
+      row.versionsEl?.remove();
+      row.versionsEl = fork && row.foot ? versionControls(row, fork) : null;
+      if (row.versionsEl) row.foot.prepend(row.versionsEl);
+    }
+    row.fork = fork;
+    const regen = row.el.querySelector('.regen');
+    if (regen) regen.title = `Regenerate. ${keptAsVersionText(fork)}`;
   }
 
   function buildRow(row) {
@@ -238,7 +287,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     const ta = h('textarea', { class: 'edit-input', testid: 'edit-input', 'aria-label': 'Edit message', rows: 3 });
     ta.value = entryText(row.entry);
     const tray = h('div', { class: 'tray edit-tray', testid: 'edit-image-tray' });
-    const status = h('div', { class: 'edit-status', role: 'status' });
+    const status = h('div', { class: 'edit-status', testid: 'edit-status', role: 'status', text: keptAsVersionText(row.fork) });
     let imgs = [];
     const renderTray = () => {
       replaceChildren(tray, imgs.map((url, i) => h('div', { class: 'tray-item' },
@@ -286,19 +335,28 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
 
   // ---- reconcile ---------------------------------------------------------------------------
   function refreshActions() {
-    // Regenerate only the newest reply when nothing follows it (a later attach would be truncated too).
+    // Regenerate the newest reply when nothing follows it (what it replaces is kept as a version).
     const last = lastAssistantIndex(entries);
     const regenIndex = last === entries.length - 1 ? last : -1;
+    // Retry only the last message, when it was not answered.
+    const retryIndex = lastUserIndex(entries, isAttachEntry);
     for (const r of rows) {
       const regen = r.el.querySelector('.regen');
       if (regen) regen.hidden = r.index !== regenIndex || !!stream || busyStream;
       const edit = r.el.querySelector('[data-testid="msg-edit"]');
       if (edit) edit.hidden = !!stream;
+      const retry = r.el.querySelector('[data-testid="retry"]');
+      if (retry) retry.hidden = r.index !== retryIndex || !!stream || busyStream;
+      for (const b of r.el.querySelectorAll('.ver-btn')) b.classList.toggle('locked', !!stream);
     }
   }
 
-  /** Render the stored list; returns {kind, reused, added}. */
-  function render(newEntries) {
+  /**
+   * Render the stored list; returns {kind, reused, added}. `meta`: `{forks, offset, before}` from
+   * history.get (forks of the live chat; `before` = entryId of the entry ahead of the window).
+   */
+  function render(newEntries, meta = {}) {
+    forks = forksByIndex(newEntries, meta.forks, { offset: meta.offset || 0, before: meta.before || '' });
     const gap = fromBottom(); // read before the DOM changes, while the layout is still clean
     const keys = newEntries.map(entryKey);
     const plan = planReconcile(rows.map((r) => r.key), keys);
@@ -320,6 +378,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     while (list.children.length > next.length) list.lastElementChild.remove();
     rows = next;
     entries = newEntries;
+    for (const r of rows) decorate(r);
     if (stream) stream.pills = !!newestVideoSrc(entries);
     refreshActions();
     updateEmpty();
@@ -328,7 +387,39 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
   }
 
   function updateEmpty() {
-    if (emptyState) emptyState.hidden = rows.length > 0 || !!stream;
+    if (emptyState) emptyState.hidden = rows.length > 0 || !!stream || earlier.remaining > 0 || earlier.entries.length > 0;
+  }
+
+  // ---- earlier messages (read-only, above the live window) ---------------------------------
+  /**
+   * The part of a long chat ahead of the live window (docs/keeps.md "The live window"):
+   * `entries` already read (body positions `from` …), `remaining` not read yet. Read-only: Copy
+   * only, no edit, delete, regenerate or version switching.
+   */
+  function setEarlier({ entries: older = [], from = 0, remaining = 0, loading = false } = {}) {
+    earlier = { entries: older, from, remaining, loading };
+    if (!earlierHost) return;
+    const gap = fromBottom();
+    const button = remaining > 0
+      ? h('button', {
+        type: 'button', class: 'btn btn-small earlier-button', testid: 'earlier-messages',
+        text: loading ? 'Loading…' : earlierText(remaining), 'aria-busy': loading ? 'true' : undefined, disabled: loading,
+        title: 'Show the earlier part of this chat (read-only)', on: { click: (e) => actions.onLoadEarlier?.(e.currentTarget) },
+      })
+      : null;
+    const shown = older.length
+      ? h('div', { class: 'earlier-list', testid: 'earlier-list', role: 'log', 'aria-label': 'Earlier messages, read-only' },
+        h('div', { class: 'earlier-head', testid: 'earlier-head', text: 'Earlier messages · read-only' }),
+        older.map((entry, i) => {
+          const row = { entry, position: from + i, index: -1 };
+          return isAttachEntry(entry) ? buildAttachChip(row, { readOnly: true }) : buildBubble(row, { readOnly: true });
+        }),
+        h('div', { class: 'earlier-foot', text: 'Current messages' }))
+      : null;
+    replaceChildren(earlierHost, button, shown);
+    earlierHost.hidden = !button && !shown;
+    updateEmpty();
+    keepBottom(gap);
   }
 
   // ---- streaming ---------------------------------------------------------------------------
@@ -393,6 +484,13 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     keepBottom(gap, true);
     return el;
   }
+  /** Show a notice element built elsewhere (e.g. evicted.js) where notices go. */
+  function addNotice(el) {
+    const gap = fromBottom();
+    streamHost.append(el);
+    keepBottom(gap, true);
+    return el;
+  }
   function clearNotices() {
     for (const n of [...streamHost.querySelectorAll('.notice')]) n.remove();
   }
@@ -427,10 +525,14 @@ export function createMessageList({ list, streamHost, scroller, emptyState, imag
     setStreamText,
     endStream,
     notice,
+    addNotice,
     clearNotices,
     closeLightbox,
+    setEarlier,
+    get earlier() { return earlier; },
     get stream() { return stream; },
     get entries() { return entries; },
+    forkAt(i) { return forks.get(i) || null; },
     get length() { return rows.length; },
     setBusy(b) { busyStream = b; refreshActions(); },
     rowAt(i) { return rows[i]; },

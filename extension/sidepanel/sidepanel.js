@@ -12,10 +12,14 @@ import { createMessageList } from './messages.js';
 import { createComposer } from './composer.js';
 import { createDrawer } from './drawer.js';
 import { createImageCache } from './images.js';
-import { entryImages, entryText, precedingUserIndex } from './entries.js';
+import { entryImages, entryText } from './entries.js';
 import { entryKey } from './mirror.js';
 import { formatChars, progressText } from './format.js';
 import { createChangeFilter, onPanelChanges, panelPixels, screenshotToConversation } from './pixels.js';
+import { createEarlier } from './earlier.js';
+import { evictedNames, evictedNotice } from './evicted.js';
+import { unplacedForks } from './keeps.js';
+import { createTurnActions } from './turn-actions.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -91,6 +95,7 @@ const messages = createMessageList({
   streamHost: $('stream-host'),
   scroller: $('scroller'),
   emptyState: $('empty-state'),
+  earlierHost: $('earlier'),
   images,
   actions: {
     onCopy: async (text, button) => {
@@ -103,10 +108,34 @@ const messages = createMessageList({
     },
     onDelete: deleteAt,
     onResend: resend,
-    onRegenerate: regenerate,
+    onRegenerate: (index, button) => turnActions.regenerate(index, button),
     onUndoAttach: undoAttach,
     onSeek: seek,
     loadInlineImages,
+    onSwitchVersion: (fork, version, button) => turnActions.switchVersion(fork, version, button),
+    onRetry: (index, button) => turnActions.retry(index, button),
+    onLoadEarlier: loadEarlier,
+  },
+});
+
+// Regenerate, Retry and the version controls (turn-actions.js).
+const turnActions = createTurnActions({
+  workerCall,
+  storage,
+  beginStream: (id) => beginStream(id, ''),
+  refreshHistory: () => refreshHistory(),
+  clearNotices: () => messages.clearNotices(),
+  notice: (text, opts) => messages.notice(text, opts),
+  noticeFor: (err, what) => noticeFor(err, what),
+  isStreaming: () => !!messages.stream,
+});
+
+// The part of a long chat ahead of the live window, read on request ("N earlier messages").
+const earlier = createEarlier({
+  storage,
+  show: (view) => {
+    messages.setEarlier(view);
+    renderLive(); // a fork at the window's first entry may be placeable now
   },
 });
 
@@ -121,10 +150,36 @@ function historyFailed(err) {
 }
 
 let historyShown = false;
+let live = { entries: [], offset: 0, forks: [] }; // what history.get said last
 function showHistory(r) {
   historyShown = true;
-  messages.render(Array.isArray(r?.entries) ? r.entries : []);
-  setBinding(typeof r?.activeSessionId === 'string' ? r.activeSessionId : '');
+  const sessionId = typeof r?.activeSessionId === 'string' ? r.activeSessionId : '';
+  live = {
+    entries: Array.isArray(r?.entries) ? r.entries : [],
+    offset: Number.isInteger(r?.offset) && r.offset > 0 ? r.offset : 0,
+    forks: Array.isArray(r?.forks) ? r.forks : [],
+  };
+  earlier.sync({ sessionId, offset: live.offset });
+  renderLive();
+  setBinding(sessionId);
+  placeFirstFork();
+}
+
+/** Render the live window with its version controls. */
+function renderLive() {
+  messages.render(live.entries, { forks: live.forks, offset: live.offset, before: earlier.beforeId() });
+}
+
+/**
+ * A fork keyed by the entry just ahead of the window puts its controls on the window's first
+ * entry: read that entry's id (one entry) when nothing shown names it.
+ */
+async function placeFirstFork() {
+  const opts = { offset: live.offset, before: earlier.beforeId() };
+  if (live.offset === 0 || opts.before || unplacedForks(live.entries, live.forks, opts).length === 0) return;
+  const shown = live;
+  const id = await earlier.fetchBefore();
+  if (id && shown === live) renderLive();
 }
 
 // History reads are coalesced: a burst of `changed` events costs one or two reads.
@@ -163,7 +218,7 @@ async function updateTitle() {
   if (!activeSessionId) {
     sessionName = '';
     titleEl.textContent = 'New chat';
-    titleEl.title = 'Not saved yet';
+    titleEl.title = 'Kept in Chats from its first message';
     document.title = 'Keepsake';
     return;
   }
@@ -173,7 +228,7 @@ async function updateTitle() {
     const row = Array.isArray(rows) ? rows.find((r) => r.id === activeSessionId) : null;
     sessionName = row?.name || '';
     titleEl.textContent = sessionName || 'New chat';
-    titleEl.title = sessionName ? `Session: ${sessionName}` : '';
+    titleEl.title = sessionName ? `Chat: ${sessionName}` : '';
     document.title = sessionName ? `${sessionName} — Keepsake` : 'Keepsake';
   } catch (err) {
     report(err, 'Could not read the session name');
@@ -258,8 +313,8 @@ function onEvent(ev) {
       if (!freshChange(ev)) break; // the same commit via this panel's port, another panel or the worker
       const a = ev.areas || {};
       if (a.history || a.binding) refreshHistory();
-      if (a.sessions) {
-        if (activeSessionId) updateTitle();
+      if (a.sessions || a.trash) {
+        if (a.sessions && activeSessionId) updateTitle();
         drawer.refreshIfOpen();
       }
       if (a.settings) loadConfig();
@@ -333,6 +388,7 @@ async function send({ text, images: imgs }) {
     const r = await workerCall('chat.send', { text, images: imgs });
     if (r?.streamId) beginStream(r.streamId, '');
     refreshHistory();
+    showEvicted(r?.evicted);
     return r;
   } catch (err) {
     noticeFor(err, 'Not sent — your message is still in the composer');
@@ -365,10 +421,15 @@ async function loadInlineImages(index, key) {
 
 async function resend(fromIndex, text, imgs) {
   messages.clearNotices();
+  const kept = messages.forkAt(fromIndex)?.chosen || 1; // the version being replaced keeps its number
   try {
     const r = await workerCall('chat.resend', { fromIndex, text, images: imgs });
     if (r?.streamId) beginStream(r.streamId, '');
     refreshHistory();
+    if (r?.fork && r.fork.versions >= 2) {
+      messages.notice(`Kept the earlier message as version ${kept} of ${r.fork.versions}`, { kind: 'info', testid: 'kept-notice', detail: 'Switch between versions with ‹ ›.' });
+    }
+    showEvicted(r?.evicted);
     return r;
   } catch (err) {
     if (isConnectionError(err)) banner.show(err);
@@ -376,24 +437,22 @@ async function resend(fromIndex, text, imgs) {
   }
 }
 
-async function regenerate(index, button) {
-  const entries = messages.entries;
-  const j = precedingUserIndex(entries, index);
-  if (j < 0) {
-    messages.notice('Nothing to regenerate from', { kind: 'info', detail: 'No user message precedes this reply.' });
-    return;
-  }
-  if (button) button.disabled = true;
+async function loadEarlier() {
   try {
-    const imgs = await loadInlineImages(j, messages.rowAt(j).key);
-    let text = entryText(entries[j]);
-    if (text === '(no instruction)') text = '';
-    await resend(j, text, imgs);
+    await earlier.loadMore();
   } catch (err) {
-    messages.notice('Could not regenerate', { detail: err?.message || String(err) });
-  } finally {
-    if (button) button.disabled = false;
+    noticeFor(err, 'Could not read the earlier messages');
   }
+}
+
+/** Evictions are never silent: which chats went to Recently deleted, with Undo. */
+async function showEvicted(ids) {
+  if (!Array.isArray(ids) || ids.length === 0) return;
+  const names = await evictedNames(storage, ids);
+  messages.addNotice(evictedNotice({
+    storage, ids, names, explain: explainLine,
+    onRestored: () => drawer.refreshIfOpen(),
+  }));
 }
 
 async function deleteAt(index, button) {
@@ -495,9 +554,10 @@ async function newChat() {
   if (button.disabled) return;
   button.disabled = true;
   try {
-    await workerCall('chat.newSession');
+    const r = await workerCall('chat.newSession');
     endStreamView();
     messages.clearNotices();
+    showEvicted(r?.evicted);
     hideProgress();
     await refreshHistory();
     await resyncStream();
@@ -558,8 +618,14 @@ const drawer = createDrawer({
   onLoad: loadSession,
   report,
   getActiveId: () => activeSessionId,
+  getActiveName: () => sessionName,
   getBgOrigins: () => bgOrigins,
   onToggle: (open) => { if (open) resyncStream(); },
+  onChanged: (c) => {
+    // deleting the loaded chat (or Clear all) emptied the live history; an import may fill it
+    if (c.deletedActive !== undefined || c.imported) refreshHistory();
+    if (c.renamed) updateTitle();
+  },
 });
 
 // The panel's own port for image bytes (pixels.js): its changes, and other panels', refresh this one.

@@ -18,7 +18,7 @@ const urlChars = (mime, bytes) => `data:${mime};base64,`.length + Math.ceil(byte
 function liveImages(k) {
   return k.sql(`SELECT h.position, h.image_count, i.sha256, i.mime, i.byte_length, i.is_thumbnail, i.width, i.height
                 FROM history_entries h
-                JOIN image_refs r ON r.holder = 'history' AND r.holder_id = h.id
+                JOIN image_refs r ON r.holder = 'session' AND r.holder_id = h.id
                 JOIN images i ON i.sha256 = r.sha256
                 ORDER BY h.position`);
 }

@@ -10,9 +10,15 @@ export function live(k) {
     .map((r) => ({ ...r, entry: JSON.parse(r.entry) }));
 }
 
-/** Saved sessions in drawer order: `[{id, name, pinned, entry_count}]`. */
+/** Sessions in drawer order (not in the trash): `[{id, name, pinned, entry_count}]`. */
 export function sessions(k) {
-  return k.sql('SELECT id, name, pinned, entry_count FROM sessions ORDER BY pinned DESC, created_at DESC, insert_seq DESC');
+  return k.sql('SELECT id, name, pinned, entry_count FROM sessions WHERE trashed_at IS NULL ORDER BY pinned DESC, created_at DESC, insert_seq DESC');
+}
+
+/** What is in the trash, newest first: `[{id, name, kind, reason, entry_count, pinned, from_session}]`. */
+export function trash(k) {
+  return k.sql(`SELECT t.id, t.name, t.kind, t.reason, t.entry_count, s.pinned, t.from_session
+                FROM trash t JOIN sessions s ON s.id = t.id`);
 }
 
 /** A saved session's body: `[{position, role, image_count, text}]`. */
@@ -22,7 +28,7 @@ export function sessionBody(k, id) {
   );
 }
 
-/** The saved session the live conversation belongs to ('' = none). */
+/** The session the live conversation is ('' = none). */
 export function activeSessionId(k) {
   return k.sql('SELECT active_session_id AS id FROM live_state WHERE id = 1')[0].id;
 }
@@ -31,7 +37,7 @@ export function activeSessionId(k) {
 export function liveImages(k) {
   return k.sql(`SELECT h.position, i.sha256, i.mime, i.byte_length, i.is_thumbnail
                 FROM history_entries h
-                JOIN image_refs r ON r.holder = 'history' AND r.holder_id = h.id
+                JOIN image_refs r ON r.holder = 'session' AND r.holder_id = h.id
                 JOIN images i ON i.sha256 = r.sha256 ORDER BY h.position`);
 }
 
@@ -41,11 +47,23 @@ export function setting(k, key) {
   return rows.length ? JSON.parse(rows[0].value) : undefined;
 }
 
-/** Entries trimmed off a bound live history since it was bound (storage-model §11.1), oldest first. */
+/**
+ * The kept prefix: entries of the live chat's session ahead of the live window (docs/keeps.md
+ * "The live window"), oldest first.
+ */
 export function trimmed(k) {
   return k
-    .sql('SELECT position, entry FROM history_trimmed ORDER BY position, id')
+    .sql(
+      `SELECT e.position, e.entry FROM session_entries e JOIN live_state l ON l.id = 1
+       WHERE e.session_id = l.active_session_id AND e.branch_id IS NULL AND e.position < l.live_from
+       ORDER BY e.position`,
+    )
     .map((r) => ({ position: r.position, entry: JSON.parse(r.entry) }));
+}
+
+/** Settings rows as an object of parsed values. */
+export function allSettings(k) {
+  return Object.fromEntries(k.sql('SELECT key, value FROM settings').map((r) => [r.key, JSON.parse(r.value)]));
 }
 
 /** The text of an entry as the history_text view computes it (string content, or text parts joined). */

@@ -143,11 +143,9 @@ test('journey: attach, paste, stream, save, search, load, export, import, worker
         'the attached page text was sent',
       );
 
-      // ---- 4. save the session from the drawer
-      step('save');
+      // ---- 4. the chat is in the drawer already (kept from its first message); name it there
+      step('kept and named');
       await openDrawer(panel);
-      await panel.click(tid('save-session'));
-      await panel.waitForSelector(tid('save-result'), { timeout: 10_000 });
       await waitFor(async () => (await panel.locator(tid('session-row')).count()) === 1, {
         timeoutMs: 10_000,
         what: 'one session row',
@@ -164,7 +162,18 @@ test('journey: attach, paste, stream, save, search, load, export, import, worker
           ['assistant', 0],
         ],
       );
-      assert.equal(activeSessionId(k), sid, 'the live chat is bound to its saved session');
+      assert.equal(activeSessionId(k), sid, 'the live chat is its session');
+      await panel.click(tid('name-session'));
+      await panel.fill(tid('name-input'), 'Saltmarsh journey');
+      await panel.click(tid('name-save'));
+      await panel.waitForSelector(tid('name-result'), { timeout: 10_000 });
+      await waitFor(() => sessions(k)[0].name === 'Saltmarsh journey', { timeoutMs: 10_000, what: 'the name in the database' });
+      assert.equal(sessions(k).length, 1, 'naming made no copy');
+      await waitFor(async () => (await panel.locator(tid('session-title')).innerText()) === 'Saltmarsh journey', {
+        timeoutMs: 10_000,
+        what: 'the panel title follows the name',
+      });
+      saved = sessions(k);
 
       // ---- 5. search by a word of the reply: content hint and snippet
       step('search');
@@ -193,7 +202,7 @@ test('journey: attach, paste, stream, save, search, load, export, import, worker
       assert.equal(live(k).length, 0);
       assert.equal(activeSessionId(k), '');
       saved = sessions(k);
-      assert.equal(saved.length, 1, 'New chat wrote back to the bound session, no duplicate');
+      assert.equal(saved.length, 1, 'New chat left the chat in its session, no duplicate');
       assert.equal(saved[0].entry_count, 3);
 
       // ---- 7. load the saved session back
@@ -228,7 +237,7 @@ test('journey: attach, paste, stream, save, search, load, export, import, worker
       assert.match(js.name, /\.json$/);
       const doc = JSON.parse(js.text);
       assert.equal(doc.format, 'keepsake.sessions');
-      assert.equal(doc.version, 1);
+      assert.equal(doc.version, 2);
       assert.equal(doc.sessions.length, 1);
       assert.equal(doc.sessions[0].id, sid);
       assert.equal(doc.sessions[0].entries.length, 3);

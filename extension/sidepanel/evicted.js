@@ -1,0 +1,67 @@
+// Eviction is never silent (docs/keeps.md "Eviction"): when a maxSessions cap moved chats to the
+// trash — a new chat, a lower cap saved in Options — the page says which ones went and offers Undo
+// (trash.restore of each). Shared by the side panel and the options page.
+
+import { h, iconButton, replaceChildren } from './dom.js';
+import { evictedText, namesOf, nameList } from './keeps.js';
+
+/** Names of evicted ids, read from the trash (ids the trash no longer lists are left out). */
+export async function evictedNames(storage, ids) {
+  try {
+    const t = await storage.trash.list();
+    return namesOf(ids, t?.items);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Restore every id (a missing one is skipped: already restored or purged).
+ * → `{restored: [ids], failed: [{id, error}]}`.
+ */
+export async function restoreAll(storage, ids) {
+  const restored = [];
+  const failed = [];
+  for (const id of ids) {
+    try {
+      await storage.trash.restore({ id });
+      restored.push(id);
+    } catch (error) {
+      if (error?.code === 'not_found') continue;
+      failed.push({ id, error });
+    }
+  }
+  return { restored, failed };
+}
+
+/**
+ * A notice element: "N older chats moved to Recently deleted: “a”, “b”" with Undo
+ * (data-testid `evicted-undo`). `onRestored(ids)` runs after Undo; `explain(err)` → one line.
+ */
+export function evictedNotice({ storage, ids, names = [], onRestored, explain = (e) => String(e?.message || e), dismissable = true }) {
+  const list = names.length ? `: ${nameList(names)}` : '';
+  const text = h('strong', { testid: 'evicted-text', text: `${evictedText(ids.length)}${list}.` });
+  const detail = h('div', { class: 'notice-detail', text: 'Undo brings them back.' });
+  const undo = h('button', { type: 'button', class: 'btn btn-small', testid: 'evicted-undo', text: 'Undo' });
+  const el = h('div', { class: 'notice notice-info evicted', testid: 'evicted-notice', role: 'status' },
+    h('div', { class: 'notice-text' }, text, detail),
+    undo,
+    dismissable ? iconButton('x', 'Dismiss', { testid: 'notice-dismiss', on: { click: () => el.remove() } }) : null);
+  undo.addEventListener('click', async () => {
+    undo.disabled = true;
+    undo.setAttribute('aria-busy', 'true');
+    const r = await restoreAll(storage, ids);
+    undo.removeAttribute('aria-busy');
+    if (r.failed.length) {
+      undo.disabled = false;
+      replaceChildren(detail, `Could not bring back ${r.failed.length}: ${explain(r.failed[0].error)}`);
+    } else {
+      undo.remove();
+      replaceChildren(text, `Brought back ${r.restored.length === 1 ? '1 chat' : `${r.restored.length} chats`}.`);
+      detail.remove();
+      el.dataset.restored = 'true';
+    }
+    onRestored?.(r.restored);
+  });
+  return el;
+}

@@ -1,0 +1,46 @@
+import { test, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { installFakeDom, byTestId } from '../test-support/fake-dom.js';
+import { fakeKeeps } from '../test-support/fake-keeps.js';
+import { flush } from '../test-support/fakes.js';
+import { evictedNames, evictedNotice, restoreAll } from './evicted.js';
+
+let dom;
+beforeEach(() => { dom = installFakeDom(); });
+afterEach(() => dom.restore());
+
+async function evictTwo() {
+  const host = fakeKeeps({ sessions: [1, 2, 3, 4].map((i) => ({ id: `s${i}`, name: `Chat ${i}`, createdAt: i * 1000, pinned: i === 1 })) });
+  const r = await host.storage.settings.set({ map: { maxSessions: 2 } });
+  return { host, ids: r.evicted };
+}
+
+test('the notice names the chats that went and Undo brings them back', async () => {
+  const { host, ids } = await evictTwo();
+  assert.deepEqual(ids, ['s2', 's3'], 'the oldest unpinned ones');
+  const names = await evictedNames(host.storage, ids);
+  assert.deepEqual(names, ['Chat 2', 'Chat 3']);
+  const restored = [];
+  const el = evictedNotice({ storage: host.storage, ids, names, onRestored: (r) => restored.push(...r) });
+  document.body.append(el);
+  assert.equal(byTestId(el, 'evicted-text').textContent, '2 older chats moved to Recently deleted: “Chat 2”, “Chat 3”.');
+  byTestId(el, 'evicted-undo').click();
+  for (let i = 0; i < 6; i++) await flush();
+  assert.deepEqual(host.calls.filter((c) => c.op === 'trash.restore').map((c) => c.args.id), ['s2', 's3']);
+  assert.deepEqual(restored, ['s2', 's3']);
+  assert.equal(byTestId(el, 'evicted-undo'), null);
+  assert.equal(byTestId(el, 'evicted-text').textContent, 'Brought back 2 chats.');
+  assert.equal(el.dataset.restored, 'true');
+  assert.deepEqual(host.state.sessions.map((s) => s.id).sort(), ['s1', 's2', 's3', 's4']);
+});
+
+test('restoreAll skips what is no longer in the trash and reports other failures', async () => {
+  const { host, ids } = await evictTwo();
+  await host.storage.trash.purge({ id: ids[0] });
+  const r = await restoreAll(host.storage, ids);
+  assert.deepEqual(r, { restored: ['s3'], failed: [] });
+  const boom = Object.assign(new Error('disk'), { code: 'disk_full' });
+  const failing = { trash: { restore: async () => { throw boom; } } };
+  assert.deepEqual(await restoreAll(failing, ['x']), { restored: [], failed: [{ id: 'x', error: boom }] });
+  assert.deepEqual(await evictedNames({ trash: { list: async () => { throw boom; } } }, ['x']), []);
+});

@@ -1,0 +1,231 @@
+// What the panel and the options page say about "Keepsake keeps" (docs/keeps.md): versions of a
+// turn, failed turns, the earlier part of a long chat, the trash ("Recently deleted"), evictions and
+// the settings an import would take. Pure: no DOM, no chrome.* — tested in node.
+
+import { formatWhen } from './format.js';
+
+const DAY = 24 * 60 * 60 * 1000;
+
+/** Page size for "N earlier messages" (sessions.get pages). */
+export const EARLIER_PAGE = 40;
+
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** "1 message", "3 messages". */
+export function messagesText(n) {
+  return plural(Math.max(0, Math.trunc(Number(n) || 0)), 'message');
+}
+
+// ---- versions ---------------------------------------------------------------------------------
+
+/**
+ * Where each fork's turn is in the live window: a Map from live index to `{forkEntryId, chosen,
+ * versions}`. The turn is the entry right after the entry whose `entryId` is `forkEntryId`, or
+ * the first entry of the session for `""` (index 0 only when the window starts the session,
+ * `offset` 0). `before` is the entryId of the entry just ahead of the window (body index
+ * `offset − 1`) when the panel knows it, so a fork at the window's first entry is found too.
+ * Forks that name no entry of the window (turns in the earlier part) are left out.
+ */
+export function forksByIndex(entries, forks, { offset = 0, before = '' } = {}) {
+  const out = new Map();
+  if (!Array.isArray(entries) || !Array.isArray(forks)) return out;
+  const at = new Map();
+  entries.forEach((e, i) => {
+    if (e && typeof e.entryId === 'string' && e.entryId) at.set(e.entryId, i);
+  });
+  for (const f of forks) {
+    if (!f || typeof f.forkEntryId !== 'string') continue;
+    const versions = Math.trunc(Number(f.versions) || 0);
+    const chosen = Math.trunc(Number(f.chosen) || 0);
+    if (versions < 2 || chosen < 1 || chosen > versions) continue;
+    let index = -1;
+    if (f.forkEntryId === '') index = offset === 0 ? 0 : -1;
+    else if (at.has(f.forkEntryId)) index = at.get(f.forkEntryId) + 1;
+    else if (before && f.forkEntryId === before) index = 0;
+    if (index >= 0 && index < entries.length) out.set(index, { forkEntryId: f.forkEntryId, chosen, versions });
+  }
+  return out;
+}
+
+/** Forks whose turn is not in the window (see forksByIndex): the panel may need `before`. */
+export function unplacedForks(entries, forks, opts) {
+  const placed = new Set([...forksByIndex(entries, forks, opts).values()].map((f) => f.forkEntryId));
+  return (Array.isArray(forks) ? forks : []).filter((f) => f && typeof f.forkEntryId === 'string' && !placed.has(f.forkEntryId));
+}
+
+/** The version a "‹" or "›" click asks for, or 0 when there is none that way. */
+export function stepVersion(fork, delta) {
+  if (!fork) return 0;
+  const v = fork.chosen + delta;
+  return v >= 1 && v <= fork.versions ? v : 0;
+}
+
+/** "2 / 3" and its accessible label. */
+export function versionLabel(fork) {
+  return { text: `${fork.chosen} / ${fork.versions}`, label: `Version ${fork.chosen} of ${fork.versions}` };
+}
+
+/** What Edit & resend or Regenerate says about the turn it replaces (nothing is lost). */
+export function keptAsVersionText(fork) {
+  const n = fork && fork.chosen >= 1 ? fork.chosen : 1;
+  return `The current version is kept as version ${n}; switch back with ‹ ›.`;
+}
+
+// ---- failed turns -----------------------------------------------------------------------------
+
+/** A user entry's failed stamp `{code, message, at}`, or null. */
+export function failedOf(entry) {
+  const f = entry && entry.role === 'user' ? entry.failed : null;
+  return f && typeof f === 'object' ? f : null;
+}
+
+/** "Not answered: <message>". */
+export function failedText(failed) {
+  const msg = typeof failed?.message === 'string' && failed.message.trim() ? failed.message.trim() : failed?.code || 'the reply failed';
+  return `Not answered: ${msg}`;
+}
+
+/** Index of the last user entry that is not an attached page (`isAttach(entry)`), or -1. */
+export function lastUserIndex(entries, isAttach = () => false) {
+  for (let i = (entries?.length || 0) - 1; i >= 0; i--) {
+    const e = entries[i];
+    if (e && e.role === 'user' && !isAttach(e)) return i;
+  }
+  return -1;
+}
+
+// ---- earlier messages -------------------------------------------------------------------------
+
+/**
+ * The next page of earlier messages to read: the `loaded` entries just ahead of the window are
+ * shown already (body indices `offset − loaded` … `offset − 1`); the next page ends where they
+ * start. → `{from, limit}`, or null when everything is loaded.
+ */
+export function nextEarlierPage(offset, loaded, page = EARLIER_PAGE) {
+  const end = Math.max(0, Math.trunc(Number(offset) || 0) - Math.max(0, Math.trunc(Number(loaded) || 0)));
+  if (end <= 0) return null;
+  const from = Math.max(0, end - page);
+  return { from, limit: end - from };
+}
+
+/** "1 earlier message", "12 earlier messages". */
+export function earlierText(n) {
+  return plural(n, 'earlier message');
+}
+
+// ---- the trash --------------------------------------------------------------------------------
+
+const REASONS = {
+  deleted: 'Deleted',
+  cleared: 'Removed by Clear all',
+  evicted: 'Moved out by the chat limit',
+  edited: 'Replaced by an edit',
+  regenerated: 'Replaced by Regenerate',
+  'undo-attach': 'Attachment removed',
+};
+
+/** A trash item's `reason` in words. */
+export function reasonText(reason) {
+  return REASONS[reason] || (typeof reason === 'string' && reason ? reason : 'Removed');
+}
+
+/** "in 12 days" (whole days from now, rounded up), "within a day", or "soon" when past. */
+export function inDays(ms, now = Date.now()) {
+  const left = Number(ms) - now;
+  if (!(left > 0)) return 'soon';
+  const days = Math.ceil(left / DAY);
+  return days <= 1 ? 'within a day' : `in ${days} days`;
+}
+
+/**
+ * What a "Recently deleted" row shows:
+ * `{name, reason, deleted, expires, count, from}` (from: where removed entries were, or '').
+ */
+export function trashRowText(item, now = Date.now()) {
+  const name = typeof item?.name === 'string' && item.name ? item.name : '(untitled)';
+  let from = '';
+  if (item?.kind === 'entries' && item.from && typeof item.from === 'object') {
+    const where = typeof item.from.sessionName === 'string' && item.from.sessionName ? `“${item.from.sessionName}”` : 'a chat';
+    const pos = Number.isInteger(item.from.position) ? `, message ${item.from.position + 1}` : '';
+    from = `From ${where}${pos}`;
+  }
+  return {
+    name,
+    reason: reasonText(item?.reason),
+    deleted: `Deleted ${formatWhen(item?.trashedAt, now)}`,
+    expires: `Gone for good ${inDays(item?.expiresAt, now)}`,
+    count: messagesText(item?.entryCount),
+    from,
+  };
+}
+
+// ---- eviction ---------------------------------------------------------------------------------
+
+/** "1 older chat moved to Recently deleted", "3 older chats …". */
+export function evictedText(n) {
+  return `${plural(n, 'older chat')} moved to Recently deleted`;
+}
+
+/** Names of `ids` from trash items (or session rows), in the order of `ids`; unknown ids are left out. */
+export function namesOf(ids, items) {
+  const by = new Map((Array.isArray(items) ? items : []).filter((x) => x && typeof x.id === 'string').map((x) => [x.id, x.name]));
+  return (Array.isArray(ids) ? ids : []).filter((id) => by.has(id)).map((id) => by.get(id) || '(untitled)');
+}
+
+/** A list of names for a sentence: “a”, “b” and 3 more. */
+export function nameList(names, max = 5) {
+  const q = names.map((n) => `“${n}”`);
+  if (q.length <= max) return q.join(', ');
+  return `${q.slice(0, max).join(', ')} and ${q.length - max} more`;
+}
+
+/** The question before a lower maxSessions: null when nothing would move. */
+export function evictionQuestion(rows) {
+  const list = Array.isArray(rows) ? rows : [];
+  if (list.length === 0) return null;
+  return `This moves ${plural(list.length, 'chat')} to Recently deleted: ${nameList(list.map((r) => r?.name || '(untitled)'))}. Continue?`;
+}
+
+// ---- imports ----------------------------------------------------------------------------------
+
+/** Settings an import must never take without the person's say. */
+export const GUARDED_SETTINGS = Object.freeze(['providers', 'activeProvider', 'systemPrompt']);
+
+/** A setting's (already masked) value as one short line. */
+export function settingValueText(value, max = 120) {
+  let s;
+  if (typeof value === 'string') s = JSON.stringify(value);
+  else {
+    try {
+      s = JSON.stringify(value);
+    } catch {
+      s = String(value);
+    }
+  }
+  if (s === undefined) s = String(value);
+  return s.length > max ? `${s.slice(0, max - 1)}…` : s;
+}
+
+/** What importing a setting would do to the current value, in words. */
+export function settingChangeText(current, mode = 'keep') {
+  if (current === 'absent') return 'new';
+  if (current === 'same') return 'same as yours';
+  return mode === 'overwrite' ? 'replaces yours' : 'differs from yours (yours stays)';
+}
+
+/** The rows of an import preview's settings: `[{key, value, change, current}]`. */
+export function previewSettings(preview) {
+  const list = Array.isArray(preview?.settings) ? preview.settings : [];
+  return list
+    .filter((s) => s && typeof s.key === 'string')
+    .map((s) => ({ key: s.key, value: settingValueText(s.value), current: s.current, change: settingChangeText(s.current) }));
+}
+
+/** One line about what an import preview found. */
+export function previewSummary(preview) {
+  const n = (x) => Math.max(0, Math.trunc(Number(x) || 0));
+  const bits = [`${plural(n(preview?.sessionsNew), 'new chat')}`];
+  if (n(preview?.sessionsSkipped)) bits.push(`${n(preview.sessionsSkipped)} already here`);
+  if (n(preview?.liveEntries)) bits.push(`a current chat of ${messagesText(n(preview.liveEntries))}`);
+  return `This file has ${bits.join(', ')}.`;
+}
