@@ -10,9 +10,16 @@ export function live(k) {
     .map((r) => ({ ...r, entry: JSON.parse(r.entry) }));
 }
 
-/** Saved sessions in drawer order: `[{id, name, pinned, entry_count}]`. */
+/** Sessions in the drawer (not in the trash), in drawer order: `[{id, name, pinned, entry_count}]`. */
 export function sessions(k) {
-  return k.sql('SELECT id, name, pinned, entry_count FROM sessions ORDER BY pinned DESC, created_at DESC, insert_seq DESC');
+  return k.sql(
+    'SELECT id, name, pinned, entry_count FROM sessions WHERE trashed_at IS NULL ORDER BY pinned DESC, created_at DESC, insert_seq DESC',
+  );
+}
+
+/** What is in the trash (Recently deleted), newest first: `[{id, name, kind, reason, entry_count}]`. */
+export function trash(k) {
+  return k.sql('SELECT id, name, kind, reason, entry_count FROM trash');
 }
 
 /** A saved session's body: `[{position, role, image_count, text}]`. */
@@ -27,11 +34,11 @@ export function activeSessionId(k) {
   return k.sql('SELECT active_session_id AS id FROM live_state WHERE id = 1')[0].id;
 }
 
-/** Image rows referenced by the live history. */
+/** Image rows referenced by the live history (its window of the live chat's session). */
 export function liveImages(k) {
   return k.sql(`SELECT h.position, i.sha256, i.mime, i.byte_length, i.is_thumbnail
                 FROM history_entries h
-                JOIN image_refs r ON r.holder = 'history' AND r.holder_id = h.id
+                JOIN image_refs r ON r.holder = 'session' AND r.holder_id = h.id
                 JOIN images i ON i.sha256 = r.sha256 ORDER BY h.position`);
 }
 
@@ -41,10 +48,14 @@ export function setting(k, key) {
   return rows.length ? JSON.parse(rows[0].value) : undefined;
 }
 
-/** Entries trimmed off a bound live history since it was bound (storage-model §11.1), oldest first. */
+/** The live chat's entries ahead of its window (trimmed off it, kept in its session), oldest first. */
 export function trimmed(k) {
   return k
-    .sql('SELECT position, entry FROM history_trimmed ORDER BY position, id')
+    .sql(
+      `SELECT e.position, e.entry FROM session_entries e JOIN live_state l ON l.id = 1
+       WHERE e.session_id = l.active_session_id AND e.branch_id IS NULL AND e.position < l.live_from
+       ORDER BY e.position, e.id`,
+    )
     .map((r) => ({ position: r.position, entry: JSON.parse(r.entry) }));
 }
 
@@ -59,7 +70,7 @@ export function entryText(entry) {
     .join('\n');
 }
 
-/** The whole bound conversation: trimmed entries, then the live ones, as `[{role, text}]`. */
+/** The whole live chat: its kept entries, then the live ones, as `[{role, text}]`. */
 export function boundConversation(k) {
   return [
     ...trimmed(k).map((r) => ({ role: r.entry.role, text: entryText(r.entry) })),

@@ -228,7 +228,7 @@ test('journey: attach, paste, stream, save, search, load, export, import, worker
       assert.match(js.name, /\.json$/);
       const doc = JSON.parse(js.text);
       assert.equal(doc.format, 'keepsake.sessions');
-      assert.equal(doc.version, 1);
+      assert.equal(doc.version, 2);
       assert.equal(doc.sessions.length, 1);
       assert.equal(doc.sessions[0].id, sid);
       assert.equal(doc.sessions[0].entries.length, 3);
