@@ -1025,6 +1025,11 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
         ("history.clear", json!({"saveCurrent": true})),
         ("sessions.delete", json!({"id": sid})),
         ("sessions.clearAll", json!({})),
+        // schema 5: removals went to the trash (docs/keeps.md)
+        ("sessions.evictionPlan", json!({"cap": 1})),
+        ("trash.list", json!({})),
+        ("trash.restore", json!({"id": sid})),
+        ("trash.purge", json!({"all": true})),
     ] {
         ok(&call(&mut h, op, args), op, &mut served_ops);
     }
