@@ -979,7 +979,7 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
         ("sessions.save", json!({"name": "hygiene"})),
         ("sessions.list", json!({"query": "world"})),
         ("changes.since", json!({"seq": 0})),
-        ("storage.import", json!({"document": {"importedKey": 5}})),
+        ("storage.import", json!({"document": {"importedKey": 5}, "settings": "keep"})),
         ("history.removeByAttachId", json!({"attachId": "none"})),
         ("history.removeLastPageContext", json!({})),
         ("history.truncateFrom", json!({"index": 3})),
@@ -1033,10 +1033,32 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     ] {
         ok(&call(&mut h, op, args), op, &mut served_ops);
     }
+    // versions and failed turns need a live chat; the preview changes nothing
+    call(&mut h, "history.append", json!({"entry": user("question")}));
+    call(&mut h, "history.append", json!({"entry": assistant("answer")}));
+    ok(
+        &call(&mut h, "history.markFailed", json!({"index": 0, "code": "http_500", "message": "failed"})),
+        "history.markFailed",
+        &mut served_ops,
+    );
+    let branched = call(&mut h, "history.branch", json!({"index": 1, "entry": assistant("another answer")}));
+    let fork = branched["result"]["forkEntryId"].clone();
+    ok(&branched, "history.branch", &mut served_ops);
+    ok(
+        &call(&mut h, "history.switchVersion", json!({"forkEntryId": fork, "version": 1})),
+        "history.switchVersion",
+        &mut served_ops,
+    );
+    ok(
+        &call(&mut h, "storage.importPreview", json!({"document": {"previewKey": 1}})),
+        "storage.importPreview",
+        &mut served_ops,
+    );
     // A commit by another process (the CLI) is announced by the poller.
     let doc = dir.path().join("import.json");
     std::fs::write(&doc, json!({"fromCli": 1}).to_string()).unwrap();
-    let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap()]);
+    // (imports take no setting unless asked)
+    let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap(), "--settings", "keep"]);
     assert_eq!(code, 0, "{err}");
     thread::sleep(Duration::from_millis(1200));
     // Malformed frames, then a too-large prefix ends the process.
@@ -1086,6 +1108,10 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     assert_eq!(reply_count, replies + 5);
     assert!(!String::from_utf8_lossy(&out).contains("keepsake_host"), "log text on stdout");
     assert!(foreign >= 1, "the CLI's commit was not announced");
+    assert!(
+        frames.iter().any(|f| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["fromCli"])),
+        "the CLI's commit was not announced"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
