@@ -17,6 +17,8 @@ struct Seeded {
     gamma: String,
     /// The session the two-entry live history is kept in (auto-keep).
     live: String,
+    /// A deleted session, in the trash.
+    trashed: String,
     png: Vec<u8>,
 }
 
@@ -30,8 +32,8 @@ fn save(h: &mut Host, name: &str, entries: Value) -> String {
     id
 }
 
-/// Three sessions (one with an image, one pinned), one setting, a two-entry live history (a
-/// fourth session, named by its first message).
+/// Three sessions (one with an image, one pinned), one setting, a deleted session (in the trash),
+/// a two-entry live history (a fourth session, named by its first message).
 fn seed(db: &Path) -> Seeded {
     let png = png_bytes(16, 12, 42);
     let mut h = Host::spawn(db);
@@ -51,10 +53,12 @@ fn seed(db: &Path) -> Seeded {
     );
     let gamma = save(&mut h, "Gamma", json!([user("Rust ownership rules"), assistant("borrowing")]));
     h.ok("sessions.pin", json!({"id": gamma, "pinned": true}));
+    let trashed = save(&mut h, "Zebra draft", json!([user("zebra crossing"), assistant("striped")]));
+    assert_eq!(h.ok("sessions.delete", json!({ "id": trashed })), json!({"deleted": true}));
     let r = h.ok("history.replace", json!({"entries": [user("live question"), assistant("live answer")]}));
     let live = r["kept"]["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(h.close().0, Some(0));
-    Seeded { alpha, beta, gamma, live, png }
+    Seeded { alpha, beta, gamma, live, trashed, png }
 }
 
 fn json_out(db: &Path, args: &[&str]) -> Value {
@@ -102,8 +106,9 @@ fn inspect_reports_counts_sizes_schema_and_integrity() {
     assert_eq!(v["integrity"], json!(["ok"]));
     let c = &v["counts"];
     assert_eq!(c["sessions"], json!(4), "{v}");
-    assert_eq!(c["trash"], json!(0), "{v}");
-    assert_eq!(c["sessionEntries"], json!(8), "{v}");
+    assert_eq!(c["trash"], json!(1), "{v}");
+    // every entry row, the trashed session's too
+    assert_eq!(c["sessionEntries"], json!(10), "{v}");
     assert_eq!(c["historyEntries"], json!(2), "{v}");
     assert_eq!(v["activeSessionId"], json!(s.live), "{v}");
     assert_eq!(c["settings"], json!(1), "{v}");
@@ -150,6 +155,7 @@ fn sessions_lists_pinned_first_in_text_and_json() {
     for name in ["Alpha notes", "Beta 猫咪", "Gamma", "live question"] {
         pos(name);
     }
+    assert!(!out.contains(&s.trashed) && !out.contains("Zebra"), "the trash is not listed: {out}");
 }
 
 #[test]
@@ -178,11 +184,15 @@ fn search_finds_names_content_and_single_cjk_characters() {
     assert_eq!(rows[0]["id"], json!(s.beta), "{rows}");
     // No hit.
     assert_eq!(json_out(&db, &["search", "zzzz-nothing", "--json"]), json!([]));
+    // The trash is not searched, by name or content.
+    assert_eq!(json_out(&db, &["search", "zebra", "--json"]), json!([]));
+    assert_eq!(json_out(&db, &["search", "striped", "--json"]), json!([]));
     // Text form.
     let (code, out, err) = cli(&db, &["search", "ownership"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&s.gamma) && out.contains("ownership"), "{out}");
     assert!(!out.contains(&s.alpha), "{out}");
+    assert!(!out.contains(&s.trashed), "{out}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,7 +228,7 @@ fn export_markdown_to_stdout_and_json_to_a_file_then_import_it_elsewhere() {
     assert!(stdout.is_empty(), "--out still printed to stdout: {stdout}");
     let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(doc["format"], json!("keepsake.sessions"));
-    assert_eq!(doc["version"], json!(1));
+    assert_eq!(doc["version"], json!(2), "export format 2 (versions)");
     let sessions = doc["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 3);
     let hash = sha256_hex(&s.png);
@@ -284,7 +294,7 @@ fn backup_writes_a_private_valid_copy_and_refuses_an_existing_target() {
     assert_eq!(ok, "ok");
     let src = sql(&db);
     assert_eq!(sessions_of(&copy), sessions_of(&src));
-    assert_eq!(sessions_of(&copy).len(), 4);
+    assert_eq!(sessions_of(&copy).len(), 5, "four sessions and the trashed one");
     for t in ["session_entries", "history_entries", "images", "settings"] {
         let q = format!("SELECT count(*) FROM {t}");
         let a: i64 = copy.query_row(&q, [], |r| r.get(0)).unwrap();
@@ -426,6 +436,8 @@ fn read_only_commands_work_on_a_read_only_database_and_change_nothing() {
     run(&["export", &s.alpha], &|o| o.starts_with("# Alpha notes"));
     run(&["export", &s.beta, "--format", "json"], &|o| o.contains("keepsake.sessions"));
     run(&["doctor", "--json"], &|o| o.contains("\"ok\""));
+    run(&["trash", "--json"], &|o| o.contains(&s.trashed));
+    run(&["trash"], &|o| o.contains("Zebra draft"));
 
     let after: Vec<String> = files.iter().map(|f| file_hash(f)).collect();
     let listing_after = dir_listing(&dir);
