@@ -1025,35 +1025,33 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
         ("history.clear", json!({"saveCurrent": true})),
         ("sessions.delete", json!({"id": sid})),
         ("sessions.clearAll", json!({})),
-        // schema 5: removals went to the trash (docs/keeps.md)
-        ("sessions.evictionPlan", json!({"cap": 1})),
-        ("trash.list", json!({})),
-        ("trash.restore", json!({"id": sid})),
-        ("trash.purge", json!({"all": true})),
     ] {
         ok(&call(&mut h, op, args), op, &mut served_ops);
     }
+    let served = |v: Value, op: &str, s: &mut std::collections::BTreeSet<String>| {
+        assert_eq!(v["ok"], json!(true), "{op}: {v}");
+        ok(&v, op, s)
+    };
+    // schema 5: what was deleted is in the trash (docs/keeps.md)
+    served(
+        call(&mut h, "sessions.evictionPlan", json!({"cap": 1})),
+        "sessions.evictionPlan",
+        &mut served_ops,
+    );
+    served(call(&mut h, "trash.list", json!({})), "trash.list", &mut served_ops);
+    served(call(&mut h, "trash.restore", json!({ "id": sid })), "trash.restore", &mut served_ops);
+    served(call(&mut h, "trash.purge", json!({"all": true})), "trash.purge", &mut served_ops);
     // versions and failed turns need a live chat; the preview changes nothing
     call(&mut h, "history.append", json!({"entry": user("question")}));
     call(&mut h, "history.append", json!({"entry": assistant("answer")}));
-    ok(
-        &call(&mut h, "history.markFailed", json!({"index": 0, "code": "http_500", "message": "failed"})),
-        "history.markFailed",
-        &mut served_ops,
-    );
-    let branched = call(&mut h, "history.branch", json!({"index": 1, "entry": assistant("another answer")}));
-    let fork = branched["result"]["forkEntryId"].clone();
-    ok(&branched, "history.branch", &mut served_ops);
-    ok(
-        &call(&mut h, "history.switchVersion", json!({"forkEntryId": fork, "version": 1})),
-        "history.switchVersion",
-        &mut served_ops,
-    );
-    ok(
-        &call(&mut h, "storage.importPreview", json!({"document": {"previewKey": 1}})),
-        "storage.importPreview",
-        &mut served_ops,
-    );
+    let args = json!({"index": 0, "code": "http_500", "message": "failed"});
+    served(call(&mut h, "history.markFailed", args), "history.markFailed", &mut served_ops);
+    let args = json!({"index": 1, "entry": assistant("another answer")});
+    let branched = served(call(&mut h, "history.branch", args), "history.branch", &mut served_ops);
+    let args = json!({"forkEntryId": branched["result"]["forkEntryId"], "version": 1});
+    served(call(&mut h, "history.switchVersion", args), "history.switchVersion", &mut served_ops);
+    let args = json!({"document": {"previewKey": 1}});
+    served(call(&mut h, "storage.importPreview", args), "storage.importPreview", &mut served_ops);
     // A commit by another process (the CLI) is announced by the poller.
     let doc = dir.path().join("import.json");
     std::fs::write(&doc, json!({"fromCli": 1}).to_string()).unwrap();
