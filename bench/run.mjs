@@ -422,7 +422,7 @@ async function pageMainThread(k, page) {
 
 /** Live-history entries whose picture is a thumbnail the host made. */
 const LIVE_THUMBNAILS = `SELECT count(DISTINCT h.id) AS n FROM history_entries h
-  JOIN image_refs r ON r.holder = 'history' AND r.holder_id = h.id
+  JOIN image_refs r ON r.holder = 'session' AND r.holder_id = h.id
   JOIN images i ON i.sha256 = r.sha256 WHERE i.is_thumbnail = 1`;
 
 /**

@@ -71,8 +71,9 @@ fn attach_id(r: &Value) -> String {
     r["attachId"].as_str().expect("attachId string").to_owned()
 }
 
+/// The live entries without the `entryId` stamps the host gives every stored entry.
 fn live(h: &mut Host) -> Vec<Value> {
-    h.ok("history.get", json!({"images": "ref"}))["entries"].as_array().expect("entries").clone()
+    bare(&h.ok("history.get", json!({"images": "ref"}))["entries"]).as_array().expect("entries").clone()
 }
 
 fn by_attach_id(h: &mut Host, id: &str) -> Value {
@@ -205,6 +206,11 @@ fn attach_text_layout_is_exact() {
     assert_eq!(r["summary"], json!({"needed": false, "family": "generic"}));
     let e = &live(&mut h)[1];
     assert_eq!(e, &json!({"role": "user", "content": expected, "attachId": id}));
+    let stored = &h.ok("history.get", json!({}))["entries"][1];
+    assert!(
+        is_uuid_v4(stored["entryId"].as_str().unwrap_or_default()),
+        "the stored entry's entryId: {stored}"
+    );
     assert_eq!(q_strs(&db, "SELECT attach_id FROM history_entries WHERE position = 1"), vec![id.clone()]);
 
     // the minimal form: no header, empty format, no fallback, no changedSince; '' allowed
@@ -407,17 +413,29 @@ fn attach_metadata_lives_as_long_as_the_entry() {
     let (_, paper2, source2) = attachments_row(&db, &id2).expect("metadata recorded");
     assert_eq!((paper2, source2), (0, None));
 
-    // removed from the live history → gone
+    // removed from the live history → in the trash with its entry; purged → gone
     assert_eq!(h.ok("history.removeByAttachId", json!({ "attachId": id })), json!({"removedIndex": 0}));
+    assert!(attachments_row(&db, &id).is_some(), "the trashed entry keeps its metadata");
+    let items = h.ok("trash.list", json!({}))["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1, "{items}");
+    assert_eq!(items[0]["reason"], json!("undo-attach"));
+    h.ok("trash.purge", json!({"id": items[0]["id"]}));
     assert!(attachments_row(&db, &id).is_none(), "metadata outlived its entry");
     assert!(attachments_row(&db, &id2).is_some());
 
-    // held by a saved session → kept until the session goes
+    // held by the chat's session and a snapshot → kept until the last body holding it is purged
+    let kept = h.ok("history.meta", json!({}))["activeSessionId"].as_str().unwrap().to_owned();
     let s = h.ok("sessions.save", json!({"name": "keep"}));
     let sid = s["session"]["id"].as_str().unwrap().to_owned();
     h.ok("history.clear", json!({}));
     assert!(attachments_row(&db, &id2).is_some(), "a saved body still holds the entry");
-    h.ok("sessions.delete", json!({ "id": sid }));
+    for id in [&sid, &kept] {
+        h.ok("sessions.delete", json!({ "id": id }));
+        assert!(attachments_row(&db, &id2).is_some(), "a body in the trash still holds the entry");
+    }
+    h.ok("trash.purge", json!({ "id": sid }));
+    assert!(attachments_row(&db, &id2).is_some(), "the chat's session still holds the entry");
+    h.ok("trash.purge", json!({ "id": kept }));
     assert!(attachments_row(&db, &id2).is_none(), "metadata outlived the last body holding it");
 }
 
@@ -438,14 +456,17 @@ fn attach_trims_the_live_history() {
     assert_eq!((r["length"].clone(), r["index"].clone()), (json!(2), json!(1)));
     assert_eq!(live(&mut h)[0], user("b"));
 
-    // an attach trimmed off an unbound history takes its metadata with it
+    // an attach trimmed off the live window stays in the chat's session, with its metadata
     let id = attach_id(&r);
+    let sid = h.ok("history.meta", json!({}))["activeSessionId"].as_str().unwrap().to_owned();
     let list: Vec<Value> = (0..60).map(|i| user(&format!("n{i}"))).collect();
     for e in list {
         h.ok("history.append", json!({ "entry": e }));
     }
     assert!(live(&mut h).iter().all(|e| e.get("attachId").is_none()));
-    assert!(attachments_row(&db, &id).is_none());
+    let body = bare(&h.ok("sessions.get", json!({ "id": sid }))["entries"]);
+    assert_eq!(body.as_array().unwrap().iter().filter(|e| e["attachId"] == json!(id)).count(), 1, "{body}");
+    assert!(attachments_row(&db, &id).is_some(), "the kept attach keeps its metadata");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -986,7 +1007,10 @@ fn rescue_build_writes_nothing_and_commit_stores_the_sent_stub() {
     assert_eq!(raw.as_bytes(), stub_a.as_bytes(), "stored stub differs from the sent one");
     assert_eq!(l[3]["content"], json!(text_b), "B was not named");
     assert_eq!(l[4]["content"], json!(plain_text("https://c.example", "Small C", "full", "tiny")));
+    // the stub replaces the entry in place (PROTOCOL.md request.commitRescue): no trash item and no
+    // other version keeps the page text or its picture
     assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 0, "the stubbed entry's image was released");
+    assert_eq!(h.ok("trash.list", json!({}))["items"], json!([]));
 
     // small, already stubbed or unknown entries are not committed
     for ids in [json!([idc]), json!([ida]), json!(["unknown"]), json!([])] {
@@ -1038,9 +1062,11 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
     h.ok("history.append", json!({"entry": user("hello")}));
     let r = attach(&mut h, json!({"ctx": ctx("https://s.example", "Sess", "full", &body)}));
     let id = attach_id(&r);
+    let kept = h.ok("history.meta", json!({}))["activeSessionId"].clone();
     let saved = h.ok("sessions.save", json!({"name": "routed"}));
     let sid = saved["session"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(h.ok("history.meta", json!({}))["activeSessionId"], json!(""), "saving does not bind");
+    assert_ne!(json!(sid), kept, "saving makes a snapshot");
+    assert_eq!(h.ok("history.meta", json!({}))["activeSessionId"], kept, "saving does not bind");
 
     let built = build_rescue(&mut h, json!({"source": {"sessionId": sid}}));
     assert_eq!(built["source"], json!("session"));
@@ -1058,7 +1084,7 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
     let (c, ev) = changed(&mut h, "request.commitRescue", json!({"attachIds": [id], "sessionId": sid}));
     assert_eq!(c, json!({"committed": 1}));
     assert_eq!(ev["areas"]["sessions"]["ids"], json!([sid]), "{ev}");
-    let sbody = h.ok("sessions.get", json!({ "id": sid }))["entries"].clone();
+    let sbody = bare(&h.ok("sessions.get", json!({ "id": sid }))["entries"]);
     assert_eq!(sbody[1], json!({"role": "user", "content": stub, "attachId": id}));
     assert_eq!(sbody[0], user("hello"));
     // the live copy is untouched
@@ -1072,8 +1098,10 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
         .unwrap();
     assert!(search.contains("too large for the model's context window"), "search text not updated");
     assert!(!search.contains("SESSION-BODY-MARK"), "search text still holds the old body");
+    // (only the live chat's own session, whose copy was not stubbed, still holds it)
     let hits = h.ok("sessions.list", json!({"query": "SESSION-BODY-MARK"}));
-    assert_eq!(hits, json!([]));
+    let hit_ids: Vec<&Value> = hits.as_array().unwrap().iter().map(|r| &r["id"]).collect();
+    assert_eq!(hit_ids, vec![&kept], "{hits}");
 
     // a session that no longer exists → the live history
     let (c, _) = changed(
@@ -1084,25 +1112,25 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
     assert_eq!(c, json!({"committed": 1}));
     assert_eq!(by_attach_id(&mut h, &id)["content"], json!(stub));
 
-    // the bound session → the live history
+    // the bound session → the live history, which is the window onto that session's body: the
+    // stub is written once, and nothing else in the body changes
     h.ok("sessions.load", json!({ "id": sid }));
     let r2 = attach(&mut h, json!({"ctx": ctx("https://t.example", "T", "full", &"t".repeat(9_000))}));
     let id2 = attach_id(&r2);
-    let body_rows = q_strs(
-        &db,
-        &format!("SELECT entry FROM session_entries WHERE session_id = '{sid}' ORDER BY position"),
-    );
+    let body_rows = |db: &Path| {
+        q_strs(db, &format!("SELECT entry FROM session_entries WHERE session_id = '{sid}' ORDER BY position"))
+    };
+    let before = body_rows(&db);
     let (c, _) = changed(&mut h, "request.commitRescue", json!({"attachIds": [id2], "sessionId": sid}));
     assert_eq!(c, json!({"committed": 1}));
     let content = by_attach_id(&mut h, &id2)["content"].as_str().unwrap().to_owned();
     assert!(content.starts_with(&format!("{PREFIX}\n{RESCUE_NOTE}\nTitle: T\n")), "{content}");
-    assert_eq!(
-        q_strs(
-            &db,
-            &format!("SELECT entry FROM session_entries WHERE session_id = '{sid}' ORDER BY position")
-        ),
-        body_rows
-    );
+    let after = body_rows(&db);
+    assert_eq!(after.len(), before.len());
+    let differ: Vec<usize> = (0..after.len()).filter(|&i| after[i] != before[i]).collect();
+    assert_eq!(differ, vec![before.len() - 1], "only the named attach entry changed");
+    let sbody = bare(&h.ok("sessions.get", json!({ "id": sid }))["entries"]);
+    assert_eq!(sbody.as_array().unwrap().last().unwrap()["content"], json!(content));
 }
 
 #[test]

@@ -13,7 +13,11 @@ fn since_returns_the_union_of_later_changes_without_values() {
 
     h.ok("settings.set", json!({"map": {"theme": "dark"}}));
     let s1 = h.ok("history.meta", json!({}))["changeSeq"].as_i64().unwrap();
-    h.ok("history.append", json!({"entry": user("hi")}));
+    // the first entry is kept in a session of its own (auto-keep); saving makes a snapshot
+    let kept = h.ok("history.append", json!({"entry": user("hi")}))["kept"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let saved = h.ok("sessions.save", json!({"name": "S"}));
     let sid = saved["session"]["id"].as_str().unwrap().to_owned();
     h.ok("sessions.load", json!({"id": sid}));
@@ -25,7 +29,9 @@ fn since_returns_the_union_of_later_changes_without_values() {
     assert_eq!(all["areas"]["settings"], json!(["fontSize", "theme"]));
     assert_eq!(all["areas"]["history"], true);
     assert_eq!(all["areas"]["binding"], true);
-    assert_eq!(all["areas"]["sessions"]["ids"], json!([sid]));
+    let mut ids = vec![kept, sid.clone()];
+    ids.sort();
+    assert_eq!(all["areas"]["sessions"]["ids"], json!(ids), "the kept chat and its snapshot");
     assert_eq!(all["areas"]["sessions"]["index"], true);
 
     let later = h.ok("changes.since", json!({"seq": s1}));

@@ -15,19 +15,25 @@ struct Seeded {
     alpha: String,
     beta: String,
     gamma: String,
+    /// The session the two-entry live history is kept in (auto-keep).
+    live: String,
+    /// A deleted session, in the trash.
+    trashed: String,
     png: Vec<u8>,
 }
 
+/// A chat kept in its session from its first entry (docs/keeps.md), renamed, then "New chat".
 fn save(h: &mut Host, name: &str, entries: Value) -> String {
-    h.ok("history.replace", json!({"entries": entries}));
-    let r = h.ok("sessions.save", json!({"name": name}));
-    assert_eq!(r["created"], json!(true), "{r}");
-    let id = r["session"]["id"].as_str().unwrap().to_owned();
+    let r = h.ok("history.replace", json!({"entries": entries}));
+    assert_eq!(r["kept"]["created"], json!(true), "{r}");
+    let id = r["kept"]["sessionId"].as_str().unwrap().to_owned();
+    h.ok("sessions.rename", json!({"id": id, "name": name}));
     h.ok("history.clear", json!({}));
     id
 }
 
-/// Three sessions (one with an image, one pinned), one setting, a two-entry live history.
+/// Three sessions (one with an image, one pinned), one setting, a deleted session (in the trash),
+/// a two-entry live history (a fourth session, named by its first message).
 fn seed(db: &Path) -> Seeded {
     let png = png_bytes(16, 12, 42);
     let mut h = Host::spawn(db);
@@ -47,9 +53,12 @@ fn seed(db: &Path) -> Seeded {
     );
     let gamma = save(&mut h, "Gamma", json!([user("Rust ownership rules"), assistant("borrowing")]));
     h.ok("sessions.pin", json!({"id": gamma, "pinned": true}));
-    h.ok("history.replace", json!({"entries": [user("live question"), assistant("live answer")]}));
+    let trashed = save(&mut h, "Zebra draft", json!([user("zebra crossing"), assistant("striped")]));
+    assert_eq!(h.ok("sessions.delete", json!({ "id": trashed })), json!({"deleted": true}));
+    let r = h.ok("history.replace", json!({"entries": [user("live question"), assistant("live answer")]}));
+    let live = r["kept"]["sessionId"].as_str().unwrap().to_owned();
     assert_eq!(h.close().0, Some(0));
-    Seeded { alpha, beta, gamma, png }
+    Seeded { alpha, beta, gamma, live, trashed, png }
 }
 
 fn json_out(db: &Path, args: &[&str]) -> Value {
@@ -91,14 +100,17 @@ fn sessions_of(conn: &rusqlite::Connection) -> Vec<(String, String, i64)> {
 #[test]
 fn inspect_reports_counts_sizes_schema_and_integrity() {
     let (_d, db) = temp_db();
-    seed(&db);
+    let s = seed(&db);
     let v = json_out(&db, &["inspect", "--json"]);
     assert_eq!(v["schemaVersion"], json!(keepsake_host::store::migrate::LATEST));
     assert_eq!(v["integrity"], json!(["ok"]));
     let c = &v["counts"];
-    assert_eq!(c["sessions"], json!(3), "{v}");
-    assert_eq!(c["sessionEntries"], json!(6), "{v}");
+    assert_eq!(c["sessions"], json!(4), "{v}");
+    assert_eq!(c["trash"], json!(1), "{v}");
+    // every entry row, the trashed session's too
+    assert_eq!(c["sessionEntries"], json!(10), "{v}");
     assert_eq!(c["historyEntries"], json!(2), "{v}");
+    assert_eq!(v["activeSessionId"], json!(s.live), "{v}");
     assert_eq!(c["settings"], json!(1), "{v}");
     assert_eq!(c["images"], json!(1), "{v}");
     let size = std::fs::metadata(&db).unwrap().len();
@@ -113,7 +125,7 @@ fn inspect_reports_counts_sizes_schema_and_integrity() {
         out.lines().find(|l| l.starts_with(k)).unwrap_or_else(|| panic!("no {k} line in {out}")).to_owned()
     };
     assert!(line("schema").contains(&format!("version {}", keepsake_host::store::migrate::LATEST)), "{out}");
-    assert!(line("sessions").contains('3'), "{out}");
+    assert!(line("sessions").contains('4'), "{out}");
     assert!(line("integrity").trim_end().ends_with("ok"), "{out}");
     assert!(line("size").contains(&size.to_string()), "{out}");
 }
@@ -124,17 +136,26 @@ fn sessions_lists_pinned_first_in_text_and_json() {
     let s = seed(&db);
     let rows = json_out(&db, &["sessions", "--json"]);
     let ids: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, vec![s.gamma.as_str(), s.beta.as_str(), s.alpha.as_str()], "pinned first, then newest");
+    assert_eq!(
+        ids,
+        vec![s.gamma.as_str(), s.live.as_str(), s.beta.as_str(), s.alpha.as_str()],
+        "pinned first, then newest"
+    );
     assert_eq!(rows[0]["pinned"], json!(true));
-    assert_eq!(rows[1]["name"], json!("Beta 猫咪"));
-    assert_eq!(rows[2]["entryCount"], json!(2));
+    assert_eq!(rows[1]["name"], json!("live question"));
+    assert_eq!(rows[2]["name"], json!("Beta 猫咪"));
+    assert_eq!(rows[3]["entryCount"], json!(2));
     let (code, out, err) = cli(&db, &["sessions"]);
     assert_eq!(code, 0, "{err}");
     let pos = |needle: &str| out.find(needle).unwrap_or_else(|| panic!("{needle} missing from {out}"));
-    assert!(pos(&s.gamma) < pos(&s.beta) && pos(&s.beta) < pos(&s.alpha), "{out}");
-    for name in ["Alpha notes", "Beta 猫咪", "Gamma"] {
+    assert!(
+        pos(&s.gamma) < pos(&s.live) && pos(&s.live) < pos(&s.beta) && pos(&s.beta) < pos(&s.alpha),
+        "{out}"
+    );
+    for name in ["Alpha notes", "Beta 猫咪", "Gamma", "live question"] {
         pos(name);
     }
+    assert!(!out.contains(&s.trashed) && !out.contains("Zebra"), "the trash is not listed: {out}");
 }
 
 #[test]
@@ -163,11 +184,15 @@ fn search_finds_names_content_and_single_cjk_characters() {
     assert_eq!(rows[0]["id"], json!(s.beta), "{rows}");
     // No hit.
     assert_eq!(json_out(&db, &["search", "zzzz-nothing", "--json"]), json!([]));
+    // The trash is not searched, by name or content.
+    assert_eq!(json_out(&db, &["search", "zebra", "--json"]), json!([]));
+    assert_eq!(json_out(&db, &["search", "striped", "--json"]), json!([]));
     // Text form.
     let (code, out, err) = cli(&db, &["search", "ownership"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(&s.gamma) && out.contains("ownership"), "{out}");
     assert!(!out.contains(&s.alpha), "{out}");
+    assert!(!out.contains(&s.trashed), "{out}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -203,7 +228,7 @@ fn export_markdown_to_stdout_and_json_to_a_file_then_import_it_elsewhere() {
     assert!(stdout.is_empty(), "--out still printed to stdout: {stdout}");
     let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(doc["format"], json!("keepsake.sessions"));
-    assert_eq!(doc["version"], json!(1));
+    assert_eq!(doc["version"], json!(2), "export format 2 (versions)");
     let sessions = doc["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 3);
     let hash = sha256_hex(&s.png);
@@ -226,7 +251,12 @@ fn export_markdown_to_stdout_and_json_to_a_file_then_import_it_elsewhere() {
     let again = json_out(&other, &["import", out.to_str().unwrap()]);
     assert_eq!(again["sessionsImported"], json!(0), "import is not idempotent: {again}");
     assert_eq!(again["imagesStored"], json!(0), "{again}");
-    assert_eq!(sessions_of(&sql(&other)), sessions_of(&sql(&db)));
+    let exported: Vec<_> = sessions_of(&sql(&db))
+        .into_iter()
+        .filter(|(id, _, _)| [&s.alpha, &s.beta, &s.gamma].contains(&id))
+        .collect();
+    assert_eq!(exported.len(), 3);
+    assert_eq!(sessions_of(&sql(&other)), exported);
     // Import from stdin.
     let third = d.path().join("third").join("keepsake.db");
     let mut child = Command::new(BIN)
@@ -264,7 +294,7 @@ fn backup_writes_a_private_valid_copy_and_refuses_an_existing_target() {
     assert_eq!(ok, "ok");
     let src = sql(&db);
     assert_eq!(sessions_of(&copy), sessions_of(&src));
-    assert_eq!(sessions_of(&copy).len(), 3);
+    assert_eq!(sessions_of(&copy).len(), 5, "four sessions and the trashed one");
     for t in ["session_entries", "history_entries", "images", "settings"] {
         let q = format!("SELECT count(*) FROM {t}");
         let a: i64 = copy.query_row(&q, [], |r| r.get(0)).unwrap();
@@ -397,7 +427,7 @@ fn read_only_commands_work_on_a_read_only_database_and_change_nothing() {
             failures.push(format!("{args:?}: exit {code}, stdout {out:?}, stderr {err:?}"));
         }
     };
-    run(&["inspect", "--json"], &|o| o.contains("\"sessions\": 3"));
+    run(&["inspect", "--json"], &|o| o.contains("\"sessions\": 4"));
     run(&["inspect"], &|o| o.contains("integrity"));
     run(&["sessions", "--json"], &|o| o.contains(&s.alpha));
     run(&["sessions"], &|o| o.contains("Gamma"));
@@ -406,6 +436,8 @@ fn read_only_commands_work_on_a_read_only_database_and_change_nothing() {
     run(&["export", &s.alpha], &|o| o.starts_with("# Alpha notes"));
     run(&["export", &s.beta, "--format", "json"], &|o| o.contains("keepsake.sessions"));
     run(&["doctor", "--json"], &|o| o.contains("\"ok\""));
+    run(&["trash", "--json"], &|o| o.contains(&s.trashed));
+    run(&["trash"], &|o| o.contains("Zebra draft"));
 
     let after: Vec<String> = files.iter().map(|f| file_hash(f)).collect();
     let listing_after = dir_listing(&dir);

@@ -994,6 +994,7 @@ fn real_writes_emit_changed_after_reply() {
             o.remove("kept");
             o.remove("evicted");
             o.remove("sessionId");
+            o.remove("entryId");
         }
         assert_eq!(r, want, "{op}");
         assert_eq!(ev["event"], json!("changed"));

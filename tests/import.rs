@@ -81,11 +81,11 @@ fn snapshot(db: &Path) -> BTreeMap<String, Vec<String>> {
     out
 }
 
-/// A session's body as stored: (position, role, entry JSON) in position order.
+/// A session's body (its chosen path) as stored: (position, role, entry JSON) in position order.
 fn body_rows(db: &Path, id: &str) -> Vec<(i64, Option<String>, Value)> {
     let c = sql(db);
     let mut st = c
-        .prepare("SELECT position, role, entry, json_valid(entry) FROM session_entries WHERE session_id = ?1 ORDER BY position")
+        .prepare("SELECT position, role, entry, json_valid(entry) FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position")
         .unwrap();
     st.query_map([id], |r| {
         let valid: i64 = r.get(3)?;
@@ -98,13 +98,15 @@ fn body_rows(db: &Path, id: &str) -> Vec<(i64, Option<String>, Value)> {
     .collect()
 }
 
-/// Body rows must be exactly `want`, positions 0..n, role column = entry role.
+/// Body rows must be exactly `want` (apart from the entryId stamp every stored entry gets),
+/// positions 0..n, role column = entry role.
 fn assert_body(db: &Path, id: &str, want: &[Value]) {
     let rows = body_rows(db, id);
     assert_eq!(rows.len(), want.len(), "session {id}: {} rows, want {}: {rows:?}", rows.len(), want.len());
     for (i, ((pos, role, entry), w)) in rows.iter().zip(want).enumerate() {
         assert_eq!(*pos, i as i64, "session {id}: positions");
-        assert_eq!(entry, w, "session {id} entry {i}");
+        assert!(entry["entryId"].as_str().is_some_and(|e| !e.is_empty()), "session {id} entry {i}: entryId");
+        assert_eq!(&bare(entry), w, "session {id} entry {i}");
         assert_eq!(role.as_deref(), w["role"].as_str(), "session {id} entry {i} role column");
     }
 }
@@ -126,6 +128,7 @@ fn session_ids(db: &Path) -> Vec<String> {
     st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
 }
 
+/// The live window's entries (the view `history_entries`), without their entryIds.
 fn live_rows(db: &Path) -> Vec<Value> {
     let c = sql(db);
     let mut st = c.prepare("SELECT position, entry FROM history_entries ORDER BY position").unwrap();
@@ -134,7 +137,29 @@ fn live_rows(db: &Path) -> Vec<Value> {
     for (i, (p, _)) in rows.iter().enumerate() {
         assert_eq!(*p, i as i64, "live positions are 0..n");
     }
-    rows.into_iter().map(|(_, e)| serde_json::from_str(&e).unwrap()).collect()
+    rows.into_iter().map(|(_, e)| bare(&serde_json::from_str(&e).unwrap())).collect()
+}
+
+/// `sessions.get`, its entries without their entryIds.
+fn got(h: &mut Host, args: Value) -> Value {
+    let mut r = h.ok("sessions.get", args);
+    r["entries"] = bare(&r["entries"]);
+    r
+}
+
+/// The session that keeps the dump history `hist` when no session of the dump does.
+fn archived_id(hist: &Value) -> String {
+    format!("imported-{}", &sha256_hex(canonical(hist).as_bytes())[..16])
+}
+
+/// The entries on other versions of session `id` (not on its chosen path), in order.
+fn other_versions(db: &Path, id: &str) -> Vec<Value> {
+    let c = sql(db);
+    let mut st = c
+        .prepare("SELECT entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NOT NULL ORDER BY branch_id, position")
+        .unwrap();
+    let rows = st.query_map([id], |r| r.get::<_, String>(0)).unwrap();
+    rows.map(|e| bare(&serde_json::from_str(&e.unwrap()).unwrap())).collect()
 }
 
 fn binding(db: &Path) -> String {
@@ -154,11 +179,12 @@ fn warnings(r: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Run the same import again: it must report zero new items and change no row counts.
+/// Run the same import again (taking the settings the host lacks): it must report zero new items
+/// and change no row counts.
 fn assert_rerun_is_noop(h: &mut Host, db: &Path, doc: &Value) -> Value {
     let before = counts(db);
     let snap = snapshot(db);
-    let r = import(h, doc);
+    let r = import_mode(h, doc, "keep");
     assert_eq!(r["sessionsImported"], 0, "re-run imports no session: {r}");
     assert_eq!(r["settingsImported"], 0, "re-run imports no setting: {r}");
     assert_eq!(r["imagesStored"], 0, "re-run stores no image: {r}");
@@ -236,7 +262,7 @@ fn legacy_inline_layout_imports_every_body_row_by_row() {
         ],
         "theme": "dark"
     });
-    let r = import(&mut h, &dump);
+    let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["sessionsImported"], 2, "{r}");
     assert_eq!(r["sessionsSkipped"], 0, "{r}");
     assert_eq!(r["settingsImported"], 1, "{r}");
@@ -252,16 +278,17 @@ fn legacy_inline_layout_imports_every_body_row_by_row() {
     assert_body(&db, "inline-2", &s2);
     assert_eq!(session_ids(&db), ["inline-1", "inline-2"]);
 
-    let got = h.ok("sessions.get", json!({"id": "inline-1", "images": "ref"}));
+    let g = got(&mut h, json!({"id": "inline-1", "images": "ref"}));
     assert_eq!(
-        got,
-        json!({"id": "inline-1", "name": "First chat", "createdAt": 1_700_000_000_000i64, "pinned": true, "entries": s1_ref})
+        g,
+        json!({"id": "inline-1", "name": "First chat", "createdAt": 1_700_000_000_000i64, "pinned": true,
+               "entries": s1_ref, "from": 0, "length": 4, "forks": []})
     );
-    let got = h.ok("sessions.get", json!({"id": "inline-1"}));
-    assert_eq!(got["entries"], json!(s1), "inline images come back as the same data URL");
-    let got = h.ok("sessions.get", json!({"id": "inline-2"}));
-    assert_eq!(got["entries"], json!(s2));
-    assert_eq!(got["pinned"], false);
+    let g = got(&mut h, json!({"id": "inline-1"}));
+    assert_eq!(g["entries"], json!(s1), "inline images come back as the same data URL");
+    let g = got(&mut h, json!({"id": "inline-2"}));
+    assert_eq!(g["entries"], json!(s2));
+    assert_eq!(g["pinned"], false);
 
     let (mime, bytes, len): (String, Vec<u8>, i64) = sql(&db)
         .query_row("SELECT mime, bytes, byte_length FROM images WHERE sha256 = ?1", [sha256_hex(&a)], |r| {
@@ -297,7 +324,7 @@ fn legacy_light_index_layout_reads_bodies_from_session_keys() {
         "maxSessions": 10
     });
     dump[format!("session_{odd_id}")] = json!(l2);
-    let r = import(&mut h, &dump);
+    let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["sessionsImported"], 2, "{r}");
     assert_eq!(r["sessionsSkipped"], 0, "{r}");
     assert_eq!(r["settingsImported"], 1, "{r}");
@@ -311,13 +338,14 @@ fn legacy_light_index_layout_reads_bodies_from_session_keys() {
     assert_eq!(session_row(&db, odd_id), Some(("Light Two".into(), 1_690_000_100_000, 1, 2)));
     assert_body(&db, "light-1", &l1_ref);
     assert_body(&db, odd_id, &l2);
-    let got = h.ok("sessions.get", json!({"id": "light-1", "images": "ref"}));
-    assert_eq!(got["entries"], json!(l1_ref));
-    assert_eq!(h.ok("sessions.get", json!({"id": "light-1"}))["entries"], json!(l1));
-    let got = h.ok("sessions.get", json!({"id": odd_id}));
+    let g = got(&mut h, json!({"id": "light-1", "images": "ref"}));
+    assert_eq!(g["entries"], json!(l1_ref));
+    assert_eq!(got(&mut h, json!({"id": "light-1"}))["entries"], json!(l1));
+    let g = got(&mut h, json!({"id": odd_id}));
     assert_eq!(
-        got,
-        json!({"id": odd_id, "name": "Light Two", "createdAt": 1_690_000_100_000i64, "pinned": true, "entries": l2})
+        g,
+        json!({"id": odd_id, "name": "Light Two", "createdAt": 1_690_000_100_000i64, "pinned": true, "entries": l2,
+               "from": 0, "length": 2, "forks": []})
     );
     // Conversation keys never become settings.
     let reserved: i64 = sql(&db)
@@ -371,9 +399,9 @@ fn legacy_mixed_layout_uses_inline_history_only_where_present_and_never_blanks()
         Some(("C missing body".into(), 3000, 0, 0)),
         "missing body → empty session, kept"
     );
-    assert_eq!(h.ok("sessions.get", json!({"id": "C"}))["entries"], json!([]));
-    assert_eq!(h.ok("sessions.get", json!({"id": "B"}))["entries"], json!(b_body));
-    assert_eq!(h.ok("sessions.get", json!({"id": "A"}))["entries"], json!(a_body));
+    assert_eq!(got(&mut h, json!({"id": "C"}))["entries"], json!([]));
+    assert_eq!(got(&mut h, json!({"id": "B"}))["entries"], json!(b_body));
+    assert_eq!(got(&mut h, json!({"id": "A"}))["entries"], json!(a_body));
     assert_eq!(count(&db, "session_entries"), 2 + 3 + 1 + 1 + 1);
     let rows = h.ok("sessions.list", json!({}));
     let ids: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
@@ -451,7 +479,7 @@ fn legacy_saved_sessions_not_an_array_counts_as_absent() {
         "session_a": [user("y")],
         "theme": "dark"
     });
-    let r = import(&mut h, &dump);
+    let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["sessionsImported"], 0, "{r}");
     assert_eq!(r["settingsImported"], 1, "{r}");
     let w = warnings(&r);
@@ -488,15 +516,16 @@ fn live_replaced_when_host_empty_trimmed_to_60_and_bound_to_existing_session() {
     });
     let r = import(&mut h, &dump);
     assert_eq!(r["live"], "replaced", "{r}");
-    assert_eq!(r["sessionsImported"], 1, "{r}");
+    assert_eq!(r["sessionsImported"], 1, "the history continues bound-1, which this import created: {r}");
     let g = h.ok("history.get", json!({}));
     assert_eq!(g["length"], 60);
-    assert_eq!(g["entries"], json!(hist[10..]), "the last 60 entries");
+    assert_eq!(g["offset"], 10, "the window shows the last 60; the first 10 are its kept prefix");
+    assert_eq!(bare(&g["entries"]), json!(hist[10..]), "the last 60 entries");
     assert_eq!(g["activeSessionId"], "bound-1");
     assert_eq!(live_rows(&db), hist[10..].to_vec());
     assert_eq!(binding(&db), "bound-1");
     // The bound session's body is never trimmed.
-    assert_eq!(body_rows(&db, "bound-1").len(), 70);
+    assert_body(&db, "bound-1", &hist);
 
     let r2 = assert_rerun_is_noop(&mut h, &db, &dump);
     assert_eq!(r2["live"], "unchanged", "{r2}");
@@ -505,17 +534,22 @@ fn live_replaced_when_host_empty_trimmed_to_60_and_bound_to_existing_session() {
 }
 
 #[test]
-fn live_replaced_binding_is_empty_unless_the_session_exists_after_import() {
-    // activeSessionId names nothing → ''.
+fn live_replaced_is_kept_in_its_own_session_unless_it_continues_one_this_import_created() {
+    // activeSessionId names nothing → the history is a session of its own, now live.
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    let r = import(&mut h, &json!({"history": [user("q"), assistant("a")], "activeSessionId": "ghost"}));
+    let hist = json!([user("q"), assistant("a")]);
+    let r = import(&mut h, &json!({"history": hist, "activeSessionId": "ghost"}));
     assert_eq!(r["live"], "replaced", "{r}");
-    assert_eq!(binding(&db), "");
-    assert_eq!(h.ok("history.meta", json!({}))["activeSessionId"], "");
+    assert_eq!(r["sessionsImported"], 1, "{r}");
+    let aid = archived_id(&hist);
+    assert_eq!(binding(&db), aid);
+    assert_eq!(h.ok("history.meta", json!({}))["activeSessionId"], json!(aid));
     assert_eq!(live_rows(&db), vec![user("q"), assistant("a")]);
+    assert_body(&db, &aid, &[user("q"), assistant("a")]);
+    assert!(session_row(&db, "ghost").is_none());
 
-    // activeSessionId names a session skipped as malformed → ''.
+    // activeSessionId names a session skipped as malformed → the same.
     let (_d2, db2) = temp_db();
     let mut h2 = Host::spawn(&db2);
     let r = import(
@@ -523,9 +557,11 @@ fn live_replaced_binding_is_empty_unless_the_session_exists_after_import() {
         &json!({"history": [user("q")], "activeSessionId": "x", "savedSessions": [{"name": "no id"}, 5]}),
     );
     assert_eq!(r["live"], "replaced", "{r}");
-    assert_eq!(binding(&db2), "");
+    assert_eq!(binding(&db2), archived_id(&json!([user("q")])));
+    assert_eq!(session_ids(&db2), [archived_id(&json!([user("q")]))]);
 
-    // activeSessionId names a session the host already had (it exists after import) → bound.
+    // activeSessionId names a session the host already had: the import never writes into it or
+    // binds to it; the history is a session of its own, live because the live history was empty.
     let (_d3, db3) = temp_db();
     let mut h3 = Host::spawn(&db3);
     h3.ok("history.replace", json!({"entries": [user("host saved")]}));
@@ -534,8 +570,10 @@ fn live_replaced_binding_is_empty_unless_the_session_exists_after_import() {
     assert_eq!(h3.ok("history.meta", json!({}))["length"], 0);
     let r = import(&mut h3, &json!({"history": [user("from dump")], "activeSessionId": sid}));
     assert_eq!(r["live"], "replaced", "{r}");
-    assert_eq!(binding(&db3), sid);
+    assert_eq!(r["sessionsImported"], 1, "{r}");
+    assert_eq!(binding(&db3), archived_id(&json!([user("from dump")])));
     assert_eq!(live_rows(&db3), vec![user("from dump")]);
+    assert_body(&db3, &sid, &[user("host saved")]);
 }
 
 #[test]
@@ -543,17 +581,21 @@ fn live_replaced_is_trimmed_by_utf16_chars() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
     // 100,000 + 100,000 (50,000 emoji = 100,000 UTF-16 units) + 100,000 + 50,000 = 350,000 units:
-    // the oldest goes, 250,000 remain. Counting code points would keep all four.
+    // the oldest leaves the window, 250,000 remain. Counting code points would keep all four.
     let x = user(&"a".repeat(100_000));
     let y = assistant(&"😀".repeat(50_000));
     let z = user(&"c".repeat(100_000));
     let w = assistant(&"d".repeat(50_000));
-    let r = import(&mut h, &json!({"history": [x, y, z, w]}));
+    let hist = json!([x, y, z, w]);
+    let r = import(&mut h, &json!({ "history": hist }));
     assert_eq!(r["live"], "replaced", "{r}");
     assert_eq!(live_rows(&db), vec![y.clone(), z.clone(), w.clone()]);
     let sum: i64 =
         sql(&db).query_row("SELECT sum(content_chars) FROM history_entries", [], |r| r.get(0)).unwrap();
     assert_eq!(sum, 250_000);
+    // the session that keeps it holds all four, the first ahead of the window
+    assert_eq!(h.ok("history.meta", json!({}))["offset"], 1);
+    assert_body(&db, &archived_id(&hist), &[x, y, z, w]);
 
     // A single entry over the budget is kept.
     let (_d2, db2) = temp_db();
@@ -562,17 +604,19 @@ fn live_replaced_is_trimmed_by_utf16_chars() {
     let r = import(&mut h2, &json!({"history": [user("small"), big]}));
     assert_eq!(r["live"], "replaced", "{r}");
     assert_eq!(live_rows(&db2), vec![big.clone()]);
+    assert_body(&db2, &archived_id(&json!([user("small"), big])), &[user("small"), big.clone()]);
     let r = assert_rerun_is_noop(&mut h2, &db2, &json!({"history": [user("small"), big]}));
     assert_eq!(r["live"], "unchanged", "{r}");
 }
 
 #[test]
-fn live_unchanged_when_host_equals_the_trimmed_dump() {
+fn live_history_continues_the_dump_session_and_leaves_the_host_live_chat_alone() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
     let hist = numbered(65);
-    h.ok("history.replace", json!({"entries": hist}));
-    assert_eq!(live_rows(&db), hist[5..].to_vec(), "host trimmed its copy to 60");
+    let kept =
+        h.ok("history.replace", json!({"entries": hist}))["kept"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(live_rows(&db), hist[5..].to_vec(), "the host's window shows 60");
     let before_live = live_rows(&db);
     let dump = json!({
         "history": hist,
@@ -580,11 +624,21 @@ fn live_unchanged_when_host_equals_the_trimmed_dump() {
         "savedSessions": [{"id": "dump-s", "name": "D", "createdAt": 1, "history": [user("d")]}]
     });
     let r = import(&mut h, &dump);
-    assert_eq!(r["live"], "unchanged", "{r}");
-    assert_eq!(r["sessionsImported"], 1, "only the dump session, no archived copy: {r}");
-    assert_eq!(session_ids(&db), ["dump-s"]);
+    // the dump's live history is stored whole in dump-s (this import created it); it went another
+    // way than dump-s's stored body, which stays as another version of its first turn
+    assert_eq!(r["live"], "archived", "{r}");
+    assert_eq!(r["sessionsImported"], 1, "only the dump session, no imported-<hash> copy: {r}");
+    let mut ids = vec![kept.clone(), "dump-s".to_owned()];
+    ids.sort();
+    assert_eq!(session_ids(&db), ids);
+    assert_body(&db, "dump-s", &hist);
+    assert_eq!(other_versions(&db, "dump-s"), vec![user("d")]);
+    let forks = h.ok("sessions.get", json!({"id": "dump-s"}))["forks"].clone();
+    assert_eq!(forks, json!([{"forkEntryId": "", "chosen": 2, "versions": 2}]), "{forks}");
+    // the host's live chat is untouched
     assert_eq!(live_rows(&db), before_live);
-    assert_eq!(binding(&db), "", "unchanged live history: binding untouched");
+    assert_eq!(binding(&db), kept, "binding untouched");
+    assert_body(&db, &kept, &hist);
     let r = assert_rerun_is_noop(&mut h, &db, &dump);
     assert_eq!(r["live"], "unchanged", "{r}");
 }
@@ -632,7 +686,7 @@ fn live_archived_as_imported_session_named_by_auto_name_and_skipped_on_rerun() {
     assert_eq!(n, dump_hist.len() as i64);
     assert!(created >= t0 && created <= t1, "createdAt = import time, got {created}");
     assert_body(&db, &aid, &dump_hist);
-    assert_eq!(h.ok("sessions.get", json!({"id": aid}))["entries"], json!(dump_hist));
+    assert_eq!(got(&mut h, json!({"id": aid}))["entries"], json!(dump_hist));
     // The host's live conversation and binding are untouched.
     assert_eq!(live_rows(&db), before_live);
     assert_eq!(binding(&db), host_sid);
@@ -643,8 +697,7 @@ fn live_archived_as_imported_session_named_by_auto_name_and_skipped_on_rerun() {
     let r = import(&mut h, &json!({"history": [user("another dump")]}));
     assert_eq!(r["live"], "archived", "{r}");
     assert_eq!(r["sessionsImported"], 1, "{r}");
-    let want2 =
-        format!("imported-{}", &sha256_hex(canonical(&json!([user("another dump")])).as_bytes())[..16]);
+    let want2 = archived_id(&json!([user("another dump")]));
     assert_eq!(session_row(&db, &want2).map(|r| r.0), Some("another dump".to_string()));
 }
 
@@ -652,6 +705,7 @@ fn live_archived_as_imported_session_named_by_auto_name_and_skipped_on_rerun() {
 fn live_absent_for_missing_empty_or_non_array_history() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
+    // the chat is kept from its first entry; the save makes a snapshot, which is loaded
     h.ok("history.replace", json!({"entries": [user("keep me")]}));
     let sid = h.ok("sessions.save", json!({"name": "K"}))["session"]["id"].as_str().unwrap().to_owned();
     h.ok("sessions.load", json!({"id": sid}));
@@ -670,7 +724,7 @@ fn live_absent_for_missing_empty_or_non_array_history() {
         assert_eq!(live_rows(&db), live, "{doc}");
         assert_eq!(binding(&db), sid, "{doc}");
     }
-    assert_eq!(count(&db, "sessions"), 1);
+    assert_eq!(count(&db, "sessions"), 2, "the chat's session and its snapshot, nothing imported");
     // A dump naming an activeSessionId but carrying no live history leaves the binding alone.
     let r = import(
         &mut h,
@@ -692,7 +746,7 @@ fn live_absent_for_missing_empty_or_non_array_history() {
 // settings from a dump
 
 #[test]
-fn dump_settings_keep_by_default_overwrite_on_request_invalid_skipped() {
+fn dump_settings_none_by_default_keep_or_overwrite_on_request_invalid_skipped() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
     h.ok("settings.set", json!({"map": {"theme": "light", "fontSize": 12}}));
@@ -715,7 +769,15 @@ fn dump_settings_keep_by_default_overwrite_on_request_invalid_skipped() {
     });
     dump[long_key.as_str()] = json!(1);
     h.wait_event(EVENT_WAIT, |e| e["event"] == "changed").expect("event of the settings.set");
+    // by default an import takes no setting: the valid ones are skipped and a warning says so
+    let settings_before = snapshot(&db)["settings"].clone();
     let r = import(&mut h, &dump);
+    assert_eq!(r["settingsImported"], 0, "{r}");
+    assert_eq!(r["settingsSkipped"], 11, "6 valid, not asked for, and 5 invalid: {r}");
+    assert!(warnings(&r).iter().any(|w| w.contains("not applied")), "{r}");
+    assert_eq!(snapshot(&db)["settings"], settings_before);
+    // keep: the ones the host lacks
+    let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["settingsImported"], 4, "newKey, flag, num, nul: {r}");
     assert!(r["settingsSkipped"].as_u64().unwrap() >= 5, "5 invalid settings: {r}");
     let w = warnings(&r);
@@ -766,7 +828,7 @@ fn dump_interpreted_settings_valid_values_are_imported() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
     let dump = json!({"maxSessions": 2.0, "summarizeThresholdChars": 0, "autoSummarizeAttachments": false});
-    let r = import(&mut h, &dump);
+    let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["settingsImported"], 3, "{r}");
     assert_eq!(setting(&mut h, "maxSessions").and_then(|v| v.as_f64()), Some(2.0));
     assert_eq!(setting(&mut h, "summarizeThresholdChars"), Some(json!(0)));
@@ -810,7 +872,7 @@ fn dump_data_urls_become_blobs_once_and_entries_store_references() {
         "history": [user_image("live", &a_url), user_image("live c", &data_url("image/png", &c))]
     });
     let r = import(&mut h, &dump);
-    assert_eq!(r["sessionsImported"], 3, "{r}");
+    assert_eq!(r["sessionsImported"], 4, "three sessions and the session keeping the live history: {r}");
     assert_eq!(r["live"], "replaced", "{r}");
     assert_eq!(r["imagesStored"], 4, "a, b, c, d once each: {r}");
     assert_eq!(count(&db, "images"), 4);
@@ -857,7 +919,8 @@ fn dump_data_urls_become_blobs_once_and_entries_store_references() {
         ],
     );
     assert_eq!(live_rows(&db), vec![user_image("live", &img_ref(&a)), user_image("live c", &img_ref(&c))]);
-    // References are counted: a is used by 3 session rows + 1 live row.
+    // References are counted: a is used by 3 session rows + 1 live row (a row of the session that
+    // keeps the live history).
     let a_refs: i64 = sql(&db)
         .query_row("SELECT count(*) FROM image_refs WHERE sha256 = ?1", [sha256_hex(&a)], |r| r.get(0))
         .unwrap();
@@ -866,8 +929,8 @@ fn dump_data_urls_become_blobs_once_and_entries_store_references() {
     let got = h.ok("images.get", json!({"ref": img_ref(&b)}));
     assert_eq!(got["mime"], "image/png");
     assert_eq!(got["bytes"], base64::engine::general_purpose::STANDARD.encode(&b));
-    let got = h.ok("sessions.get", json!({"id": "i3"}));
-    assert_eq!(got["entries"][0]["content"][2]["image_url"]["url"], data_url("image/png", &d));
+    let g = h.ok("sessions.get", json!({"id": "i3"}));
+    assert_eq!(g["entries"][0]["content"][2]["image_url"]["url"], data_url("image/png", &d));
 
     assert_rerun_is_noop(&mut h, &db, &dump);
     assert_eq!(count(&db, "images"), 4);
@@ -883,6 +946,7 @@ fn import_stores_no_unreferenced_blob_and_accepts_known_references() {
     let b = png_bytes(4, 4, 32);
     let c = png_bytes(4, 4, 33);
     let d = png_bytes(4, 4, 34);
+    // the chat's own session and its snapshot each reference a
     h.ok("history.replace", json!({"entries": [user_image("host", &data_url("image/png", &a))]}));
     let sid = h.ok("sessions.save", json!({"name": "Host"}))["session"]["id"].as_str().unwrap().to_owned();
     let a_refs = |db: &Path| -> i64 {
@@ -919,15 +983,20 @@ fn import_stores_no_unreferenced_blob_and_accepts_known_references() {
     assert_eq!((&r["sessionsImported"], &r["imagesStored"]), (&json!(1), &json!(0)), "{r}");
     assert_eq!(count(&db, "images"), 1, "unreferenced export image not stored");
 
-    // A live-history image trimmed off at once (host live empty → replaced) is not kept.
+    // A live-history image outside the window at once (host live empty → replaced) is kept with
+    // its entry, in the session that keeps the whole history.
     let (_d2, db2) = temp_db();
     let mut h2 = Host::spawn(&db2);
     let mut hist = vec![user_image("old", &data_url("image/png", &d))];
     hist.extend(numbered(60));
     let r = import(&mut h2, &json!({"history": hist}));
-    assert_eq!((&r["live"], &r["imagesStored"]), (&json!("replaced"), &json!(0)), "{r}");
+    assert_eq!((&r["live"], &r["imagesStored"]), (&json!("replaced"), &json!(1)), "{r}");
     assert_eq!(live_rows(&db2), numbered(60));
-    assert_eq!(count(&db2, "images"), 0, "the trimmed entry's blob does not outlive the import");
+    let mut stored = vec![user_image("old", &img_ref(&d))];
+    stored.extend(numbered(60));
+    // (the id hashes the history as stored: its pictures as references)
+    assert_body(&db2, &archived_id(&json!(stored)), &stored);
+    assert_eq!(count(&db2, "images"), 1, "the entry ahead of the window keeps its picture");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1047,7 +1116,8 @@ fn big_dump(n: usize, per: usize) -> Value {
     json!({"savedSessions": sessions, "history": [user("big live"), assistant("big reply")], "bigSetting": {"n": n}})
 }
 
-/// Outcome of a killed import: Some(true) fully imported, Some(false) untouched.
+/// Outcome of a killed import: true fully imported, false untouched. A full import has the `n`
+/// sessions and the session that keeps the dump's two-entry live history.
 fn check_all_or_nothing(db: &Path, n: i64, per: i64) -> bool {
     // Open read-write so a hot WAL is recovered, as the next host start would.
     let c = rusqlite::Connection::open(db).unwrap();
@@ -1058,8 +1128,8 @@ fn check_all_or_nothing(db: &Path, n: i64, per: i64) -> bool {
     assert_eq!(ic, ["ok"], "integrity_check after kill -9");
     let one = |q: &str| -> i64 { c.query_row(q, [], |r| r.get(0)).unwrap() };
     let sessions = one("SELECT count(*) FROM sessions");
-    assert!(sessions == 0 || sessions == n, "partial import visible: {sessions} of {n} sessions");
-    let full = sessions == n;
+    assert!(sessions == 0 || sessions == n + 1, "partial import visible: {sessions} of {} sessions", n + 1);
+    let full = sessions == n + 1;
     let (entries, live, big_setting, marker) = (
         one("SELECT count(*) FROM session_entries"),
         one("SELECT count(*) FROM history_entries"),
@@ -1068,8 +1138,8 @@ fn check_all_or_nothing(db: &Path, n: i64, per: i64) -> bool {
     );
     assert_eq!(marker, 1, "pre-existing data survives");
     if full {
-        assert_eq!((entries, live, big_setting), (n * per, 2, 1), "fully imported");
-        assert_eq!(one("SELECT count(*) FROM search_docs"), n);
+        assert_eq!((entries, live, big_setting), (n * per + 2, 2, 1), "fully imported");
+        assert_eq!(one("SELECT count(*) FROM search_docs"), n + 1);
     } else {
         assert_eq!((entries, live, big_setting), (0, 0, 0), "untouched");
         assert_eq!(one("SELECT count(*) FROM search_docs"), 0);
@@ -1085,7 +1155,7 @@ fn killed_cli_import_is_all_or_nothing() {
     let marker = write_file(work.path(), "marker.json", &json!({"marker": 1}));
     let init = |db: &Path| {
         std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-        let (code, out, err) = cli(db, &["import", marker.to_str().unwrap()]);
+        let (code, out, err) = cli(db, &["import", "--settings", "keep", marker.to_str().unwrap()]);
         assert_eq!(code, 0, "{out} {err}");
     };
 
@@ -1093,11 +1163,11 @@ fn killed_cli_import_is_all_or_nothing() {
     let ref_db = work.path().join("ref").join("keepsake.db");
     init(&ref_db);
     let t = Instant::now();
-    let (code, out, err) = cli(&ref_db, &["import", doc_path.to_str().unwrap()]);
+    let (code, out, err) = cli(&ref_db, &["import", "--settings", "keep", doc_path.to_str().unwrap()]);
     let full_time = t.elapsed();
     assert_eq!(code, 0, "{out} {err}");
     let r: Value = serde_json::from_str(&out).expect("CLI prints the result JSON");
-    assert_eq!(r["sessionsImported"], n as u64);
+    assert_eq!(r["sessionsImported"], n as u64 + 1);
     assert!(check_all_or_nothing(&ref_db, n as i64, per as i64));
 
     let fractions = [0.02, 0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 0.97, 1.1];
@@ -1108,7 +1178,7 @@ fn killed_cli_import_is_all_or_nothing() {
         let mut child = Command::new(BIN)
             .arg("--db")
             .arg(&db)
-            .arg("import")
+            .args(["import", "--settings", "keep"])
             .arg(&doc_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -1166,7 +1236,7 @@ fn json_export_round_trips_into_a_fresh_database() {
     let text = exp["text"].as_str().unwrap().to_owned();
     let doc: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["format"], "keepsake.sessions");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     assert_eq!(doc["images"].as_object().unwrap().len(), 2);
 
     let (_d2, db2) = temp_db();
@@ -1188,8 +1258,14 @@ fn json_export_round_trips_into_a_fresh_database() {
         assert_eq!(body_rows(&db2, id), body_rows(&db, id), "stored rows of {id}");
     }
     assert_eq!(h2.ok("sessions.get", json!({"id": s2}))["pinned"], true);
-    let rows = |h: &mut Host| h.ok("sessions.list", json!({}));
-    assert_eq!(rows(&mut h2), rows(&mut h), "same rows, same order");
+    // (the source also lists the live chat's own session, which was not exported)
+    let rows = |h: &mut Host| -> Vec<Value> {
+        let all = h.ok("sessions.list", json!({}));
+        all.as_array().unwrap().iter().filter(|r| ids.iter().any(|i| r["id"] == json!(i))).cloned().collect()
+    };
+    let copied = rows(&mut h2);
+    assert_eq!(copied.len(), 3);
+    assert_eq!(copied, rows(&mut h), "same rows, same order");
     let images = |db: &Path| -> Vec<(String, String, Vec<u8>)> {
         let c = sql(db);
         let mut st = c.prepare("SELECT sha256, mime, bytes FROM images ORDER BY sha256").unwrap();
@@ -1240,7 +1316,7 @@ fn export_versions_and_non_object_documents_are_refused() {
     let mut h = Host::spawn(&db);
     h.ok("settings.set", json!({"map": {"theme": "light"}}));
     let before = snapshot(&db);
-    for v in [json!(2), json!(0), json!(1.5), json!("1")] {
+    for v in [json!(3), json!(0), json!(1.5), json!("1")] {
         let doc = json!({"format": "keepsake.sessions", "version": v, "exportedAt": "x",
                          "sessions": [{"id": "v", "name": "V", "createdAt": 1, "pinned": false, "entries": [user("v")]}],
                          "images": {}});
@@ -1300,22 +1376,33 @@ fn import_never_evicts_and_reports_over_cap() {
     assert_eq!(session_ids(&db), ["n0", "n1", "n2", "n3", "n4"]);
     let r = assert_rerun_is_noop(&mut h, &db, &json!({"savedSessions": five_sessions()}));
     assert_eq!(r["overCap"], 3, "{r}");
-    // The next archiving save evicts down to the cap.
-    h.ok("history.replace", json!({"entries": [user("fresh")]}));
+    // The next session created (a new chat, kept from its first entry) moves the oldest to the
+    // trash, down to the cap, and says which; a snapshot does the same.
+    let r = h.ok("history.replace", json!({"entries": [user("fresh")]}));
+    assert_eq!(r["kept"]["created"], json!(true), "{r}");
+    assert_eq!(r["evicted"], json!(["n0", "n1", "n2", "n3"]), "{r}");
     let saved = h.ok("sessions.save", json!({}));
-    assert_eq!(saved["evicted"].as_array().unwrap().len(), 4, "{saved}");
-    assert_eq!(count(&db, "sessions"), 2);
+    assert_eq!(saved["evicted"], json!(["n4"]), "{saved}");
+    let drawer = h.ok("sessions.list", json!({}));
+    assert_eq!(drawer.as_array().unwrap().len(), 2, "{drawer}");
+    let trash = h.ok("trash.list", json!({}))["items"].clone();
+    let mut trashed: Vec<&str> =
+        trash.as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    trashed.sort();
+    assert_eq!(trashed, ["n0", "n1", "n2", "n3", "n4"], "evicted to the trash, not deleted");
+    assert_eq!(count(&db, "sessions"), 7);
 
-    // maxSessions in the dump itself, plus an archived live history.
+    // maxSessions in the dump itself (taken when asked), plus an archived live history.
     let (_d2, db2) = temp_db();
     let mut h2 = Host::spawn(&db2);
     h2.ok("history.replace", json!({"entries": [user("host live")]}));
     let doc = json!({"savedSessions": five_sessions(), "maxSessions": 2, "history": [user("dump live")]});
-    let r = import(&mut h2, &doc);
+    let r = import_mode(&mut h2, &doc, "keep");
     assert_eq!(r["sessionsImported"], 6, "{r}");
     assert_eq!(r["live"], "archived", "{r}");
-    assert_eq!(r["overCap"], 4, "{r}");
-    assert_eq!(count(&db2, "sessions"), 6);
+    assert_eq!(r["overCap"], 5, "the host's live chat, five sessions and the archived history: {r}");
+    assert_eq!(count(&db2, "sessions"), 7);
+    assert_eq!(h2.ok("trash.list", json!({}))["items"], json!([]), "nothing evicted");
 
     // Unlimited (0): never over cap.
     let (_d3, db3) = temp_db();
@@ -1323,7 +1410,7 @@ fn import_never_evicts_and_reports_over_cap() {
     h3.ok("settings.set", json!({"map": {"maxSessions": 0}}));
     let r = import(&mut h3, &json!({"savedSessions": five_sessions()}));
     assert_eq!(r["overCap"], 0, "{r}");
-    // Default cap 50: five is under it.
+    // The default (0) keeps every session.
     let (_d4, db4) = temp_db();
     let mut h4 = Host::spawn(&db4);
     let r = import(&mut h4, &json!({"savedSessions": five_sessions()}));
@@ -1340,8 +1427,8 @@ fn import_emits_one_change_event_and_replays_by_client_request_id() {
     let mut h = Host::spawn(&db);
     let doc = json!({"savedSessions": five_sessions(), "theme": "dark", "history": [user("live")]});
     h.events.clear();
-    let r1 = h.ok("storage.import", json!({"document": doc, "clientRequestId": "imp-A"}));
-    assert_eq!(r1["sessionsImported"], 5, "{r1}");
+    let r1 = h.ok("storage.import", json!({"document": doc, "settings": "keep", "clientRequestId": "imp-A"}));
+    assert_eq!(r1["sessionsImported"], 6, "five and the session keeping the live history: {r1}");
     let ev = h.wait_event(EVENT_WAIT, |e| e["event"] == "changed").expect("changed event");
     assert_eq!(ev["clientRequestId"], "imp-A");
     assert_eq!(ev["areas"]["settings"], json!(["theme"]), "{ev}");
@@ -1357,7 +1444,7 @@ fn import_emits_one_change_event_and_replays_by_client_request_id() {
     assert_eq!(snapshot(&db), snap);
     assert_eq!(h.err("settings.set", json!({"map": {"a": 1}, "clientRequestId": "imp-A"})), "conflict");
     // A plain re-run is a no-op: no event either.
-    let r3 = import(&mut h, &doc);
+    let r3 = import_mode(&mut h, &doc, "keep");
     assert_eq!(r3["sessionsImported"], 0);
     h.ok("settings.set", json!({"map": {"sentinel": true}}));
     let sentinel = h
@@ -1387,7 +1474,7 @@ fn cli_import_file_prints_the_result_and_is_idempotent() {
         "theme": "dark"
     });
     let f = write_file(dir.path(), "dump.json", &dump);
-    let (code, out, err) = cli(&db, &["import", f.to_str().unwrap()]);
+    let (code, out, err) = cli(&db, &["import", "--settings", "keep", f.to_str().unwrap()]);
     assert_eq!(code, 0, "stdout: {out} stderr: {err}");
     let r: Value = serde_json::from_str(&out).expect("stdout is the result JSON");
     assert_eq!(r["sessionsImported"], 2, "{r}");
@@ -1399,7 +1486,10 @@ fn cli_import_file_prints_the_result_and_is_idempotent() {
         "{r}"
     );
     assert_body(&db, "c1", &l1);
-    assert_body(&db, "c2", &[user("inline two")]);
+    // the dump's live history continues c2 (this import created it) but went another way than
+    // c2's stored body: it is the chosen path, the stored body another version
+    assert_body(&db, "c2", &[user("cli live")]);
+    assert_eq!(other_versions(&db, "c2"), vec![user("inline two")]);
     assert_eq!(session_row(&db, "c1"), Some(("CLI one".into(), 1_650_000_000_000, 1, 2)));
     assert_eq!(live_rows(&db), vec![user("cli live")]);
     assert_eq!(binding(&db), "c2");
@@ -1446,7 +1536,7 @@ fn cli_import_dash_reads_stdin() {
         let mut child = Command::new(BIN)
             .arg("--db")
             .arg(&db)
-            .args(["import", "-"])
+            .args(["import", "--settings", "keep", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -515,7 +515,26 @@ fn a_failed_turn_is_marked_retried_without_a_copy_and_cleared_by_its_reply() {
     assert_eq!(e["failed"]["message"], json!("Internal Server Error"));
     assert!(e["failed"]["at"].is_i64());
     assert_eq!(h.err("history.markFailed", json!({"index": 1, "code": "x", "message": "y"})), "bad_request");
-    assert_eq!(h.err("history.markFailed", json!({"index": 9, "code": "x", "message": "y"})), "bad_request");
+    assert_eq!(h.err("history.markFailed", json!({"index": 9, "code": "x", "message": "y"})), "not_found");
+    assert_eq!(
+        h.err("history.markFailed", json!({"entryId": "nope", "code": "x", "message": "y"})),
+        "not_found"
+    );
+    assert_eq!(
+        h.err(
+            "history.markFailed",
+            json!({"index": 2, "entryId": e["entryId"], "code": "x", "message": "y"})
+        ),
+        "bad_request"
+    );
+    // by entryId (what the worker holds from the append's reply)
+    let r = h.ok(
+        "history.markFailed",
+        json!({"entryId": e["entryId"], "code": "http_502", "message": "Bad Gateway"}),
+    );
+    assert_eq!(r["index"], json!(2));
+    let e = h.ok("history.get", json!({}))["entries"][2].clone();
+    assert_eq!(e["failed"]["code"], json!("http_502"));
     // the failed entry is sent like any other user entry: a retry makes it the turn again
     let b = h.ok("request.build", json!({"kind": "chat", "retry": 2}));
     let msgs = b["body"]["messages"].as_array().unwrap();

@@ -979,7 +979,7 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
         ("sessions.save", json!({"name": "hygiene"})),
         ("sessions.list", json!({"query": "world"})),
         ("changes.since", json!({"seq": 0})),
-        ("storage.import", json!({"document": {"importedKey": 5}})),
+        ("storage.import", json!({"document": {"importedKey": 5}, "settings": "keep"})),
         ("history.removeByAttachId", json!({"attachId": "none"})),
         ("history.removeLastPageContext", json!({})),
         ("history.truncateFrom", json!({"index": 3})),
@@ -1028,10 +1028,35 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     ] {
         ok(&call(&mut h, op, args), op, &mut served_ops);
     }
+    let served = |v: Value, op: &str, s: &mut std::collections::BTreeSet<String>| {
+        assert_eq!(v["ok"], json!(true), "{op}: {v}");
+        ok(&v, op, s)
+    };
+    // schema 5: what was deleted is in the trash (docs/keeps.md)
+    served(
+        call(&mut h, "sessions.evictionPlan", json!({"cap": 1})),
+        "sessions.evictionPlan",
+        &mut served_ops,
+    );
+    served(call(&mut h, "trash.list", json!({})), "trash.list", &mut served_ops);
+    served(call(&mut h, "trash.restore", json!({ "id": sid })), "trash.restore", &mut served_ops);
+    served(call(&mut h, "trash.purge", json!({"all": true})), "trash.purge", &mut served_ops);
+    // versions and failed turns need a live chat; the preview changes nothing
+    call(&mut h, "history.append", json!({"entry": user("question")}));
+    call(&mut h, "history.append", json!({"entry": assistant("answer")}));
+    let args = json!({"index": 0, "code": "http_500", "message": "failed"});
+    served(call(&mut h, "history.markFailed", args), "history.markFailed", &mut served_ops);
+    let args = json!({"index": 1, "entry": assistant("another answer")});
+    let branched = served(call(&mut h, "history.branch", args), "history.branch", &mut served_ops);
+    let args = json!({"forkEntryId": branched["result"]["forkEntryId"], "version": 1});
+    served(call(&mut h, "history.switchVersion", args), "history.switchVersion", &mut served_ops);
+    let args = json!({"document": {"previewKey": 1}});
+    served(call(&mut h, "storage.importPreview", args), "storage.importPreview", &mut served_ops);
     // A commit by another process (the CLI) is announced by the poller.
     let doc = dir.path().join("import.json");
     std::fs::write(&doc, json!({"fromCli": 1}).to_string()).unwrap();
-    let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap()]);
+    // (imports take no setting unless asked)
+    let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap(), "--settings", "keep"]);
     assert_eq!(code, 0, "{err}");
     thread::sleep(Duration::from_millis(1200));
     // Malformed frames, then a too-large prefix ends the process.
@@ -1081,6 +1106,10 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     assert_eq!(reply_count, replies + 5);
     assert!(!String::from_utf8_lossy(&out).contains("keepsake_host"), "log text on stdout");
     assert!(foreign >= 1, "the CLI's commit was not announced");
+    assert!(
+        frames.iter().any(|f| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["fromCli"])),
+        "the CLI's commit was not announced"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -851,21 +851,35 @@ export function createTurns(deps) {
     }
   }
 
-  async function startTurn({ text = '', images = [], attachTabId } = {}) {
+  /**
+   * One turn. `mode` says where its user entry comes from (docs/keeps.md):
+   * - `{kind: 'append'}`: a new message, appended (chat.send);
+   * - `{kind: 'branch', index}`: Edit & resend: the live entries from `index` on are kept as
+   *   another version and the new message continues the chat (history.branch);
+   * - `{kind: 'retry', index}`: the stored user entry at `index` is sent again (Retry of a failed
+   *   turn): nothing is appended;
+   * - `{kind: 'regenerate', index, userIndex, replacedEntryId}`: the user entry at `userIndex` is
+   *   sent again and the reply at `index` is replaced by a new version of it — only when the new
+   *   reply succeeds or is stopped.
+   */
+  async function startTurn({ text = '', images = [], attachTabId } = {}, mode = { kind: 'append' }) {
     if (attachTabId != null) await attachPage({ tabId: attachTabId });
     const settings = await readSettings();
     const picked = pickProvider(settings);
-    const turnImages = Array.isArray(images) ? images.filter((x) => typeof x === 'string') : [];
+    const resending = mode.kind === 'retry' || mode.kind === 'regenerate';
+    const turnImages = !resending && Array.isArray(images) ? images.filter((x) => typeof x === 'string') : [];
     const baseArgs = {
       kind: picked.provider.kind,
-      turn: { userText: typeof text === 'string' ? text : String(text ?? ''), images: turnImages },
+      turn: resending ? {} : { userText: typeof text === 'string' ? text : String(text ?? ''), images: turnImages },
       bodyFields: bodyFieldsFor(picked.provider),
     };
     if (!isBlank(settings.systemPrompt)) baseArgs.systemPrompt = settings.systemPrompt;
+    if (mode.kind === 'branch') baseArgs.upTo = mode.index;
+    if (resending) baseArgs.retry = mode.kind === 'retry' ? mode.index : mode.userIndex;
 
     return lock.run(async () => {
       const built = await buildRequest(baseArgs, { deferCheck: true });
-      const appending = storage.history.append({ entry: built.userEntry });
+      const appending = placeUserEntry(mode, built);
       // The provider is called while the host appends the user entry (a delta's hash is checked
       // first); nothing reaches the panel or the store until that append has landed: `ready`.
       let settle;
@@ -896,6 +910,9 @@ export function createTurns(deps) {
         dropped: false,
         rescue: null,
         salvagedIndex: null,
+        userEntryId: null,
+        // Regenerate: the reply a successful (or stopped) new reply becomes another version of
+        replaceAt: mode.kind === 'regenerate' ? { index: mode.index, entryId: mode.replacedEntryId } : null,
       };
       streams.set(stream.streamId, stream);
       activityStart();
@@ -917,6 +934,9 @@ export function createTurns(deps) {
         throw e;
       }
       stream.userIndex = appended.index;
+      stream.userEntryId = appended.entryId ?? null;
+      // replies go to the session the turn was sent in, wherever the live chat is by then
+      stream.originSessionId = appended.sessionId || null;
       for (const u of turnImages) imageCache.addDataUrl(u).catch(() => {});
       announce(stream);
       settle(true);
@@ -925,8 +945,28 @@ export function createTurns(deps) {
         userIndex: appended.index,
         length: appended.length,
         droppedImages: built.res.droppedImages ?? 0,
+        sessionId: appended.sessionId ?? null,
+        ...(appended.kept ? { kept: appended.kept, evicted: appended.evicted ?? [] } : {}),
+        ...(appended.fork ? { fork: appended.fork } : {}),
       };
     });
+  }
+
+  /** Store (or find) the turn's user entry → {index, length, entryId, sessionId, kept?, evicted?, fork?}. */
+  async function placeUserEntry(mode, built) {
+    if (mode.kind === 'append') return storage.history.append({ entry: built.userEntry });
+    if (mode.kind === 'branch') {
+      const r = await storage.history.branch({ index: mode.index, entry: built.userEntry });
+      return { ...r, fork: { forkEntryId: r.forkEntryId, chosen: r.chosen, versions: r.versions } };
+    }
+    // retry / regenerate: the entry is stored already
+    const meta = await storage.history.meta();
+    return {
+      index: built.res.retry?.index ?? mode.userIndex ?? mode.index,
+      length: meta.length,
+      entryId: built.res.retry?.entryId ?? null,
+      sessionId: meta.activeSessionId || null,
+    };
   }
 
   /** chat.start once the user entry is stored, then in one delta whatever streamed before it. */
@@ -1116,11 +1156,18 @@ export function createTurns(deps) {
    * a host that does not know the argument (`bad_request`) gets it copied here, as before.
    */
   async function route(stream, entry, { markImagesSeen = false, copyVideoSrc = false } = {}) {
-    const handoff = stream.bg && stream.originSessionId;
+    if (stream.replaceAt) {
+      const placed = await placeNewVersion(stream, entry, { markImagesSeen });
+      if (placed) return placed;
+    }
+    // the session the turn was sent in (docs/keeps.md): live when it still is the live chat,
+    // else that session, or its trash item when it was deleted meanwhile
+    const origin = stream.originSessionId;
+    const handoff = !!origin;
     const append = (e, copy) => {
-      const flags = copy ? { copyVideoSrc: true } : {};
-      if (handoff) return storage.sessions.appendTo({ id: stream.originSessionId, entry: e, ...flags });
-      return storage.history.append({ entry: e, ...(markImagesSeen ? { markImagesSeen: true } : {}), ...flags });
+      const flags = { ...(copy ? { copyVideoSrc: true } : {}), ...(markImagesSeen ? { markImagesSeen: true } : {}) };
+      if (handoff) return storage.sessions.appendTo({ id: origin, entry: e, ...flags });
+      return storage.history.append({ entry: e, ...flags });
     };
     let r;
     try {
@@ -1131,9 +1178,28 @@ export function createTurns(deps) {
       r = await append(videoSrc ? { ...entry, videoSrc } : entry, false);
     }
     if (handoff) {
-      return { index: r.index, length: r.length, target: r.target, sessionId: r.target === 'session' ? r.sessionId : undefined };
+      return { index: r.index, length: r.length, target: r.target, sessionId: r.target === 'live' ? undefined : r.sessionId };
     }
     return { index: r.index, length: r.length, target: 'live' };
+  }
+
+  /**
+   * Regenerate's reply: the reply it replaces becomes another version and this one continues the
+   * chat (history.branch), when that reply is still where it was in the live chat; else null (the
+   * caller appends it to the turn's session: nothing is lost).
+   */
+  async function placeNewVersion(stream, entry, { markImagesSeen }) {
+    const { index, entryId } = stream.replaceAt;
+    try {
+      const h = await storage.history.get({ from: index, limit: 1, images: 'ref' });
+      const still = h.entries?.[0]?.entryId === entryId && h.activeSessionId === stream.originSessionId;
+      if (!still) return null;
+      const r = await storage.history.branch({ index, entry, ...(markImagesSeen ? { markImagesSeen: true } : {}) });
+      return { index: r.index, length: r.length, target: 'live', fork: { forkEntryId: r.forkEntryId, chosen: r.chosen, versions: r.versions } };
+    } catch (e) {
+      if (e?.code === 'bad_request' || e?.code === 'not_found') return null;
+      throw e;
+    }
   }
 
   async function finishSuccess(stream, text, finishReason) {
@@ -1181,6 +1247,7 @@ export function createTurns(deps) {
         length: placed.length,
         finishReason,
         target: placed.target,
+        ...(placed.fork ? { fork: placed.fork } : {}),
       });
     });
   }
@@ -1197,9 +1264,13 @@ export function createTurns(deps) {
       return;
     }
     const partial = !isBlank(stream.text) ? stream.text : typeof e?.partial === 'string' ? e.partial : '';
-    const info = errorInfo(e, { stopped: stream.stopReason === 'stop' });
-    if (isBlank(partial)) {
-      emit(stream, { type: 'chat.error', streamId: stream.streamId, error: info, salvagedIndex: null });
+    const stopped = stream.stopReason === 'stop';
+    const info = errorInfo(e, { stopped });
+    // a failed regenerate stores nothing (the reply it would replace stays); a stopped one keeps
+    // what it wrote as a version
+    if (isBlank(partial) || (stream.replaceAt && !stopped)) {
+      const failed = stopped || stream.replaceAt ? null : await markFailed(stream, info);
+      emit(stream, { type: 'chat.error', streamId: stream.streamId, error: info, salvagedIndex: null, ...(failed ? { failed } : {}) });
       return;
     }
     // abort salvage (§9): stop, idle timeout, network — any error that left streamed text
@@ -1231,6 +1302,24 @@ export function createTurns(deps) {
         });
       }
     });
+  }
+
+  /**
+   * A request that failed with nothing streamed leaves its user message marked failed (stored:
+   * the panel shows the mark and Retry), when that message is still in the live chat.
+   */
+  async function markFailed(stream, info) {
+    if (!stream.userEntryId) return null;
+    try {
+      const r = await storage.history.markFailed({
+        entryId: stream.userEntryId,
+        code: String(info?.code || info?.kind || 'error').slice(0, 200),
+        message: String(info?.message || 'The request failed.').slice(0, 2000),
+      });
+      return { index: r.index, code: info?.code ?? null, message: info?.message ?? '' };
+    } catch {
+      return null; // no longer live (the chat was switched or deleted): nothing to mark here
+    }
   }
 
   // ----- stop / drop / hand-off
@@ -1297,13 +1386,30 @@ export function createTurns(deps) {
 
   // ----- resend
 
+  /** Edit & resend: the turn from `fromIndex` on is kept as another version (history.branch). */
   async function resend({ fromIndex, text, images } = {}) {
+    if (!Number.isInteger(fromIndex) || fromIndex < 0) throw codeError('bad_request', 'chat.resend needs fromIndex');
+    return withSendSlot(() => startTurn({ text, images }, { kind: 'branch', index: fromIndex }));
+  }
+
+  /** Regenerate the assistant reply at `index`: its user message is sent again (nothing appended). */
+  async function regenerate({ index } = {}) {
+    if (!Number.isInteger(index) || index < 0) throw codeError('bad_request', 'chat.regenerate needs the index of a reply');
     return withSendSlot(async () => {
-      // failure: nothing else happens (the panel keeps its bubbles)
-      const t = await storage.history.truncateFrom({ index: fromIndex });
-      const r = await startTurn({ text, images });
-      return { ...r, truncatedLength: t?.length };
+      const h = await storage.history.get({ images: 'ref' });
+      const reply = h.entries?.[index];
+      if (!reply || reply.role !== 'assistant') throw codeError('bad_request', 'There is no reply at that place to regenerate.');
+      let userIndex = index - 1;
+      while (userIndex >= 0 && h.entries[userIndex]?.role !== 'user') userIndex--;
+      if (userIndex < 0) throw codeError('bad_request', 'No message of yours precedes this reply.');
+      return startTurn({}, { kind: 'regenerate', index, userIndex, replacedEntryId: reply.entryId ?? null });
     });
+  }
+
+  /** Retry a failed message: the stored user entry at `index` is sent again (no second copy). */
+  async function retry({ index } = {}) {
+    if (!Number.isInteger(index) || index < 0) throw codeError('bad_request', 'chat.retry needs the index of your message');
+    return withSendSlot(() => startTurn({}, { kind: 'retry', index }));
   }
 
   // ----- page attach + auto-summary
@@ -1427,6 +1533,8 @@ export function createTurns(deps) {
     stop,
     state,
     resend,
+    regenerate,
+    retry,
     attachPage,
     loadSession,
     newSession,
@@ -1466,6 +1574,8 @@ export function installTurnHandlers(register, ctx, deps = {}) {
   register('chat.stop', (msg) => turns.stop(msg));
   register('chat.state', () => turns.state());
   register('chat.resend', (msg) => turns.resend(msg));
+  register('chat.regenerate', (msg) => turns.regenerate(msg));
+  register('chat.retry', (msg) => turns.retry(msg));
   register('chat.attachPage', (msg) => turns.attachPage(msg));
   register('chat.loadSession', (msg) => turns.loadSession(msg));
   register('chat.newSession', () => turns.newSession());

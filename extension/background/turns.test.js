@@ -94,9 +94,13 @@ function stubFor(e) {
 class FakeHost {
   constructor({ settings = {}, threshold = 100_000, chunkSize = 12_000, copiesVideoSrc = true } = {}) {
     this.copiesVideoSrc = copiesVideoSrc; // false: a host from before `copyVideoSrc` (bad_request)
-    this.live = [];
+    this.live = []; // the live window (tests set it up directly)
+    this.prefix = []; // the live chat's entries ahead of the window (trimmed off it)
     this.binding = '';
-    this.sessions = new Map(); // id → entries
+    this.sessions = new Map(); // id → entries (the live chat's session: prefix + live, written on a switch)
+    this.versions = []; // what history.branch kept: {sessionId, index, entries}
+    this.ids = new WeakMap(); // entry object → entryId (kept off the entries the tests inspect)
+    this.nextEntry = 1;
     this.settings = settings;
     this.threshold = threshold;
     this.chunkSize = chunkSize;
@@ -129,6 +133,9 @@ class FakeHost {
       history: {
         get: op('history.get', H.historyGet),
         append: op('history.append', H.historyAppend),
+        meta: op('history.meta', H.historyMeta),
+        branch: op('history.branch', H.branch),
+        markFailed: op('history.markFailed', H.markFailed),
         truncateFrom: op('history.truncateFrom', H.truncateFrom),
         clear: op('history.clear', H.clear),
         attach: op('history.attach', H.attach),
@@ -162,11 +169,36 @@ class FakeHost {
     for (const k of keys) if (k in this.settings) o[k] = this.settings[k];
     return o;
   }
-  historyGet() {
-    return { entries: this.live, from: 0, length: this.live.length, activeSessionId: this.binding };
+  /** The host's entryId of a stored entry (given on first sight). */
+  idOf(e) {
+    if (!this.ids.has(e)) this.ids.set(e, `e-${this.nextEntry++}`);
+    return this.ids.get(e);
+  }
+  withId(e) {
+    return { ...e, entryId: this.idOf(e) };
+  }
+  historyGet({ from = 0, limit } = {}) {
+    const page = this.live.slice(from, limit === undefined ? undefined : from + limit).map((e) => this.withId(e));
+    return { entries: page, from, length: this.live.length, offset: this.prefix.length, activeSessionId: this.binding };
+  }
+  historyMeta() {
+    return { length: this.live.length, offset: this.prefix.length, activeSessionId: this.binding };
   }
   trim() {
-    while (this.live.length > 60) this.live.shift();
+    while (this.live.length > 60) this.prefix.push(this.live.shift());
+  }
+  /** A live chat of `entries`, kept in session `id` (as the host always has it). */
+  seed(entries, id = 'sess-0') {
+    this.live.push(...entries);
+    this.binding = id;
+    this.sessions.set(id, []);
+  }
+  /** Auto-keep: the first entry of an unbound live history starts a session. */
+  keep() {
+    if (this.binding) return null;
+    this.binding = `sess-${this.nextSession++}`;
+    this.sessions.set(this.binding, []);
+    return { sessionId: this.binding, created: true };
   }
   /** `copyVideoSrc` as keepsake-host does it: the newest carrier of where the entry lands. */
   withVideoSrc(entry, copyVideoSrc, entries) {
@@ -178,10 +210,36 @@ class FakeHost {
   historyAppend({ entry, markImagesSeen, copyVideoSrc }) {
     if (entry?.role !== 'user' && entry?.role !== 'assistant') throw hostError('bad_request');
     entry = this.withVideoSrc(entry, copyVideoSrc, this.live);
+    const kept = this.keep();
+    const last = this.live.at(-1);
+    if (entry.role === 'assistant' && last?.role === 'user') delete last.failed; // a reply clears the mark
     this.live.push(entry);
     this.trim();
     if (markImagesSeen) this.markSeen();
-    return { length: this.live.length, index: this.live.length - 1 };
+    const r = { length: this.live.length, index: this.live.length - 1, sessionId: this.binding, entryId: this.idOf(entry) };
+    return kept ? { ...r, kept, evicted: [] } : r;
+  }
+  branch({ index, entry }) {
+    if (!Number.isInteger(index) || index < 0 || index >= this.live.length) throw hostError('bad_request');
+    this.versions.push({ sessionId: this.binding, index, entries: this.live.splice(index) });
+    this.live.push(entry);
+    const count = this.versions.filter((v) => v.sessionId === this.binding && v.index === index).length + 1;
+    return {
+      length: this.live.length,
+      index: this.live.length - 1,
+      sessionId: this.binding,
+      entryId: this.idOf(entry),
+      forkEntryId: index > 0 ? this.idOf(this.live[index - 1]) : '',
+      chosen: count,
+      versions: count,
+    };
+  }
+  markFailed({ entryId, code, message }) {
+    const i = this.live.findIndex((e) => this.idOf(e) === entryId);
+    if (i < 0) throw hostError('not_found');
+    if (this.live[i].role !== 'user') throw hostError('bad_request');
+    this.live[i].failed = { code, message, at: 0 };
+    return { marked: true, index: i, at: 0 };
   }
   markSeen() {
     for (const e of this.live) if (bodyHasImages(e.content) && !e.imagesSeen) e.imagesSeen = true;
@@ -192,42 +250,49 @@ class FakeHost {
     if (this.live.length === 0) this.binding = '';
     return { length: this.live.length };
   }
+  /** The live chat is always kept: write its session's body (prefix + window) for a switch. */
+  persist() {
+    if (this.binding) this.sessions.set(this.binding, [...this.prefix, ...this.live]);
+  }
   save() {
-    if (this.live.length === 0) return null;
-    if (this.binding && this.sessions.has(this.binding)) {
-      this.sessions.set(this.binding, clone(this.live));
-      return { id: this.binding, created: false };
-    }
-    const id = `sess-${this.nextSession++}`;
-    this.sessions.set(id, clone(this.live));
-    return { id, created: true };
+    if (this.live.length === 0 || !this.binding) return null;
+    this.persist();
+    return { id: this.binding, created: false };
   }
   clear({ saveCurrent }) {
     const saved = saveCurrent ? this.save() : undefined;
+    this.persist();
     this.live = [];
+    this.prefix = [];
     this.binding = '';
     return saveCurrent ? { saved } : {};
   }
   load({ id, saveCurrent }) {
     if (!this.sessions.has(id)) throw hostError('not_found');
     const saved = saveCurrent ? this.save() : undefined;
-    this.live = clone(this.sessions.get(id));
+    this.persist();
+    const body = this.sessions.get(id);
+    const cut = Math.max(0, body.length - 60);
+    this.prefix = body.slice(0, cut);
+    this.live = body.slice(cut);
     this.binding = id;
-    return { length: this.live.length, ...(saveCurrent ? { saved } : {}) };
+    return { length: this.live.length, offset: this.prefix.length, ...(saveCurrent ? { saved } : {}) };
   }
-  appendTo({ id, entry, copyVideoSrc }) {
+  appendTo({ id, entry, copyVideoSrc, markImagesSeen }) {
     if (!id) throw hostError('bad_request');
     if (id === this.binding || !this.sessions.has(id)) {
-      const r = this.historyAppend({ entry, copyVideoSrc });
+      const r = this.historyAppend({ entry, copyVideoSrc, markImagesSeen });
       return { target: 'live', ...r };
     }
     const body = this.sessions.get(id);
-    body.push(this.withVideoSrc(entry, copyVideoSrc, body));
-    return { target: 'session', sessionId: id, length: body.length, index: body.length - 1 };
+    const e = this.withVideoSrc(entry, copyVideoSrc, body);
+    body.push(e);
+    return { target: 'session', sessionId: id, length: body.length, index: body.length - 1, entryId: this.idOf(e) };
   }
   sessionGet({ id }) {
+    if (id === this.binding) this.persist();
     if (!this.sessions.has(id)) throw hostError('not_found');
-    return { id, name: id, createdAt: 0, pinned: false, entries: this.sessions.get(id) };
+    return { id, name: id, createdAt: 0, pinned: false, entries: this.sessions.get(id).map((e) => this.withId(e)) };
   }
   attach({ ctx, videoSrc }) {
     const text = `${PREFIX}\nURL: ${ctx.url}\nTitle: ${ctx.title}\nMode: ${ctx.mode}\n---\n\n${ctx.body}`;
@@ -272,12 +337,22 @@ class FakeHost {
       hist = this.sessions.get(a.source.sessionId);
       source = 'session';
     }
+    // retry: the stored user entry at that index is the turn, the entries before it the history
+    let turn = a.turn;
+    let retried;
+    if (a.retry != null) {
+      const e = hist[a.retry];
+      if (e?.role !== 'user') throw hostError('bad_request');
+      turn = { userText: entryText(e), images: [] };
+      retried = { index: a.retry, entryId: this.idOf(e) };
+      hist = hist.slice(0, a.retry);
+    }
     if (a.upTo != null) hist = hist.slice(0, a.upTo);
     const refs = a.imageRefs !== undefined && a.imageRefs !== false;
-    const images = (a.turn?.images ?? []).map((u, i) =>
+    const images = (turn?.images ?? []).map((u, i) =>
       refs && typeof u === 'string' && u.startsWith('data:image/') ? `keepsake-turn-image:${i}` : u,
     );
-    const userText = a.turn?.userText || '(no instruction)';
+    const userText = turn?.userText || '(no instruction)';
     const userEntry = images.length
       ? { role: 'user', content: [{ type: 'text', text: userText }, ...images.map((url) => ({ type: 'image_url', image_url: { url } }))] }
       : { role: 'user', content: userText };
@@ -308,6 +383,7 @@ class FakeHost {
       messages: [...(a.systemPrompt ? [{ role: 'system', content: a.systemPrompt }] : []), ...h, ...tail],
     };
     const out = { body, userEntry, droppedImages: 0, source };
+    if (retried) out.retry = retried;
     if (rescue) out.rescue = rescue;
     if (refs) out.imageRefs = [...collectTokens(body), ...collectTokens(userEntry)].filter((v, i, l) => l.indexOf(v) === i);
     return out;
@@ -354,6 +430,8 @@ const failWith = (err) => async () => {
   await tick();
   throw err;
 };
+/** The provider answers with an HTTP error before any text. */
+const httpError = (status, message) => failWith(llmError('http', message, { status }));
 /** Streams `deltas`, then waits for the abort signal (→ aborted error) or `until` (→ finish). */
 const hang =
   (deltas, { until, then = [], finishReason = 'stop' } = {}) =>
@@ -831,7 +909,16 @@ describe('chat.send', () => {
     host.live.push({ role: 'user', content: `${PREFIX}\nURL: v\n---\n\nx`, attachId: 'a0', videoSrc: { platform: 'youtube', url: 'v', tabId: 3 } });
     const r = await turns.send({ text: 'hi', images: [png(RED)] });
     liveAtStart ??= clone(host.live);
-    assert.deepEqual(r, { streamId: 'stream-1', userIndex: 1, length: 2, droppedImages: 0 });
+    // the first entry started a kept chat: its session is where the reply goes
+    assert.deepEqual(r, {
+      streamId: 'stream-1',
+      userIndex: 1,
+      length: 2,
+      droppedImages: 0,
+      sessionId: 'sess-1',
+      kept: { sessionId: 'sess-1', created: true },
+      evicted: [],
+    });
     await turns.idle();
 
     // when chat.start went out, the user entry was stored, once, with the image bytes filled in
@@ -859,10 +946,13 @@ describe('chat.send', () => {
       providerKey: { name: 'OpenAI', model: 'gpt-x' },
       videoSrc: { platform: 'youtube', url: 'v', tabId: 3 },
     });
-    const appends = host.ops('history.append');
-    assert.equal(appends.length, 2);
-    assert.equal(appends[1].args.markImagesSeen, true, 'the turn carried images');
-    assert.equal(appends[1].args.copyVideoSrc, true, 'the host copies videoSrc');
+    assert.equal(host.ops('history.append').length, 1, 'the user entry');
+    // the reply goes to the session the turn was sent in (here the live chat's)
+    const replies = host.ops('sessions.appendTo');
+    assert.equal(replies.length, 1);
+    assert.equal(replies[0].args.id, 'sess-1');
+    assert.equal(replies[0].args.markImagesSeen, true, 'the turn carried images');
+    assert.equal(replies[0].args.copyVideoSrc, true, 'the host copies videoSrc');
     assert.equal(host.ops('history.get').length, 0, 'no read of the history for it');
     assert.equal(host.live[1].imagesSeen, true);
 
@@ -1225,7 +1315,7 @@ describe('sessions and background streams', () => {
     const { streamId } = await turns.send({ text: 'q' });
     while (!events.some((e) => e.type === 'chat.delta')) await tick();
     const r = await turns.loadSession({ id: 'S' });
-    assert.deepEqual(r.saved, { id: 'sess-1', created: true });
+    assert.deepEqual(r.saved, { id: 'sess-1', created: false }, 'the chat was kept from its first entry');
     assert.equal(r.handedOff, streamId);
     assert.equal(r.stream, null);
     assert.deepEqual(host.ops('sessions.load')[0].args, { id: 'S', saveCurrent: true });
@@ -1315,26 +1405,133 @@ describe('sessions and background streams', () => {
   });
 });
 
-describe('chat.resend', () => {
-  test('truncates first, then sends', async () => {
-    const { host, turns } = setup({ script: [reply(['new answer'])] });
-    host.live.push({ role: 'user', content: 'old q' }, { role: 'assistant', content: 'old a' });
+describe('chat.resend (Edit & resend)', () => {
+  test('keeps the old turn as another version (history.branch), then streams the reply', async () => {
+    const { host, turns, events } = setup({ script: [reply(['new answer'])] });
+    host.seed([{ role: 'user', content: 'old q' }, { role: 'assistant', content: 'old a' }]);
     const r = await turns.resend({ fromIndex: 0, text: 'new q', images: [] });
     await turns.idle();
     assert.equal(r.userIndex, 0);
-    const names = host.opNames();
-    assert.ok(names.indexOf('history.truncateFrom') < names.indexOf('request.build'));
+    assert.deepEqual(r.fork, { forkEntryId: '', chosen: 2, versions: 2 });
+    assert.deepEqual(host.ops('history.branch')[0].args, { index: 0, entry: { role: 'user', content: 'new q' } });
+    assert.equal(host.ops('request.build')[0].args.upTo, 0, 'the history before the edited turn');
     assert.deepEqual(host.live.map((e) => e.content), ['new q', 'new answer']);
+    assert.deepEqual(host.versions[0].entries.map((e) => e.content), ['old q', 'old a'], 'nothing thrown away');
+    assert.ok(events.some((e) => e.type === 'chat.done'));
+    assert.equal(host.ops('history.truncateFrom').length, 0);
   });
 
-  test('on truncate failure nothing else happens', async () => {
-    const { host, llm, turns } = setup({ script: [reply(['x'])] });
+  test('when the branch fails nothing is stored or shown', async () => {
+    const { host, turns, events } = setup({ script: [reply(['x'])] });
     host.live.push({ role: 'user', content: 'old q' });
-    host.fail['history.truncateFrom'] = hostError('busy');
+    host.fail['history.branch'] = hostError('busy');
     await assert.rejects(turns.resend({ fromIndex: 0, text: 'new' }), { code: 'busy' });
-    assert.deepEqual(host.opNames(), ['history.truncateFrom']);
-    assert.equal(llm.calls.length, 0);
+    await turns.idle();
     assert.deepEqual(host.live, [{ role: 'user', content: 'old q' }]);
+    assert.equal(host.versions.length, 0);
+    assert.ok(!events.some((e) => e.type === 'chat.start'));
+  });
+});
+
+describe('chat.regenerate', () => {
+  test('a new reply becomes another version of the old one, only once it succeeded', async () => {
+    const { host, turns, llm } = setup({ script: [reply(['second try'])] });
+    host.seed([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'first try' }]);
+    const r = await turns.regenerate({ index: 1 });
+    assert.equal(r.userIndex, 0);
+    await turns.idle();
+    assert.equal(host.ops('history.append').length, 0, 'the question is not sent twice');
+    assert.equal(host.ops('request.build')[0].args.retry, 0);
+    assert.deepEqual(llm.calls[0].body.messages.at(-1), { role: 'user', content: 'q' });
+    assert.deepEqual(host.ops('history.branch')[0].args.index, 1);
+    assert.deepEqual(host.live.map((e) => e.content), ['q', 'second try']);
+    assert.deepEqual(host.versions[0].entries.map((e) => e.content), ['first try']);
+  });
+
+  test('a failed regenerate stores nothing: the old reply stays', async () => {
+    const { host, turns, events } = setup({ script: [httpError(500, 'upstream down')] });
+    host.seed([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'first try' }]);
+    await turns.regenerate({ index: 1 });
+    await turns.idle();
+    assert.deepEqual(host.live.map((e) => e.content), ['q', 'first try']);
+    assert.equal(host.versions.length, 0);
+    assert.equal(host.ops('history.markFailed').length, 0, 'the question has its answer');
+    assert.ok(events.some((e) => e.type === 'chat.error' && !e.failed));
+  });
+
+  test('a stopped regenerate keeps what it wrote as a version', async () => {
+    const { host, turns, events } = setup({ script: [hang(['half'])] });
+    host.seed([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'first try' }]);
+    const { streamId } = await turns.regenerate({ index: 1 });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    await turns.stop({ streamId });
+    await turns.idle();
+    assert.deepEqual(host.live.map((e) => [e.content, e.interrupted]), [['q', undefined], ['half', true]]);
+    assert.deepEqual(host.versions[0].entries.map((e) => e.content), ['first try']);
+  });
+
+  test('a reply that moved meanwhile is not replaced: the new one is added', async () => {
+    const g = gate();
+    const { host, turns, events } = setup({ script: [hang(['B'], { until: g.promise, then: [] })] });
+    host.seed([{ role: 'user', content: 'q' }, { role: 'assistant', content: 'first try' }]);
+    await turns.regenerate({ index: 1 });
+    while (!events.some((e) => e.type === 'chat.delta')) await tick();
+    host.live.splice(1, 1); // deleted in another panel
+    g.open();
+    await turns.idle();
+    assert.equal(host.ops('history.branch').length, 0);
+    assert.deepEqual(host.live.map((e) => e.content), ['q', 'B']);
+  });
+
+  test('refuses what is not a reply', async () => {
+    const { host, turns } = setup({ script: [] });
+    host.live.push({ role: 'user', content: 'q' });
+    await assert.rejects(turns.regenerate({ index: 0 }), { code: 'bad_request' });
+    await assert.rejects(turns.regenerate({ index: 5 }), { code: 'bad_request' });
+    await assert.rejects(turns.regenerate({}), { code: 'bad_request' });
+  });
+});
+
+describe('failed turns and Retry', () => {
+  test('a request that fails with nothing streamed marks the message failed; Retry resends it once', async () => {
+    const { host, turns, events } = setup({ script: [httpError(500, 'Internal Server Error'), reply(['Rayleigh'])] });
+    await turns.send({ text: 'why is the sky blue?' });
+    await turns.idle();
+    const err = events.find((e) => e.type === 'chat.error');
+    assert.equal(err.failed.index, 0);
+    assert.equal(host.live[0].failed.code, err.error.code);
+    assert.ok(host.live[0].failed.message.length > 0);
+    assert.equal(host.live.length, 1, 'the message stays, marked');
+
+    const r = await turns.retry({ index: 0 });
+    assert.equal(r.userIndex, 0);
+    await turns.idle();
+    assert.equal(host.ops('history.append').filter((c) => c.args.entry.role === 'user').length, 1, 'no second copy');
+    assert.equal(host.ops('request.build').at(-1).args.retry, 0);
+    assert.deepEqual(host.live.map((e) => e.content), ['why is the sky blue?', 'Rayleigh']);
+    assert.equal(host.live[0].failed, undefined, 'the reply cleared the mark');
+  });
+
+  test('a stopped request is not a failure', async () => {
+    const { host, turns, events } = setup({ script: [hang([])] });
+    const { streamId } = await turns.send({ text: 'q' });
+    await tick();
+    await turns.stop({ streamId });
+    await turns.idle();
+    assert.equal(host.ops('history.markFailed').length, 0);
+    assert.equal(host.live[0].failed, undefined);
+    assert.ok(events.some((e) => e.type === 'chat.error' && !e.failed));
+  });
+
+  test('a message after a failed one is sent with it: the request carries both', async () => {
+    const { host, turns, llm } = setup({ script: [httpError(502, 'Bad Gateway'), reply(['both seen'])] });
+    await turns.send({ text: 'first' });
+    await turns.idle();
+    await turns.send({ text: 'second' });
+    await turns.idle();
+    const msgs = llm.calls[1].body.messages;
+    assert.deepEqual(msgs.slice(-2), [{ role: 'user', content: 'first' }, { role: 'user', content: 'second' }]);
+    assert.deepEqual(host.live.map((e) => e.content), ['first', 'second', 'both seen']);
   });
 });
 
@@ -1561,7 +1758,18 @@ describe('tab helpers and wiring', () => {
     installTurnHandlers((k, fn) => kinds.set(k, fn), { port: null, storage: host.storage, broadcast: () => {} }, { chrome: {} });
     assert.deepEqual(
       [...kinds.keys()].sort(),
-      ['chat.attachPage', 'chat.loadSession', 'chat.newSession', 'chat.resend', 'chat.seek', 'chat.send', 'chat.state', 'chat.stop'],
+      [
+        'chat.attachPage',
+        'chat.loadSession',
+        'chat.newSession',
+        'chat.regenerate',
+        'chat.resend',
+        'chat.retry',
+        'chat.seek',
+        'chat.send',
+        'chat.state',
+        'chat.stop',
+      ],
     );
     assert.deepEqual(await kinds.get('chat.state')({ kind: 'chat.state' }), { stream: null, background: [] });
   });
@@ -1827,7 +2035,7 @@ describe('against the real keepsake-host', { skip: !existsSync(BIN) && 'target/d
       await turns.send({ text: 'q' });
       while (!events.some((e) => e.type === 'chat.delta')) await tick();
       const r = await turns.loadSession({ id: other.session.id });
-      assert.equal(r.saved.created, true);
+      assert.equal(r.saved.created, false, 'the chat was kept from its first entry');
       g.open();
       await turns.idle();
       const saved = await h.storage.sessions.get({ id: r.saved.id });
@@ -1890,7 +2098,9 @@ describe('videoSrc with a host from before copyVideoSrc', () => {
     assert.equal(host.live.length, 3);
     assert.deepEqual(host.live[2].videoSrc, v);
     assert.equal(host.live[2].content, 'ok');
-    const appends = host.ops('history.append').map((c) => c.args.copyVideoSrc);
-    assert.deepEqual(appends, [undefined, true, undefined], 'user entry, refused reply, reply');
+    assert.deepEqual(host.ops('history.append').map((c) => c.args.copyVideoSrc), [undefined], 'the user entry');
+    // the reply goes to the turn's session (live here): refused with the flag, then without it
+    const replies = host.ops('sessions.appendTo').map((c) => c.args.copyVideoSrc);
+    assert.deepEqual(replies, [true, undefined], 'refused reply, reply');
   });
 });

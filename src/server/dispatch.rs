@@ -341,14 +341,19 @@ fn history_switch_version(s: &mut Store, a: &Map<String, Value>) -> HostResult<R
 }
 
 fn history_mark_failed(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["index", "code", "message"], true)?;
+    let a = Args::new(a, &["index", "entryId", "code", "message"], true)?;
     let crid = a.client_request_id()?;
     let code = a.req_str("code")?;
     let message = a.req_str("message")?;
     if code.is_empty() || code.len() > 200 || message.len() > 8_000 {
         return Err(HostError::bad_request("code must be 1–200 bytes and message at most 8,000"));
     }
-    Ok(s.history_mark_failed(a.req_index("index")?, code, message, crid.as_deref())?.into())
+    let target = match (a.opt_str("entryId")?, a.opt_index("index")?) {
+        (Some(id), None) => crate::store::FailedTarget::EntryId(id.to_owned()),
+        (None, Some(i)) => crate::store::FailedTarget::Index(i),
+        _ => return Err(HostError::bad_request("history.markFailed takes either entryId or index")),
+    };
+    Ok(s.history_mark_failed(target, code, message, crid.as_deref())?.into())
 }
 
 fn images_get(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
@@ -408,12 +413,15 @@ fn sessions_clear_all(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply
 }
 
 fn sessions_append_to(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {
-    let a = Args::new(a, &["id", "entry", "copyVideoSrc", "fallbackName"], true)?;
+    let a = Args::new(a, &["id", "entry", "copyVideoSrc", "fallbackName", "markImagesSeen"], true)?;
     let crid = a.client_request_id()?;
     let entry = a.req_value("entry")?.clone();
     let fallback = a.opt_str("fallbackName")?;
-    Ok(s.sessions_append_to(a.req_str("id")?, entry, a.opt_bool("copyVideoSrc")?, fallback, crid.as_deref())?
-        .into())
+    let flags = crate::store::AppendFlags {
+        copy_video_src: a.opt_bool("copyVideoSrc")?,
+        mark_images_seen: a.opt_bool("markImagesSeen")?,
+    };
+    Ok(s.sessions_append_to(a.req_str("id")?, entry, flags, fallback, crid.as_deref())?.into())
 }
 
 fn sessions_export(s: &mut Store, a: &Map<String, Value>) -> HostResult<Reply> {

@@ -170,6 +170,8 @@ pub(super) struct Appended {
     pub index: usize,
     /// The session the entries went to (the live chat's).
     pub session_id: String,
+    /// The entryId the host gave the last entry.
+    pub entry_id: Option<String>,
     /// `{sessionId, created: true}` when this write created the session that keeps the chat.
     pub kept: Option<Value>,
     /// Sessions a `maxSessions` cap moved to the trash to make room for it.
@@ -186,6 +188,9 @@ impl Appended {
 
     pub fn add_to(&self, r: &mut Value) {
         r["sessionId"] = json!(self.session_id);
+        if let Some(e) = &self.entry_id {
+            r["entryId"] = json!(e);
+        }
         if let Some(k) = &self.kept {
             r["kept"] = k.clone();
             r["evicted"] = json!(self.evicted);
@@ -209,11 +214,12 @@ pub(super) fn append_entries(
         kept = Some(json!({"sessionId": sid, "created": true}));
         evicted = sessions::evict(w, &sid)?;
     }
-    sessions::append_to_path(w, &sid, entries)?;
+    let stored = sessions::append_to_path(w, &sid, entries)?;
     w.changes.history = true;
     trim(w)?;
     let length = live_len(&w.tx)?;
-    Ok(Appended { length, index: length.saturating_sub(1), session_id: sid, kept, evicted })
+    let entry_id = stored.last().and_then(crate::domain::entry::entry_id).map(str::to_owned);
+    Ok(Appended { length, index: length.saturating_sub(1), session_id: sid, entry_id, kept, evicted })
 }
 
 /// §6.1: stamp every image-bearing live entry not yet flagged. Returns the count.
@@ -241,6 +247,13 @@ fn trash_live(w: &mut WriteTx, rows: Vec<(i64, Value)>, reason: Reason) -> HostR
     trash::take_entries(w, &sid, &rows, reason)?;
     w.changes.history = true;
     Ok(())
+}
+
+/// Which entry `history.markFailed` marks.
+#[derive(Debug, Clone)]
+pub enum FailedTarget {
+    Index(u64),
+    EntryId(String),
 }
 
 /// Options of `history.get`.
@@ -521,17 +534,26 @@ impl Store {
     }
 
     /// A user entry whose request failed carries `failed: {code, message, at}` until a reply to
-    /// it is appended (docs/keeps.md "Failed turns").
+    /// it is appended (docs/keeps.md "Failed turns"). The entry is named by its entryId (found in
+    /// the live window) or by its live index.
     pub fn history_mark_failed(
         &mut self,
-        index: u64,
+        target: FailedTarget,
         code: &str,
         message: &str,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
         self.write("history.markFailed", crid, |w| {
-            let Some(row) = live_row_at(&w.tx, index)? else {
-                return Err(HostError::bad_request(format!("index {index} is not in the live history")));
+            let found = match &target {
+                FailedTarget::Index(i) => live_row_at(&w.tx, *i)?.map(|row| (row, *i as usize)),
+                FailedTarget::EntryId(id) => live_entries(&w.tx)?
+                    .iter()
+                    .enumerate()
+                    .find(|(_, (_, e))| crate::domain::entry::entry_id(e) == Some(id.as_str()))
+                    .map(|(i, (row, _))| (*row, i)),
+            };
+            let Some((row, index)) = found else {
+                return Err(HostError::not_found("that entry is not in the live history"));
             };
             let e = sessions::row_entry(&w.tx, row)?;
             if e.get("role").and_then(Value::as_str) != Some("user") {
@@ -542,7 +564,7 @@ impl Store {
                 o.insert("failed".into(), json!({"code": code, "message": message, "at": w.now}));
             }
             update_live(w, row, &e, &marked)?;
-            Ok(json!({"marked": true, "at": w.now}))
+            Ok(json!({"marked": true, "index": index, "at": w.now}))
         })
     }
 }

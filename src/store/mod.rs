@@ -33,11 +33,11 @@ pub use attach::AttachArgs;
 pub use blobs::{parse_images_mode, Blob, IngestedEntries};
 pub use changes::ChangeEvent;
 pub use drawer::Listing;
-pub use history::Page;
+pub use history::{FailedTarget, Page};
 pub use import::ImportOptions;
 pub use open::Mode;
 pub use requests::{BuildArgs, ImageRefsMode};
-pub use sessions::ExportFormat;
+pub use sessions::{AppendFlags, ExportFormat};
 
 use crate::domain::text::u16_len;
 use crate::protocol::limits::CLIENT_REQUEST_ID_MAX;

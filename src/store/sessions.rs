@@ -383,6 +383,15 @@ pub(super) fn save_current(w: &mut WriteTx) -> HostResult<Value> {
     Ok(json!({"id": b, "created": false}))
 }
 
+/// Flags of `sessions.appendTo`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppendFlags {
+    /// Copy the newest `videoSrc` of where the entry lands.
+    pub copy_video_src: bool,
+    /// When it lands in the live history: stamp its image-bearing entries seen (§6.1).
+    pub mark_images_seen: bool,
+}
+
 /// Arguments of `sessions.export`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {
@@ -580,10 +589,11 @@ impl Store {
         &mut self,
         id: &str,
         entry: Value,
-        copy_video_src: bool,
+        flags: AppendFlags,
         fallback_name: Option<&str>,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
+        let copy_video_src = flags.copy_video_src;
         if id.is_empty() {
             return Err(HostError::bad_request("id must not be empty"));
         }
@@ -606,15 +616,21 @@ impl Store {
             };
             let e = copied.as_ref().unwrap_or(&ing.entries[0]);
             if to_session {
-                append_to_path(w, id, std::slice::from_ref(e))?;
+                let stored = append_to_path(w, id, std::slice::from_ref(e))?;
                 if trashed == Some(true) {
                     w.changes.trash = true;
                 }
                 let n = path_len(&w.tx, id)?;
                 let target = if trashed == Some(true) { "trash" } else { "session" };
-                return Ok(json!({"target": target, "sessionId": id, "length": n, "index": n - 1}));
+                let eid = stored.last().and_then(crate::domain::entry::entry_id);
+                return Ok(
+                    json!({"target": target, "sessionId": id, "length": n, "index": n - 1, "entryId": eid}),
+                );
             }
             let done = append_entries(w, std::slice::from_ref(e), fallback_name)?;
+            if flags.mark_images_seen {
+                super::history::mark_images_seen(w)?;
+            }
             let mut r = json!({"target": "live", "length": done.length, "index": done.index});
             done.add_to(&mut r);
             Ok(r)

@@ -53,7 +53,7 @@ test('20 screenshots of 1–3 MB are bounded under 8 MiB, every entry keeps a pi
     assert.ok(rawTotal > 35 * MiB, `generated ${rawTotal} bytes of PNG`);
 
     // stored: 20 entries, each with its own blob, byte for byte what was appended
-    let rows = liveImages(k);
+    const rows = liveImages(k);
     assert.equal(rows.length, 20);
     assert.deepEqual(rows.map((r) => r.sha256), shas, 'each entry points at the blob of its own PNG');
     const before = rows.reduce((s, r) => s + urlChars(r.mime, r.byte_length), 0);
@@ -64,27 +64,34 @@ test('20 screenshots of 1–3 MB are bounded under 8 MiB, every entry keeps a pi
     const { rewritten } = await hostCall(page, 'history.boundImages', {}, {}, { timeoutMs: 120_000 });
     assert.ok(rewritten >= 1, `rewritten ${rewritten}`);
 
-    rows = liveImages(k);
-    const entries = k.sql('SELECT position, image_count FROM history_entries ORDER BY position');
+    // what each live entry now shows and sends (`image_url`) and keeps (`originalUrl`)
+    const entries = k.sql('SELECT position, image_count, entry FROM history_entries ORDER BY position');
     assert.equal(entries.length, 20, 'no entry was dropped');
     for (const e of entries) assert.ok(e.image_count >= 1, `entry ${e.position} still has a picture`);
-    assert.equal(new Set(rows.map((r) => r.position)).size, 20, 'every entry still references a stored image');
+    const image = (sha) => k.sql(`SELECT sha256, mime, byte_length, is_thumbnail, width, height FROM images WHERE sha256 = '${sha}'`)[0];
+    const parts = entries.map((e) => JSON.parse(e.entry).content.find((p) => p.type === 'image_url'));
+    const shown = parts.map((p) => image(p.image_url.url.split(':').pop()));
+    assert.ok(shown.every(Boolean), 'every entry references a stored image');
 
-    const bytes = rows.reduce((s, r) => s + r.byte_length, 0);
-    const chars = rows.reduce((s, r) => s + urlChars(r.mime, r.byte_length), 0);
+    const bytes = shown.reduce((s, r) => s + r.byte_length, 0);
+    const chars = shown.reduce((s, r) => s + urlChars(r.mime, r.byte_length), 0);
     assert.ok(bytes < BUDGET, `live image bytes ${bytes} < 8 MiB`);
     assert.ok(chars <= BUDGET, `live image URL chars ${chars} ≤ 8 MiB`);
 
-    // the newest is never touched; the rewritten ones are 480-px JPEG thumbnails
-    const newest = rows[rows.length - 1];
-    assert.equal(newest.sha256, shas[19], 'the newest screenshot keeps its original pixels');
-    const thumbs = rows.filter((r) => r.is_thumbnail === 1);
+    // the newest is never touched; the rewritten ones are 480-px JPEG thumbnails that keep their
+    // original (the lightbox and the export show it; only requests use the thumbnail)
+    assert.equal(shown[19].sha256, shas[19], 'the newest screenshot keeps its original pixels');
+    const thumbs = shown.filter((r) => r.is_thumbnail === 1);
     assert.equal(thumbs.length, rewritten);
     for (const th of thumbs) {
       assert.equal(th.mime, 'image/jpeg');
       assert.ok(Math.max(th.width, th.height) <= 480, `thumbnail ${th.width}×${th.height}`);
     }
-    // originals no longer referenced are gone from the file
+    parts.forEach((p, i) => {
+      const original = p.originalUrl ?? p.image_url.url;
+      assert.equal(original.split(':').pop(), shas[i], `entry ${i} keeps its original`);
+      assert.ok(image(shas[i]), `original ${i} still stored`);
+    });
     const orphans = k.sql(`SELECT count(*) AS n FROM images i
                            WHERE NOT EXISTS (SELECT 1 FROM image_refs r WHERE r.sha256 = i.sha256)`);
     assert.equal(orphans[0].n, 0, 'no orphan blobs left');

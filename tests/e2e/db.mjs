@@ -10,15 +10,20 @@ export function live(k) {
     .map((r) => ({ ...r, entry: JSON.parse(r.entry) }));
 }
 
-/** Sessions in drawer order (not in the trash): `[{id, name, pinned, entry_count}]`. */
+/** Sessions in the drawer (not in the trash), in drawer order: `[{id, name, pinned, entry_count}]`. */
 export function sessions(k) {
-  return k.sql('SELECT id, name, pinned, entry_count FROM sessions WHERE trashed_at IS NULL ORDER BY pinned DESC, created_at DESC, insert_seq DESC');
+  return k.sql(
+    'SELECT id, name, pinned, entry_count FROM sessions WHERE trashed_at IS NULL ORDER BY pinned DESC, created_at DESC, insert_seq DESC',
+  );
 }
 
-/** What is in the trash, newest first: `[{id, name, kind, reason, entry_count, pinned, from_session}]`. */
+/**
+ * What is in the trash (Recently deleted), newest first:
+ * `[{id, name, kind, reason, entry_count, pinned, from_session}]`.
+ */
 export function trash(k) {
   return k.sql(`SELECT t.id, t.name, t.kind, t.reason, t.entry_count, s.pinned, t.from_session
-                FROM trash t JOIN sessions s ON s.id = t.id`);
+                FROM trash t JOIN sessions s ON s.id = t.id ORDER BY s.trashed_at DESC, s.insert_seq DESC`);
 }
 
 /** A saved session's body: `[{position, role, image_count, text}]`. */
@@ -33,7 +38,7 @@ export function activeSessionId(k) {
   return k.sql('SELECT active_session_id AS id FROM live_state WHERE id = 1')[0].id;
 }
 
-/** Image rows referenced by the live history. */
+/** Image rows referenced by the live history (its window of the live chat's session). */
 export function liveImages(k) {
   return k.sql(`SELECT h.position, i.sha256, i.mime, i.byte_length, i.is_thumbnail
                 FROM history_entries h
@@ -47,16 +52,13 @@ export function setting(k, key) {
   return rows.length ? JSON.parse(rows[0].value) : undefined;
 }
 
-/**
- * The kept prefix: entries of the live chat's session ahead of the live window (docs/keeps.md
- * "The live window"), oldest first.
- */
+/** The live chat's entries ahead of its window (trimmed off it, kept in its session), oldest first. */
 export function trimmed(k) {
   return k
     .sql(
       `SELECT e.position, e.entry FROM session_entries e JOIN live_state l ON l.id = 1
        WHERE e.session_id = l.active_session_id AND e.branch_id IS NULL AND e.position < l.live_from
-       ORDER BY e.position`,
+       ORDER BY e.position, e.id`,
     )
     .map((r) => ({ position: r.position, entry: JSON.parse(r.entry) }));
 }
@@ -77,7 +79,7 @@ export function entryText(entry) {
     .join('\n');
 }
 
-/** The whole bound conversation: trimmed entries, then the live ones, as `[{role, text}]`. */
+/** The whole live chat: its kept entries, then the live ones, as `[{role, text}]`. */
 export function boundConversation(k) {
   return [
     ...trimmed(k).map((r) => ({ role: r.entry.role, text: entryText(r.entry) })),

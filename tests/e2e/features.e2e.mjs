@@ -24,7 +24,7 @@ import {
   progressStates,
   pills,
 } from './panel.mjs';
-import { live, setting, trash } from './db.mjs';
+import { live, setting } from './db.mjs';
 
 const PREFIX = '[Page context attached by Keepsake]';
 
@@ -301,9 +301,10 @@ test('auto-summary: Options settings, [Segment i/N] + merge calls, progress line
       await panel.click(`${tid('attach-chip')}[data-attach-id="${chip.attachId}"] ${tid('attach-undo')}`);
       await waitFor(async () => (await chips(panel)).length === 0, { timeoutMs: 10_000, what: 'the chip to go' });
       await waitFor(() => live(k).length === 0, { timeoutMs: 5000, what: 'the attach entry removed from the DB' });
-      // the removed attach goes to the trash (docs/keeps.md), so its metadata stays with it until purged
-      assert.deepEqual(trash(k).map((t) => t.reason), ['undo-attach'], 'the attach entry is in Recently deleted');
-      assert.equal(k.sql(`SELECT count(*) AS n FROM attachments WHERE attach_id = '${chip.attachId}'`)[0].n, 1, 'its metadata is kept with it');
+      // undone, it is in Recently deleted with its metadata (a restore brings it back whole)
+      assert.equal(k.sql(`SELECT count(*) AS n FROM attachments WHERE attach_id = '${chip.attachId}'`)[0].n, 1, 'its metadata is kept');
+      assert.equal(k.sql(`SELECT count(*) AS n FROM session_entries e JOIN sessions s ON s.id = e.session_id
+                          WHERE e.attach_id = '${chip.attachId}' AND s.trashed_at IS NOT NULL`)[0].n, 1, 'in the trash');
       assert.equal(chatRequests(mock).length, N + 1, 'no further LLM call');
     });
   } finally {

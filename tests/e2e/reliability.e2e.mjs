@@ -190,7 +190,7 @@ test(`T24: ${N} messages through the panel, ${RESTARTS} worker restarts, a panel
         `T24 detail: ${N} messages in ${secs} s, round trip p50 ${percentile(latencies, 50)} ms p95 ${percentile(latencies, 95)} ms ` +
           `max ${Math.max(...latencies)} ms; live ${live(k).length} entries, trimmed ${trimmedCount}, session body ${a.length} ` +
           `(misplaced ${a.misplaced}, unanswered ${a.unanswered}, missing ${a.missing.length}); history.append applied ` +
-          `${writes['history.append'] ?? 0}; host pids from the log ${servedPids.size}, seen under the browser ${pidsSeen.size}, ` +
+          `${writes['history.append'] ?? 0} and sessions.appendTo ${writes['sessions.appendTo'] ?? 0}; host pids from the log ${servedPids.size}, seen under the browser ${pidsSeen.size}, ` +
           `at most ${maxAlive} alive at once, ${alive} alive at the end; restarts confirmed by a new worker realm ${restartsConfirmed}; ` +
           `sessions ${saved.length}; chat requests to the mock ${mock.requests.filter((r) => r.kind === 'chat').length}`,
       );
@@ -214,7 +214,10 @@ test(`T24: ${N} messages through the panel, ${RESTARTS} worker restarts, a panel
       assert.deepEqual(body, bound, 'the session holds the kept prefix and the live entries');
       assert.ok(trimmedCount > 0 || N <= 30, `the window moved on (${trimmedCount} entries ahead of it)`);
       assert.equal(saved.length, 1, 'one session: the chat, kept from its first message');
-      assert.equal(writes['history.append'], 2 * N, 'history.append applied exactly twice per message');
+      // each message: its user entry appended once, its reply once (to the session the turn was
+      // sent in: sessions.appendTo)
+      assert.equal(writes['history.append'], N, 'history.append applied exactly once per message');
+      assert.equal(writes['sessions.appendTo'], N, 'sessions.appendTo applied exactly once per reply');
       assert.equal(mock.requests.filter((r) => r.kind === 'chat').length, N, 'one LLM request per message');
       // each worker stop closes the port (the host exits on EOF) and the next message starts one:
       // 1 + 5 expected; far more would be a reconnect storm
