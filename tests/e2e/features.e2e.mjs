@@ -6,8 +6,8 @@
 //      merge call, the progress line while they run, the summary written back, the chip still undoes;
 //   3. overflow rescue: a context_length_exceeded 400 → one retry with the stubs (§7.3) → reply
 //      stored and the stub committed; an overflow on the retry too → error shown, nothing committed;
-//   4. Stop keeps the partial reply (`interrupted: true`, Interrupted badge);
-//   5. regenerate and edit & resend truncate the history at the right index.
+//   4. Stop keeps the partial reply (`interrupted: true`, Interrupted badge).
+// Regenerate and Edit & resend (versions) are in keeps.e2e.mjs.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -469,86 +469,6 @@ test('Stop keeps the partial reply: interrupted entry in the DB, Interrupted bad
       assert.equal(rows[1].entry.interrupted, true);
       assert.equal(rows[1].entry.providerLabel, 'Mock · mock-model');
       assert.equal(chatRequests(mock).length, 1);
-    });
-  } finally {
-    await mock.close();
-  }
-});
-
-// ---------------------------------------------------------------------------------------------
-// 5. Regenerate and edit & resend
-
-test('regenerate replaces the last reply; edit & resend truncates at the edited message', { timeout: 120_000 }, async (t) => {
-  let n = 0;
-  const mock = await startMockLlm({
-    script: (req) => {
-      n++;
-      return { text: `Reply ${n} to: ${req.lastUserText}`, chunkSize: 8, delayMs: 15 };
-    },
-  });
-  try {
-    await withKeepsake(t, {}, async (k) => {
-      const panel = await k.openPanel();
-      await useMock(panel, mock);
-      const turn = async (q, reply) => {
-        await panel.fill(tid('composer-input'), q);
-        await panel.click(tid('send'));
-        await waitForBubbles(panel, finishedAssistant(reply), { timeoutMs: 20_000, what: `reply "${reply}"` });
-      };
-      await turn('Who kept the light?', 'Reply 1 to: Who kept the light?');
-      await turn('When was it automated?', 'Reply 2 to: When was it automated?');
-      assert.deepEqual(live(k).map((r) => r.text), [
-        'Who kept the light?',
-        'Reply 1 to: Who kept the light?',
-        'When was it automated?',
-        'Reply 2 to: When was it automated?',
-      ]);
-
-      // ---- regenerate the last reply
-      const last = panel.locator('[data-testid="bubble"][data-index="3"]');
-      await last.hover();
-      assert.equal(await panel.locator(`[data-testid="bubble"][data-index="1"] ${tid('msg-regenerate')}`).isHidden(), true, 'only the newest reply offers Regenerate');
-      await last.locator(tid('msg-regenerate')).click();
-      await waitForBubbles(panel, finishedAssistant('Reply 3 to: When was it automated?'), { timeoutMs: 20_000, what: 'the regenerated reply' });
-      let rows = live(k);
-      assert.deepEqual(rows.map((r) => [r.position, r.role, r.text]), [
-        [0, 'user', 'Who kept the light?'],
-        [1, 'assistant', 'Reply 1 to: Who kept the light?'],
-        [2, 'user', 'When was it automated?'],
-        [3, 'assistant', 'Reply 3 to: When was it automated?'],
-      ], 'the same user entry once, the new reply instead of the old one');
-      let reqs = chatRequests(mock);
-      assert.equal(reqs.length, 3);
-      assert.deepEqual(reqs[2].body.messages.map((m) => [m.role, msgText(m)]), [
-        ['user', 'Who kept the light?'],
-        ['assistant', 'Reply 1 to: Who kept the light?'],
-        ['user', 'When was it automated?'],
-      ], 'the regenerate request does not carry the replaced reply');
-      assert.deepEqual((await bubbles(panel)).map((b) => [b.index, b.role, b.text]), rows.map((r) => [r.position, r.role, r.text]));
-
-      // ---- edit the first user message and resend
-      const firstUser = panel.locator('[data-testid="bubble"][data-index="0"]');
-      await firstUser.hover();
-      await firstUser.locator(tid('msg-edit')).click();
-      const editor = firstUser.locator(tid('edit-input'));
-      await editor.waitFor({ timeout: 5000 });
-      assert.equal(await editor.inputValue(), 'Who kept the light?');
-      await editor.fill('Who kept the light before 1961?');
-      await firstUser.locator(tid('edit-save')).click();
-      await waitForBubbles(
-        panel,
-        (b) => b.length === 2 && finishedAssistant('Reply 4 to: Who kept the light before 1961?')(b),
-        { timeoutMs: 20_000, what: 'the edited conversation: two bubbles' },
-      );
-      rows = live(k);
-      assert.deepEqual(rows.map((r) => [r.position, r.role, r.text]), [
-        [0, 'user', 'Who kept the light before 1961?'],
-        [1, 'assistant', 'Reply 4 to: Who kept the light before 1961?'],
-      ], 'truncated at the edited index: the edited entry and the new reply only');
-      reqs = chatRequests(mock);
-      assert.equal(reqs.length, 4);
-      assert.deepEqual(reqs[3].body.messages.map((m) => [m.role, msgText(m)]), [['user', 'Who kept the light before 1961?']]);
-      assert.deepEqual((await bubbles(panel)).map((b) => [b.index, b.role, b.text]), rows.map((r) => [r.position, r.role, r.text]));
     });
   } finally {
     await mock.close();

@@ -1,7 +1,10 @@
 // Screenshots for the README, taken from the real extension driven like a person would:
 //   sidepanel-conversation.png  the side panel (420×800) with an attached page, pasted images and a
 //                               Markdown reply
-//   drawer-search.png           the sessions drawer searching the full text of saved sessions
+//   drawer-search.png           the chats drawer searching the full text of every chat
+//   drawer-trash.png            the drawer's "Recently deleted" view (restore, delete for good)
+//   sidepanel-versions.png      a regenerated reply with its "‹ 2 / 2 ›" versions and a message
+//                               that was not answered, with Retry
 //   options-host.png            the options page's Host panel
 // They are written to artifacts/screenshots/ on every run, and to docs/screenshots/ (committed)
 // when KEEPSAKE_E2E_UPDATE_SCREENSHOTS=1 (`tests/e2e/run.sh --screenshots`), so a normal run
@@ -21,9 +24,10 @@ import {
   trayCount,
   chips,
   openDrawer,
+  closeDrawer,
   addProvider,
 } from './panel.mjs';
-import { live, sessions } from './db.mjs';
+import { live, sessions, trash } from './db.mjs';
 
 const UPDATE = process.env.KEEPSAKE_E2E_UPDATE_SCREENSHOTS === '1';
 
@@ -93,7 +97,7 @@ function sessionsDoc() {
   };
 }
 
-test('README screenshots: conversation with images, drawer search, options Host panel', { timeout: 180_000 }, async (t) => {
+test('README screenshots: conversation with images, drawer search, Recently deleted, versions and a failed message, options Host panel', { timeout: 180_000 }, async (t) => {
   const mock = await startMockLlm({ script: { text: REPLY, chunkSize: 24, delayMs: 5 } });
   const site = await startPageServer();
   try {
@@ -128,9 +132,8 @@ test('README screenshots: conversation with images, drawer search, options Host 
       const r = await hostCall(panel, 'storage.import', { document: sessionsDoc() });
       assert.equal(r.sessionsImported, 4);
       await openDrawer(panel);
-      await panel.click(tid('save-session'));
-      await panel.waitForSelector(tid('save-result'), { timeout: 10_000 });
-      // name it like a person would (rename in the drawer)
+      // the chat is listed already (kept from its first message); name it like a person would
+      await panel.locator(`${tid('session-row')}[data-active="true"]`).waitFor({ timeout: 10_000 });
       const current = panel.locator(`${tid('session-row')}[data-active="true"]`);
       await current.locator(tid('session-rename')).click();
       await panel.fill(tid('session-rename-input'), 'Saltmarsh Point photos');
@@ -148,6 +151,49 @@ test('README screenshots: conversation with images, drawer search, options Host 
       assert.equal(sessions(k).length, 5);
       await panel.evaluate(() => document.activeElement?.blur());
       await shoot(panel, 'drawer-search.png');
+
+      // ---- Recently deleted: two chats deleted in the drawer
+      await panel.fill(tid('session-search'), '');
+      await panel.press(tid('session-search'), 'Enter');
+      for (const id of ['demo-4', 'demo-2']) {
+        const row = panel.locator(`${tid('session-row')}[data-id="${id}"]`);
+        await row.locator(tid('session-delete')).click();
+        await row.locator(tid('confirm-yes')).click();
+        await waitFor(() => trash(k).some((x) => x.id === id), { timeoutMs: 10_000, what: `${id} in Recently deleted` });
+      }
+      await panel.click(tid('trash-toggle'));
+      await waitFor(async () => (await panel.locator(tid('trash-row')).count()) === 2, { timeoutMs: 10_000, what: 'two rows in Recently deleted' });
+      await panel.evaluate(() => document.activeElement?.blur());
+      await shoot(panel, 'drawer-trash.png');
+      await panel.click(tid('trash-toggle'));
+      await closeDrawer(panel);
+
+      // ---- versions of a reply, and a message that was not answered
+      await panel.click(tid('new-chat'));
+      await waitForBubbles(panel, (b) => b.length === 0, { timeoutMs: 10_000, what: 'a new chat' });
+      const answers = [
+        'The museum is open **Saturday and Sunday, 10:00–17:00**. The lamp room closes half an hour earlier.',
+        'Weekends only: **10:00 to 17:00**. In July and August it also opens on Fridays.',
+      ];
+      let a = 0;
+      mock.setScript(() => ({ text: answers[Math.min(a++, answers.length - 1)], chunkSize: 24, delayMs: 5 }));
+      await panel.fill(tid('composer-input'), 'When is the lighthouse museum open?');
+      await panel.click(tid('send'));
+      await waitForBubbles(panel, (b) => b.some((x) => x.role === 'assistant' && !x.streaming && x.index === 1), { timeoutMs: 30_000, what: 'the first answer' });
+      const reply = panel.locator('[data-testid="bubble"][data-index="1"]');
+      await reply.hover();
+      await reply.locator(tid('msg-regenerate')).click();
+      await waitFor(async () => (await reply.locator(tid('version-label')).count()) === 1, { timeoutMs: 30_000, what: 'the versions of the reply' });
+      mock.setScript({ status: 503, error: { message: 'The provider is overloaded. Try again in a minute.' } });
+      await panel.fill(tid('composer-input'), 'Is there a café?');
+      await panel.click(tid('send'));
+      await panel.locator(`[data-testid="bubble"][data-index="2"] ${tid('failed-mark')}`).waitFor({ timeout: 30_000 });
+      await panel.evaluate(() => {
+        document.activeElement?.blur();
+        for (const n of document.querySelectorAll('[data-testid="chat-error"]')) n.remove();
+      });
+      await panel.mouse.move(0, 0);
+      await shoot(panel, 'sidepanel-versions.png');
 
       // ---- the options page's Host panel
       await opt.bringToFront();
