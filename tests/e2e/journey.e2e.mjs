@@ -1,5 +1,5 @@
 // The full journey with the mock LLM (OpenAI chat completions): provider set in Options, a local
-// article attached, an image pasted, a streamed reply, save / search / new chat / load, Markdown and
+// article attached, an image pasted, a streamed reply, kept and named / search / new chat / load, Markdown and
 // JSON export, import into a fresh profile, a service-worker restart, a panel reload. After each
 // step the SQLite file is read directly to prove what is stored.
 
@@ -32,7 +32,7 @@ const QUESTION_1 = 'What does the picture show, and how does it relate to the ar
 const QUESTION_2 = 'Who was the last keeper?';
 const REPLY_2 = 'The last keeper was Edith Marrow, who left in 1961 when the lamp was automated.';
 
-test('journey: attach, paste, stream, save, search, load, export, import, worker restart, reload', { timeout: 240_000 }, async (t) => {
+test('journey: attach, paste, stream, kept and named, search, load, export, import, worker restart, reload', { timeout: 240_000 }, async (t) => {
   const mock = await startMockLlm({
     script: (req) =>
       req.lastUserText.includes('last keeper')
