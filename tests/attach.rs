@@ -80,6 +80,14 @@ fn by_attach_id(h: &mut Host, id: &str) -> Value {
     live(h).into_iter().find(|e| e["attachId"] == json!(id)).unwrap_or_else(|| panic!("no live entry {id}"))
 }
 
+/// A rewritten entry split into the entry requests see and the `original` content it keeps (a
+/// stub or a summary replaces what is sent, never what is kept).
+fn and_original(e: &Value) -> (Value, Value) {
+    let mut e = e.clone();
+    let kept = e.as_object_mut().and_then(|o| o.remove("original")).unwrap_or(Value::Null);
+    (e, kept["content"].clone())
+}
+
 fn image_ref(bytes: &[u8]) -> String {
     format!("{REF_PREFIX}{}", sha256_hex(bytes))
 }
@@ -773,7 +781,8 @@ fn apply_summary_rebuilds_body_keeps_header_images_and_stamps() {
     let id2 = attach_id(&r);
     assert_eq!(r["summary"], json!({"needed": true, "family": "generic"}));
     h.ok("attach.applySummary", json!({"attachId": id2, "summary": "condensed"}));
-    let e = by_attach_id(&mut h, &id2);
+    let (e, kept) = and_original(&by_attach_id(&mut h, &id2));
+    assert_eq!(kept, json!(plain_text("u", "t", "full", "short body")), "the page as attached is kept");
     assert_eq!(
         e,
         json!({"role": "user", "attachId": id2, "summarized": true, "content": plain_text(
@@ -804,7 +813,8 @@ fn apply_summary_on_a_raw_entry_keeps_the_stored_header() {
         h.ok("attach.applySummary", json!({"attachId": "raw-9", "summary": "short"})),
         json!({"applied": true})
     );
-    let e = by_attach_id(&mut h, "raw-9");
+    let (e, kept) = and_original(&by_attach_id(&mut h, "raw-9"));
+    assert_eq!(kept, json!(format!("{header}{body}")), "the page as attached is kept");
     assert_eq!(
         e,
         json!({"role": "user", "attachId": "raw-9", "videoSrc": vs, "x": 1, "summarized": true,
@@ -996,7 +1006,9 @@ fn rescue_build_writes_nothing_and_commit_stores_the_sent_stub() {
     let (r, _) = changed(&mut h, "request.commitRescue", json!({"attachIds": [ida]}));
     assert_eq!(r, json!({"committed": 1}));
     let l = live(&mut h);
-    assert_eq!(l[1], json!({"role": "user", "content": stub_a, "attachId": ida, "videoSrc": vs}));
+    let (a_now, a_kept) = and_original(&l[1]);
+    assert_eq!(a_now, json!({"role": "user", "content": stub_a, "attachId": ida, "videoSrc": vs}));
+    assert!(a_kept.to_string().contains("BODY-A"), "the page text is kept on the entry");
     let raw: String = sql(&db)
         .query_row(
             "SELECT json_extract(entry, '$.content') FROM history_entries WHERE attach_id = ?1",
@@ -1007,9 +1019,10 @@ fn rescue_build_writes_nothing_and_commit_stores_the_sent_stub() {
     assert_eq!(raw.as_bytes(), stub_a.as_bytes(), "stored stub differs from the sent one");
     assert_eq!(l[3]["content"], json!(text_b), "B was not named");
     assert_eq!(l[4]["content"], json!(plain_text("https://c.example", "Small C", "full", "tiny")));
-    // the stub replaces the entry in place (PROTOCOL.md request.commitRescue): no trash item and no
-    // other version keeps the page text or its picture
-    assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 0, "the stubbed entry's image was released");
+    // the stub replaces what requests send, not what is kept: the page and its picture stay on the
+    // entry (`original`), nothing goes to the trash
+    assert_eq!(q_i64(&db, "SELECT count(*) FROM images"), 1, "the stubbed entry's picture is kept");
+    assert!(a_kept.to_string().contains("keepsake-image:sha256:"), "{a_kept}");
     assert_eq!(h.ok("trash.list", json!({}))["items"], json!([]));
 
     // small, already stubbed or unknown entries are not committed
@@ -1085,7 +1098,9 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
     assert_eq!(c, json!({"committed": 1}));
     assert_eq!(ev["areas"]["sessions"]["ids"], json!([sid]), "{ev}");
     let sbody = bare(&h.ok("sessions.get", json!({ "id": sid }))["entries"]);
-    assert_eq!(sbody[1], json!({"role": "user", "content": stub, "attachId": id}));
+    let (s1, s1_kept) = and_original(&sbody[1]);
+    assert_eq!(s1, json!({"role": "user", "content": stub, "attachId": id}));
+    assert!(s1_kept.to_string().contains("SESSION-BODY-MARK"), "the page is kept on the entry");
     assert_eq!(sbody[0], user("hello"));
     // the live copy is untouched
     assert_eq!(

@@ -633,3 +633,40 @@ fn an_import_takes_no_setting_unless_asked_after_a_preview() {
     assert!(out.contains("\"settingsImported\": 0"), "{out}");
     let _ = db;
 }
+
+/// A rescue stub or an auto-summary replaces what requests send, never what is kept: the page
+/// (its pictures included) stays on the entry as `original`, and its pictures stay stored.
+#[test]
+fn stubs_and_summaries_keep_the_page_as_it_was_attached() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    let png = png_bytes(6, 6, 9);
+    let body = format!("{}\n[Figure 1]\n", "words ".repeat(2_000));
+    let a = h.ok(
+        "history.attach",
+        json!({"ctx": {"url": "https://p.example/", "title": "P", "mode": "full", "body": body},
+               "images": [data_url("image/png", &png)]}),
+    );
+    let id = a["attachId"].clone();
+    let before = h.ok("history.get", json!({"images": "ref"}))["entries"][0].clone();
+    h.ok("history.append", json!({"entry": user("q")}));
+    assert_eq!(h.ok("request.commitRescue", json!({"attachIds": [id]}))["committed"], json!(1));
+    let after = h.ok("history.get", json!({"images": "ref"}))["entries"][0].clone();
+    assert!(after["content"].as_str().unwrap().contains("too large"), "{after}");
+    assert_eq!(after["original"]["content"], before["content"], "the page is kept");
+    let sha = sha256_hex(&png);
+    let stored: i64 =
+        sql(&db).query_row("SELECT count(*) FROM images WHERE sha256 = ?1", [&sha], |r| r.get(0)).unwrap();
+    assert_eq!(stored, 1, "its picture too");
+    // requests send the stub, never the kept page
+    let b = h.ok("request.build", json!({"kind": "chat", "turn": {"userText": "x"}}));
+    assert!(!b["body"].to_string().contains("words words"), "the body sends the stub");
+    // and the JSON export carries the original with its picture's bytes
+    let sid = bound(&mut h);
+    let doc: Value = serde_json::from_str(
+        h.ok("sessions.export", json!({"ids": [sid], "format": "json"}))["text"].as_str().unwrap(),
+    )
+    .unwrap();
+    assert!(doc["sessions"][0]["entries"][0]["original"].is_object());
+    assert!(doc["images"][&sha].is_object());
+}

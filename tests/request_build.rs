@@ -1307,9 +1307,14 @@ fn source_session_builds_from_its_body_and_falls_back_to_live() {
         assert_eq!(r["source"], json!("live"));
         assert_eq!(conv(kind, &r["body"]), live_want, "{kind}");
     }
+    // a session deleted while its turn streams is still the turn's conversation (in the trash its
+    // reply joins it); only one purged for good falls back to the live history
     assert_eq!(h.ok("sessions.delete", json!({"id": sid})), json!({"deleted": true}));
     let r = build(&mut h, json!({"kind": "chat", "turn": {"userText": "t"}, "source": {"sessionId": sid}}));
-    assert_eq!(r["source"], json!("live"), "a deleted session falls back to the live history");
+    assert_eq!(r["source"], json!("session"), "a deleted session is read from the trash");
+    h.ok("trash.purge", json!({"id": sid}));
+    let r = build(&mut h, json!({"kind": "chat", "turn": {"userText": "t"}, "source": {"sessionId": sid}}));
+    assert_eq!(r["source"], json!("live"), "a purged session falls back to the live history");
     assert_eq!(conv("chat", &r["body"]), live_want);
 }
 

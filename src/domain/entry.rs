@@ -249,15 +249,43 @@ pub fn image_ref_url(sha256_hex: &str) -> String {
 /// Distinct blob hashes referenced by an entry: its image parts' URLs and every part's
 /// `originalUrl` (§12.8: an original lives as long as the entry that keeps it).
 pub fn referenced_blobs(e: &Value) -> Vec<String> {
+    let kept = kept_content(e);
     let mut out: Vec<String> = image_urls(e)
         .into_iter()
         .chain(original_urls(e))
+        .chain(kept.iter().flat_map(|k| image_urls(k).into_iter().chain(original_urls(k))))
         .filter_map(parse_image_ref)
         .map(str::to_owned)
         .collect();
     out.sort();
     out.dedup();
     out
+}
+
+/// The stamp holding what a rescue stub or an auto-summary replaced: `{content}` as it was.
+pub const ORIGINAL: &str = "original";
+
+/// What an entry kept of its content before a stub or summary replaced it, as an entry-shaped
+/// value (`{content}`), when it has one.
+pub fn kept_content(e: &Value) -> Option<&Value> {
+    e.get(ORIGINAL).filter(|o| o.get("content").is_some())
+}
+
+/// `new` (a rewrite of `old`'s content: a rescue stub, an auto-summary) keeping what `old`
+/// held: the first `original` an entry gets is never overwritten, so a summary of a stubbed entry
+/// still keeps the page as it was attached.
+pub fn keeping_original(old: &Value, mut new: Value) -> Value {
+    if old.get("content") == new.get("content") {
+        return new;
+    }
+    let kept = match kept_content(old) {
+        Some(k) => k.clone(),
+        None => serde_json::json!({"content": old.get("content").cloned().unwrap_or(Value::Null)}),
+    };
+    if let Some(o) = new.as_object_mut() {
+        o.insert(ORIGINAL.into(), kept);
+    }
+    new
 }
 
 /// Validate an entry for the append operations (§2.1): an object whose `role` is `user` or
@@ -287,6 +315,18 @@ pub fn validate_content_shape(obj: &Map<String, Value>) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_rewrite_keeps_the_first_original_with_its_images() {
+        let r = "keepsake-image:sha256:".to_owned() + &"a".repeat(64);
+        let page = json!({"role": "user", "content": [{"type": "text", "text": "page"}, {"type": "image_url", "image_url": {"url": r}}]});
+        let stub = keeping_original(&page, json!({"role": "user", "content": "stub"}));
+        assert_eq!(stub["original"]["content"], page["content"]);
+        assert_eq!(referenced_blobs(&stub), vec!["a".repeat(64)], "the kept picture is still referenced");
+        let summary = keeping_original(&stub, json!({"role": "user", "content": "summary", "original": stub["original"]}));
+        assert_eq!(summary["original"]["content"], page["content"], "the first original stays");
+        assert_eq!(keeping_original(&page, page.clone()), page, "no rewrite, nothing added");
+    }
 
     #[test]
     fn same_entry_ignores_only_the_entry_id() {

@@ -43,8 +43,8 @@ pub fn blob_from_bytes(mime: String, bytes: Vec<u8>) -> NewBlob {
     NewBlob { sha256, mime, width: dims.map(|d| d.0), height: dims.map(|d| d.1), bytes }
 }
 
-/// Convert the image parts of `entries` and every part's `originalUrl` (§12.8) (data URLs →
-/// references; references must name stored blobs).
+/// Convert the image parts of `entries`, every part's `originalUrl` (§12.8) and the parts of an
+/// entry's kept `original` (data URLs → references; references must name stored blobs).
 pub fn ingest(entries: Vec<Value>) -> Result<Ingested, TooLargeImage> {
     let mut out = Ingested::default();
     let mut err = None;
@@ -74,6 +74,11 @@ pub fn ingest(entries: Vec<Value>) -> Result<Ingested, TooLargeImage> {
         };
         for_each_image_url_mut(&mut e, &mut visit);
         for_each_original_url_mut(&mut e, &mut visit);
+        // what a stub or a summary replaced (`original`) holds pictures too
+        if let Some(kept) = e.get_mut(crate::domain::entry::ORIGINAL).filter(|o| o.get("content").is_some()) {
+            for_each_image_url_mut(kept, &mut visit);
+            for_each_original_url_mut(kept, &mut visit);
+        }
         out.entries.push(e);
     }
     match err {

@@ -12,7 +12,7 @@ use crate::domain::attach::{
     apply_summary, attach_content, summary_decision, summary_is_blank, Ctx, SummaryInputs,
 };
 use crate::domain::chunks::markdown_chunks;
-use crate::domain::entry::{attach_id, is_attach_entry};
+use crate::domain::entry::{attach_id, is_attach_entry, keeping_original};
 use crate::domain::import::sha256_hex;
 use crate::domain::reduce::{attach_text, rescue_stub, RESCUE_MIN_CHARS};
 use crate::domain::settings::{auto_summarize, summarize_threshold};
@@ -172,6 +172,8 @@ impl Store {
             else {
                 return Ok(json!({"applied": false}));
             };
+            // the page as it was attached is kept on the entry (`original`): requests use the summary
+            let new_entry = keeping_original(&entry, new_entry);
             update_live(w, row, &entry, &new_entry)?;
             Ok(json!({"applied": true}))
         })
@@ -226,5 +228,6 @@ fn rescue_entry(e: &Value, ids: &[String]) -> Option<Value> {
     }
     let mut out = e.clone();
     out["content"] = Value::String(rescue_stub(&text));
-    Some(out)
+    // the page (images included) is kept on the entry: requests send the stub
+    Some(keeping_original(e, out))
 }
