@@ -120,12 +120,11 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     nameButton.disabled = !activeId;
     pinButton.disabled = !activeId;
     const row = activeId ? rows.find((r) => r.id === activeId) : null;
-    if (row) {
-      pinButton.setAttribute('aria-pressed', row.pinned ? 'true' : 'false');
-      pinButton.title = row.pinned ? 'Unpin the current chat' : 'Pin the current chat (the chat limit never moves it out)';
-    } else if (!activeId) {
-      pinButton.setAttribute('aria-pressed', 'false');
-    }
+    const pinned = row ? !!row.pinned : activeId ? pinButton.getAttribute('aria-pressed') === 'true' : false;
+    pinButton.setAttribute('aria-pressed', pinned ? 'true' : 'false');
+    pinButton.title = pinned ? 'Unpin the current chat' : 'Pin the current chat (the chat limit never moves it out)';
+    const label = pinButton.querySelector('.label');
+    if (label) label.textContent = pinned ? 'Unpin' : 'Pin';
   }
 
   function buildRow(row, activeId, bg) {

@@ -94,6 +94,7 @@ test('Name renames the current chat (no snapshot, no save); Pin pins it', async 
   assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.pin').map((c) => c.args), [{ id: 's1', pinned: true }]);
   assert.equal($('pin-result').textContent, 'Pinned “Lighthouse trip”.');
   assert.equal($('pin-session').getAttribute('aria-pressed'), 'true');
+  assert.equal($('pin-session').textContent, 'Unpin');
   const current = el.querySelector('[data-testid="session-row"][data-id="s1"]');
   assert.equal(current.dataset.pinned, 'true');
   assert.equal(current.dataset.active, 'true');
