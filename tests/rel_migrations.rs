@@ -1,16 +1,28 @@
 //! T16 and T17 (reliability.md §4, §10): migrations are atomic and upgrades keep every row.
 //!
-//! - T16a: a crash (SIGKILL of a child process) after **every statement** of every pending
-//!   migration, run exactly as `store/migrate.rs` runs them (one `BEGIN IMMEDIATE` transaction,
-//!   `user_version` read under the lock, each file then `user_version`, one commit), from an
-//!   empty database and from the v1 fixture. The host has no failpoints, so the child replays
-//!   the runner statement by statement (`rusqlite::Batch`) on a connection opened by the
-//!   host's own `store::open::open_connection`.
+//! - T16a: a crash (SIGKILL of a child process) after **every statement, Rust step and version
+//!   update** of every pending migration, and after the commit. The child runs the host's own
+//!   runner, `store::migrate::apply` (one `BEGIN IMMEDIATE` transaction, `user_version` read
+//!   under the lock, each file statement by statement with its `-- @step` run where it stands,
+//!   `user_version` after each file), on a connection opened by `store::open::open_connection`,
+//!   and SIGKILLs itself after the i-th call of `apply`'s hook; from an empty database, from the
+//!   v1 fixture and from the v4 fixture (whose live history migration 5 moves into a session).
 //! - T16b: kill -9 of the real `keepsake-host` at random moments while it migrates a large v1
 //!   database (100 kills in CI, 1,000 under `KEEPSAKE_LONG=1`, `KEEPSAKE_MIGRATION_KILLS`).
 //! - T17: every committed fixture `tests/fixtures/db/v1.db … v<LATEST>.db` upgraded by the host
-//!   keeps 100% of its rows (counts and a content hash per table), and a database one version
-//!   too new is refused with `db_too_new`, served no operation and left byte-identical.
+//!   keeps 100% of its rows, and a database one version too new is refused with `db_too_new`,
+//!   served no operation and left byte-identical.
+//!
+//! "Keeps its rows" is checked on the old database's own columns: every table (settings, images,
+//! attachments, the change log, …) has the same rows (count and a content hash per table).
+//! Migration 5 (schema 5, docs/keeps.md) moves rows, and for those tables it is checked what
+//! the move promises: every saved entry is still there, in its session at its position (or, when
+//! the live history had replaced it, in a trash item `edited` that remembers where it came from)
+//! with the same JSON apart from its new `entryId`; the old live history's trimmed entries then
+//! its live ones are the bound session's body in order (or a new auto-named session's, when it
+//! was not bound), with `live_state.live_from` = the number of trimmed entries and the
+//! `history_entries` view showing the live ones; image references are those of the entries;
+//! every session's search text is what it was (the bound session's: its new body's).
 //!
 //! The fixtures are committed files (see `tests/fixtures/db/README.md`); they were written by
 //! `regenerate_db_fixtures` below, which is `#[ignore]`d: a fixture records what an old release
@@ -24,12 +36,11 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use keepsake_host::domain::entry::{attach_id, content_chars, image_part_count};
+use keepsake_host::domain::entry::{attach_id, content_chars, image_part_count, referenced_blobs};
 use keepsake_host::domain::search::{index_text, Tail};
 use keepsake_host::domain::sessions::search_text;
 use keepsake_host::domain::text::lower;
-use keepsake_host::store::migrate::{LATEST, MIGRATIONS};
-use rusqlite::fallible_iterator::FallibleIterator;
+use keepsake_host::store::migrate::{self, LATEST, MIGRATIONS};
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -79,12 +90,13 @@ fn columns(c: &Connection, table: &str) -> Vec<String> {
     st.query_map([], |r| r.get::<_, String>(1)).unwrap().map(Result::unwrap).collect()
 }
 
-/// Row count and SHA-256 of every row (the given columns, rows in a canonical order).
-fn digest(c: &Connection, table: &str, cols: &[String]) -> (usize, String) {
+/// Row count and SHA-256 of every row (the given columns, rows in a canonical order) of `source`
+/// (a table name, or a parenthesised SELECT).
+fn digest_from(c: &Connection, source: &str, cols: &[String]) -> (usize, String) {
     use rusqlite::types::ValueRef;
     let list = cols.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
     let order = (1..=cols.len()).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
-    let mut st = c.prepare(&format!("SELECT {list} FROM \"{table}\" ORDER BY {order}")).unwrap();
+    let mut st = c.prepare(&format!("SELECT {list} FROM {source} ORDER BY {order}")).unwrap();
     let mut rows = st.query([]).unwrap();
     let mut h = Sha256::new();
     let mut n = 0;
@@ -110,6 +122,24 @@ fn digest(c: &Connection, table: &str, cols: &[String]) -> (usize, String) {
         n += 1;
     }
     (n, h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The meta row a host writes when it runs the trash's expiry (docs/keeps.md "The trash"), at
+/// most hourly: bookkeeping of the host that opened the file, not a row the file had.
+const EXPIRY_META: &str = "trash_expired_at";
+
+/// What a table's content is compared on: the table itself, or for `meta`, its rows other than
+/// the expiry's bookkeeping.
+fn source(table: &str) -> String {
+    if table == "meta" {
+        format!("(SELECT * FROM main.meta WHERE key <> '{EXPIRY_META}')")
+    } else {
+        format!("\"{table}\"")
+    }
+}
+
+fn digest(c: &Connection, table: &str, cols: &[String]) -> (usize, String) {
+    digest_from(c, &source(table), cols)
 }
 
 /// table → (columns, rows, hash) for every table of `c`.
@@ -143,13 +173,141 @@ fn search_texts(c: &Connection) -> Vec<(String, String)> {
     st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
 }
 
-/// Compare `before` (a database at some version) with `after` projected onto `before`'s columns.
-/// `about` only documents tables and migrations add to it: it must equal the fresh reference's.
-/// Returns (rows compared, problems).
-fn compare_rows(before: &Content, after: &Connection) -> (usize, Vec<String>) {
+fn sql_json(v: rusqlite::types::ValueRef) -> Value {
+    use rusqlite::types::ValueRef::*;
+    match v {
+        Null => Value::Null,
+        Integer(i) => json!(i),
+        Real(f) => json!(f),
+        Text(t) => json!(String::from_utf8_lossy(t)),
+        Blob(b) => json!(sha256_hex(b)),
+    }
+}
+
+/// Every row of `table` as column → value, keyed by its first column.
+fn rows_by_key(c: &Connection, table: &str) -> BTreeMap<String, BTreeMap<String, Value>> {
+    let cols = columns(c, table);
+    let mut st = c.prepare(&format!("SELECT * FROM \"{table}\"")).unwrap();
+    let mut rows = st.query([]).unwrap();
+    let mut out = BTreeMap::new();
+    while let Some(r) = rows.next().unwrap() {
+        let row: BTreeMap<String, Value> =
+            cols.iter().enumerate().map(|(i, n)| (n.clone(), sql_json(r.get_ref(i).unwrap()))).collect();
+        let key = match &row[&cols[0]] {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        out.insert(key, row);
+    }
+    out
+}
+
+/// An entry without its `entryId` stamp (what a version-4 host stored).
+fn unstamped(e: &Value) -> Value {
+    let mut e = e.clone();
+    if let Some(o) = e.as_object_mut() {
+        o.remove("entryId");
+    }
+    e
+}
+
+fn parse(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or(Value::Null)
+}
+
+/// The entries of an old live table (`history_entries` or `history_trimmed`), in order.
+fn old_live(c: &Connection, table: &str) -> Vec<Value> {
+    let mut st = c.prepare(&format!("SELECT entry FROM {table} ORDER BY position, id")).unwrap();
+    st.query_map([], |r| r.get::<_, String>(0)).unwrap().map(|r| parse(&r.unwrap())).collect()
+}
+
+/// `sqlite_sequence`: table → its AUTOINCREMENT counter.
+fn sequence(c: &Connection) -> BTreeMap<String, i64> {
+    let Ok(mut st) = c.prepare("SELECT name, seq FROM sqlite_sequence") else { return BTreeMap::new() };
+    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+}
+
+/// A database before an upgrade: every table's content, and what migration 5 moves.
+struct Before {
+    version: u32,
+    content: Content,
+    sequence: BTreeMap<String, i64>,
+    /// Each session's searchable text.
+    texts: Vec<(String, String)>,
+    /// `sessions` rows by id.
+    sessions: BTreeMap<String, BTreeMap<String, Value>>,
+    /// `session_entries` rows by id: (session, position, role, content_chars, image_count, entry).
+    entries: BTreeMap<i64, (String, i64, Value, i64, i64, Value)>,
+    /// Before version 5: the live history and its trimmed entries, in order, and the binding.
+    live: Vec<Value>,
+    trimmed: Vec<Value>,
+    bound: String,
+    bound_at: Value,
+}
+
+fn snapshot(c: &Connection) -> Before {
+    let v = version(c);
+    let entries = {
+        let mut st = c
+            .prepare("SELECT id, session_id, position, role, content_chars, image_count, entry FROM session_entries")
+            .unwrap();
+        st.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                (
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    sql_json(r.get_ref(3)?),
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                    parse(&r.get::<_, String>(6)?),
+                ),
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let (bound, bound_at) = c
+        .query_row("SELECT active_session_id, bound_at FROM live_state WHERE id = 1", [], |r| {
+            Ok((r.get::<_, String>(0)?, sql_json(r.get_ref(1)?)))
+        })
+        .unwrap_or_default();
+    Before {
+        version: v,
+        content: content(c),
+        sequence: sequence(c),
+        texts: search_texts(c),
+        sessions: rows_by_key(c, "sessions"),
+        entries,
+        live: if v < 5 { old_live(c, "history_entries") } else { Vec::new() },
+        trimmed: if v < 5 { old_live(c, "history_trimmed") } else { Vec::new() },
+        bound,
+        bound_at,
+    }
+}
+
+/// Tables migration 5 rewrites: checked by [`fold_problems`] instead of by their hash.
+const FOLDED: &[&str] = &[
+    "session_entries",
+    "sessions",
+    "history_entries",
+    "history_trimmed",
+    "live_state",
+    "image_refs",
+    "search_docs",
+    "search_pieces",
+    "search_grams",
+];
+
+/// Compare `before` (a database at some version) with `after` (the same database, at that
+/// version again or upgraded), on `before`'s columns. `about` only documents tables and
+/// migrations add to it: it must equal the fresh reference's. Returns (rows compared, problems).
+fn compare_rows(before: &Before, after: &Connection) -> (usize, Vec<String>) {
     let mut problems = Vec::new();
     let mut rows = 0;
-    for (t, (cols, n, h)) in before {
+    let folded = before.version < 5 && version(after) >= 5;
+    for (t, (cols, n, h)) in &before.content {
         rows += n;
         if t == "about" {
             let cols = columns(after, "about");
@@ -163,19 +321,26 @@ fn compare_rows(before: &Content, after: &Connection) -> (usize, Vec<String>) {
         if DROPPED_DERIVED.contains(&t.as_str()) && columns(after, t).is_empty() {
             continue; // derived data a later version keeps in another form (checked by the caller)
         }
-        let (n2, h2) = if t == "sqlite_sequence" {
-            // AUTOINCREMENT counters of tables a later version added are new rows, not changes
-            let names = before.keys().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ");
-            after
-                .execute_batch(&format!(
-                    "DROP VIEW IF EXISTS temp.sequence_before;
-                     CREATE TEMP VIEW sequence_before AS SELECT * FROM main.sqlite_sequence WHERE name IN ({names});"
-                ))
-                .unwrap();
-            digest(after, "sequence_before", cols)
-        } else {
-            digest(after, t, cols)
-        };
+        if folded && FOLDED.contains(&t.as_str()) {
+            continue;
+        }
+        if t == "sqlite_sequence" {
+            // AUTOINCREMENT counters: those of tables a later version added are new rows, not
+            // changes; those of tables migration 5 rewrote may only have grown
+            let now = sequence(after);
+            for (name, seq) in &before.sequence {
+                let ok = match now.get(name) {
+                    Some(s) if folded && FOLDED.contains(&name.as_str()) => s >= seq,
+                    Some(s) => s == seq,
+                    None => false,
+                };
+                if !ok {
+                    problems.push(format!("sqlite_sequence: {name} was {seq}, now {:?}", now.get(name)));
+                }
+            }
+            continue;
+        }
+        let (n2, h2) = digest(after, t, cols);
         if (n2, &h2) != (*n, h) {
             problems.push(format!(
                 "{t}: {n} rows before, {n2} after{}",
@@ -183,7 +348,235 @@ fn compare_rows(before: &Content, after: &Connection) -> (usize, Vec<String>) {
             ));
         }
     }
+    if folded {
+        problems.extend(fold_problems(before, after));
+    }
     (rows, problems)
+}
+
+/// An upgraded database's `session_entries` rows by id: (session, branch, position, role,
+/// content_chars, image_count, entry, entry_id).
+type AfterEntry = (String, Option<i64>, i64, Value, i64, i64, Value, Option<String>);
+
+fn after_entries(c: &Connection) -> BTreeMap<i64, AfterEntry> {
+    let mut st = c
+        .prepare(
+            "SELECT id, session_id, branch_id, position, role, content_chars, image_count, entry, entry_id
+             FROM session_entries",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            (
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                sql_json(r.get_ref(4)?),
+                r.get(5)?,
+                r.get(6)?,
+                parse(&r.get::<_, String>(7)?),
+                r.get(8)?,
+            ),
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// The chosen path of session `sid`: (row id, entry), in order.
+fn chosen_path(c: &Connection, sid: &str) -> Vec<(i64, Value)> {
+    let mut st = c
+        .prepare(
+            "SELECT id, entry FROM session_entries WHERE session_id = ?1 AND branch_id IS NULL ORDER BY position, id",
+        )
+        .unwrap();
+    st.query_map([sid], |r| Ok((r.get(0)?, parse(&r.get::<_, String>(1)?))))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// What migration 5 promises about the tables it rewrites (see the module comment).
+fn fold_problems(before: &Before, c: &Connection) -> Vec<String> {
+    let mut p = Vec::new();
+    let entries = after_entries(c);
+    let sessions = rows_by_key(c, "sessions");
+    let (sid, live_from, bound_at): (String, i64, Value) = c
+        .query_row("SELECT active_session_id, live_from, bound_at FROM live_state WHERE id = 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, sql_json(r.get_ref(2)?)))
+        })
+        .unwrap_or_else(|e| {
+            p.push(format!("live_state: {e}"));
+            Default::default()
+        });
+    let was_bound = !before.bound.is_empty() && before.sessions.contains_key(&before.bound);
+    let desired: Vec<Value> = before.trimmed.iter().chain(&before.live).cloned().collect();
+    let is_edited_item = |id: &str, from: &str| {
+        sessions.get(id).is_some_and(|s| {
+            let origin = s["trash_origin"].as_str().map(parse).unwrap_or(Value::Null);
+            !s["trashed_at"].is_null()
+                && s["trash_reason"] == json!("edited")
+                && origin["kind"] == json!("entries")
+                && origin["sessionId"] == json!(from)
+        })
+    };
+
+    // every saved entry: the same JSON but for its new entryId, where it was or in the trash
+    let mut moved: BTreeMap<String, Vec<(i64, i64)>> = BTreeMap::new(); // trash item → (position, old position)
+    for (id, (s0, pos0, role0, cc0, ic0, e0)) in &before.entries {
+        let Some((s1, branch, pos1, role1, cc1, ic1, e1, eid)) = entries.get(id) else {
+            p.push(format!("session_entries row {id} ({s0} #{pos0}) lost"));
+            continue;
+        };
+        let stamp = e1.get("entryId").and_then(Value::as_str);
+        if stamp.is_none() || stamp != eid.as_deref() {
+            p.push(format!("session_entries row {id}: entryId {stamp:?} vs column {eid:?}"));
+        }
+        if unstamped(e1) != unstamped(e0) || (role1, cc1, ic1) != (role0, cc0, ic0) || branch.is_some() {
+            p.push(format!("session_entries row {id} ({s0} #{pos0}) changed"));
+        }
+        if (s1, pos1) != (s0, pos0) {
+            if *s0 == before.bound && is_edited_item(s1, s0) {
+                moved.entry(s1.clone()).or_default().push((*pos1, *pos0));
+            } else {
+                p.push(format!("session_entries row {id} moved from {s0} #{pos0} to {s1} #{pos1}"));
+            }
+        }
+    }
+    // what went to the trash is the old body's tail, in order, and says where it came from
+    for (item, mut rows) in moved {
+        rows.sort();
+        let origin = parse(sessions[&item]["trash_origin"].as_str().unwrap_or("null"));
+        let start = origin["position"].as_i64().unwrap_or(-1);
+        let in_order =
+            rows.iter().enumerate().all(|(k, (p1, p0))| *p1 == k as i64 && *p0 == start + k as i64);
+        let total = before.entries.values().filter(|e| e.0 == before.bound).count() as i64;
+        if !in_order || start + rows.len() as i64 != total {
+            p.push(format!("trash item {item}: {rows:?} is not the old body's tail from {start}"));
+        }
+    }
+
+    // the live conversation: its session's chosen path is the trimmed entries then the live ones
+    let expected_sid_is_new = !was_bound && !before.live.is_empty();
+    if was_bound {
+        if sid != before.bound {
+            p.push(format!("live_state: bound to {sid:?}, not {:?}", before.bound));
+        }
+        if bound_at != before.bound_at {
+            p.push(format!("live_state.bound_at {bound_at} was {}", before.bound_at));
+        }
+    } else if expected_sid_is_new {
+        let fresh = sessions.get(&sid).filter(|_| !before.sessions.contains_key(&sid));
+        match fresh {
+            Some(s) if s["name_auto"] == json!(1) && s["trashed_at"].is_null() => {}
+            _ => p.push(format!("the unbound live history is not in a new auto-named session ({sid:?})")),
+        }
+    } else if !sid.is_empty() {
+        p.push(format!("live_state: bound to {sid:?} with no live history"));
+    }
+    if !sid.is_empty() {
+        let body = chosen_path(c, &sid);
+        let got: Vec<Value> = body.iter().map(|(_, e)| unstamped(e)).collect();
+        let want: Vec<Value> = if desired.is_empty() {
+            before.entries.values().filter(|e| e.0 == sid).map(|e| unstamped(&e.5)).collect()
+        } else {
+            desired.iter().map(unstamped).collect()
+        };
+        if got != want {
+            p.push(format!(
+                "session {sid:?}: body of {} entries is not the trimmed then live entries ({})",
+                got.len(),
+                want.len()
+            ));
+        }
+        let from = if desired.is_empty() { want.len() } else { before.trimmed.len() };
+        if live_from != from as i64 {
+            p.push(format!("live_state.live_from {live_from}, not {from}"));
+        }
+        if sessions.get(&sid).map(|s| s["entry_count"].clone()) != Some(json!(body.len())) {
+            p.push(format!("session {sid:?}: entry_count is not its {} entries", body.len()));
+        }
+        for (row, e) in &body {
+            if !before.entries.contains_key(row) && entries[row].7.as_deref() != e["entryId"].as_str() {
+                p.push(format!("session {sid:?}: new row {row} without its entryId"));
+            }
+        }
+    }
+    let window: Vec<Value> = {
+        let mut st = c.prepare("SELECT entry FROM history_entries ORDER BY position").unwrap();
+        st.query_map([], |r| r.get::<_, String>(0)).unwrap().map(|r| unstamped(&parse(&r.unwrap()))).collect()
+    };
+    let live: Vec<Value> = before.live.iter().map(unstamped).collect();
+    if window != live {
+        p.push(format!(
+            "history_entries shows {} entries, the live history had {}",
+            window.len(),
+            live.len()
+        ));
+    }
+
+    // sessions: every old row as it was (the bound one's count and time follow its body); new
+    // rows only for what migration 5 makes
+    for (id, old) in &before.sessions {
+        let Some(new) = sessions.get(id) else {
+            p.push(format!("sessions row {id} lost"));
+            continue;
+        };
+        for (col, v) in old {
+            let may_change = (col == "updated_at" && *id == sid) || col == "entry_count";
+            if !may_change && new.get(col) != Some(v) {
+                p.push(format!("sessions row {id}: {col} {:?} was {v}", new.get(col)));
+            }
+        }
+        let count = entries.values().filter(|e| e.0 == *id && e.1.is_none()).count();
+        if new["entry_count"] != json!(count) || new["name_auto"] != json!(0) || !new["trashed_at"].is_null()
+        {
+            p.push(format!("sessions row {id}: entry_count/name_auto/trashed_at {new:?}"));
+        }
+    }
+    for id in sessions.keys().filter(|id| !before.sessions.contains_key(*id)) {
+        if !(is_edited_item(id, &before.bound) || (expected_sid_is_new && *id == sid)) {
+            p.push(format!("sessions row {id} is new: {:?}", sessions[id]));
+        }
+    }
+    // every after row is an old one or the live history's, in the live chat's session
+    for (id, e) in &entries {
+        if !before.entries.contains_key(id) && e.0 != sid {
+            p.push(format!("session_entries row {id} in {:?} is new", e.0));
+        }
+    }
+    let extra = entries.len() as i64 - before.entries.len() as i64;
+    let max_new = desired.len() as i64;
+    if extra < 0 || extra > max_new {
+        p.push(format!("session_entries: {extra} new rows for a live history of {max_new}"));
+    }
+
+    // image references: exactly those of the stored entries
+    let refs: std::collections::BTreeSet<(String, i64, String)> = {
+        let mut st = c.prepare("SELECT holder, holder_id, sha256 FROM image_refs").unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+    };
+    let want: std::collections::BTreeSet<(String, i64, String)> = entries
+        .iter()
+        .flat_map(|(id, e)| referenced_blobs(&e.6).into_iter().map(move |h| ("session".to_owned(), *id, h)))
+        .collect();
+    if refs != want {
+        p.push(format!("image_refs: {} rows, the entries reference {}", refs.len(), want.len()));
+    }
+
+    // search: every session's text as it was; the live chat's session's is its new body's
+    let mut texts: BTreeMap<String, String> = before.texts.iter().cloned().collect();
+    if !sid.is_empty() {
+        let body: Vec<Value> = chosen_path(c, &sid).into_iter().map(|(_, e)| e).collect();
+        texts.insert(sid.clone(), search_text(&body));
+    }
+    let texts: Vec<(String, String)> = texts.into_iter().collect();
+    if search_texts(c) != texts {
+        p.push("search_text: a session's searchable text differs".into());
+    }
+    p
 }
 
 fn open_rw(db: &Path) -> Connection {
@@ -214,8 +607,45 @@ fn insert_entry(
     pos: usize,
     e: &Value,
 ) -> i64 {
+    insert_entry_on(c, version, table, session, None, pos, e)
+}
+
+/// [`insert_entry`], from version 5 on the chosen path (`branch` None) or on a version's branch.
+fn insert_entry_on(
+    c: &Connection,
+    version: u32,
+    table: &str,
+    session: Option<&str>,
+    branch: Option<i64>,
+    pos: usize,
+    e: &Value,
+) -> i64 {
     let role = e["role"].as_str();
     let aid = attach_id(e);
+    if table == "session_entries" && version >= 5 {
+        // v5: every entry carries its entryId (JSON and column) and when it was stored
+        c.execute(
+            "INSERT INTO session_entries (session_id, branch_id, position, role, content_chars, image_count, entry,
+                                          attach_id, entry_id, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                session,
+                branch,
+                pos as i64,
+                role,
+                content_chars(e) as i64,
+                image_part_count(e) as i64,
+                e.to_string(),
+                aid,
+                e["entryId"].as_str().expect("a v5 entry has its entryId"),
+                T0 + pos as i64
+            ],
+        )
+        .unwrap();
+        let id = c.last_insert_rowid();
+        add_image_refs(c, "session", id, e);
+        return id;
+    }
     match (table, version >= 2) {
         ("history_entries", _) => c.execute(
             "INSERT INTO history_entries (position, role, content_chars, image_count, attach_id, entry, created_at)
@@ -249,6 +679,11 @@ fn insert_entry(
         "history_trimmed" => "trimmed",
         _ => "session",
     };
+    add_image_refs(c, holder, id, e);
+    id
+}
+
+fn add_image_refs(c: &Connection, holder: &str, id: i64, e: &Value) {
     for part in e["content"].as_array().into_iter().flatten() {
         if let Some(sha) =
             part["image_url"]["url"].as_str().and_then(|u| u.strip_prefix("keepsake-image:sha256:"))
@@ -260,7 +695,21 @@ fn insert_entry(
             .unwrap();
         }
     }
-    id
+}
+
+/// A fixed entryId for a fixture entry (UUID-shaped, the same on every regeneration).
+fn fixture_entry_id(session: &str, branch: Option<u32>, pos: usize) -> String {
+    let h = sha256_hex(format!("{session}/{branch:?}/{pos}").as_bytes());
+    format!("{}-{}-4{}-8{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+}
+
+/// `e` with the entryId the fixture gives it (from version 5; older hosts stored none).
+fn stamped(version: u32, session: &str, branch: Option<u32>, pos: usize, e: &Value) -> Value {
+    let mut e = e.clone();
+    if version >= 5 {
+        e["entryId"] = json!(fixture_entry_id(session, branch, pos));
+    }
+    e
 }
 
 fn insert_session(
@@ -272,6 +721,25 @@ fn insert_session(
     seq: i64,
     entries: &[Value],
 ) {
+    insert_session_with(c, version, id, name, pinned, seq, entries, Some(""));
+}
+
+/// [`insert_session`]; `more_text`: the searchable text of its other versions (from version 5
+/// the index covers them), `None` for a session in the trash, which is not searched.
+#[allow(clippy::too_many_arguments)]
+fn insert_session_with(
+    c: &Connection,
+    version: u32,
+    id: &str,
+    name: &str,
+    pinned: bool,
+    seq: i64,
+    entries: &[Value],
+    more_text: Option<&str>,
+) {
+    let entries: Vec<Value> =
+        entries.iter().enumerate().map(|(i, e)| stamped(version, id, None, i, e)).collect();
+    let entries = &entries[..];
     c.execute(
         "INSERT INTO sessions (id, name, name_lower, created_at, pinned, insert_seq, entry_count, updated_at, extra)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?4, ?8)",
@@ -290,7 +758,8 @@ fn insert_session(
     for (i, e) in entries.iter().enumerate() {
         insert_entry(c, version, "session_entries", Some(id), i, e);
     }
-    let text = search_text(entries);
+    let Some(more_text) = more_text else { return };
+    let text = search_text(entries) + more_text;
     if version < 3 {
         c.execute(
             "INSERT INTO session_search (session_id, text, text_lower) VALUES (?1, ?2, ?3)",
@@ -364,14 +833,21 @@ fn fixture_rows(c: &Connection, version: u32) {
         json!({"role": "assistant", "content": [text_part("A small test pattern.")]}),
         json!({"role": "user", "content": "谢谢！Ünïcödé ✓ 😀", "editedAt": T0}),
     ];
-    for (i, e) in live.iter().enumerate() {
-        insert_entry(c, version, "history_entries", None, i, e);
+    if version < 5 {
+        for (i, e) in live.iter().enumerate() {
+            insert_entry(c, version, "history_entries", None, i, e);
+        }
+        for (i, e) in trimmed.iter().enumerate() {
+            insert_entry(c, version, "history_trimmed", None, i, e);
+        }
+        // saved when the chat had 5 entries (2 of them since trimmed off the live history)
+        let bound: Vec<Value> = trimmed.iter().chain(live.iter().take(3)).cloned().collect();
+        insert_session(c, version, "s-bound", "Bound session", false, 1, &bound);
+    } else {
+        // v5: the session holds the whole chat; the live history is its window from live_from
+        let bound: Vec<Value> = trimmed.iter().chain(live.iter()).cloned().collect();
+        insert_session(c, version, "s-bound", "Bound session", false, 1, &bound);
     }
-    for (i, e) in trimmed.iter().enumerate() {
-        insert_entry(c, version, "history_trimmed", None, i, e);
-    }
-    let bound: Vec<Value> = trimmed.iter().chain(live.iter().take(3)).cloned().collect();
-    insert_session(c, version, "s-bound", "Bound session", false, 1, &bound);
     let mut pinned = vec![
         json!({"role": "user", "content": [text_part("two pictures"), image(1), image(2)]}),
         json!({"role": "assistant", "content": "ok", "model": "gpt-x"}),
@@ -385,9 +861,48 @@ fn fixture_rows(c: &Connection, version: u32) {
         json!({"role": "assistant", "content": "こんにちは"}),
         attach_entry("a-sess", "https://example.org/cjk", "中文页面正文"),
     ];
-    insert_session(c, version, "s-cjk", "中文会话", false, 3, &cjk);
+    if version < 5 {
+        insert_session(c, version, "s-cjk", "中文会话", false, 3, &cjk);
+    } else {
+        // v5: another version of the reply to the first message (Regenerate), on a branch
+        let other = [json!({"role": "assistant", "content": "Hello, world (the first reply)"})];
+        insert_session_with(c, version, "s-cjk", "中文会话", false, 3, &cjk, Some(&search_text(&other)));
+        let fork = fixture_entry_id("s-cjk", None, 0);
+        c.execute(
+            "INSERT INTO session_branches (session_id, fork_entry_id, version, created_at) VALUES ('s-cjk', ?1, 1, ?2)",
+            params![fork, T0 + 5],
+        )
+        .unwrap();
+        let branch = c.last_insert_rowid();
+        for (i, e) in other.iter().enumerate() {
+            let e = stamped(version, "s-cjk", Some(1), i, e);
+            insert_entry_on(c, version, "session_entries", Some("s-cjk"), Some(branch), i, &e);
+        }
+        c.execute(
+            "INSERT INTO session_forks (session_id, fork_entry_id, chosen, versions) VALUES ('s-cjk', ?1, 2, 2)",
+            [&fork],
+        )
+        .unwrap();
+        // a chat kept by auto-keep (its name follows its first message), then deleted: in the
+        // trash with its picture, not searched
+        let gone = vec![
+            json!({"role": "user", "content": "Which of these is older?"}),
+            json!({"role": "user", "content": [text_part("this one"), image(0)]}),
+            json!({"role": "assistant", "content": "The first one."}),
+        ];
+        insert_session_with(c, version, "s-trashed", "Which of these is older?", false, 4, &gone, None);
+        c.execute(
+            "UPDATE sessions SET name_auto = 1, trashed_at = ?1, trash_reason = 'deleted', trash_origin = ?2
+             WHERE id = 's-trashed'",
+            params![T0 + 3_600_000, json!({"kind": "session"}).to_string()],
+        )
+        .unwrap();
+    }
     c.execute("UPDATE live_state SET active_session_id = 's-bound', bound_at = ?1 WHERE id = 1", [T0])
         .unwrap();
+    if version >= 5 {
+        c.execute("UPDATE live_state SET live_from = ?1 WHERE id = 1", [trimmed.len() as i64]).unwrap();
+    }
     let long = "long setting value ".repeat(250);
     for (k, v) in [
         ("theme", json!("dark")),
@@ -395,7 +910,12 @@ fn fixture_rows(c: &Connection, version: u32) {
         ("autoSummarizeAttachments", json!(true)),
         ("模型", json!({"provider": "openai", "model": "gpt-x", "temperature": 0.2})),
         ("test.long", json!(long)),
-    ] {
+    ]
+    .into_iter()
+    // v5: a user who keeps the trash a hundred years (the fixture's trash item outlives the
+    // host's expiry run in any test)
+    .chain((version >= 5).then(|| ("trashDays", json!(36500))))
+    {
         c.execute(
             "INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3)",
             params![k, v.to_string(), T0],
@@ -525,9 +1045,8 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
     for (k, _) in fixture_paths() {
         let (_d, db) = temp_db();
         copy_db_fixture(&format!("v{k}.db"), &db);
-        let before = content(&open_rw(&db));
-        let texts_before = search_texts(&open_rw(&db));
-        assert_eq!(texts_before.len(), 3, "v{k}");
+        let before = snapshot(&open_rw(&db));
+        assert_eq!(before.texts.len(), 3, "v{k}");
         let mut h = Host::spawn(&db);
         let hello = h.ok("host.hello", json!({}));
         assert!(hello["dbError"].is_null(), "v{k}: {hello}");
@@ -537,6 +1056,11 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
         let live = h.ok("history.get", json!({"images": "ref"}));
         assert_eq!(live["length"], 5, "v{k}: {live}");
         assert_eq!(live["activeSessionId"], "s-bound");
+        // the 2 entries trimmed off the live history are kept ahead of its window
+        assert_eq!(live["offset"], 2, "v{k}: {live}");
+        let bound = h.ok("sessions.get", json!({"id": "s-bound", "images": "ref"}));
+        assert_eq!(bound["entries"].as_array().unwrap().len(), 7, "v{k}: {bound}");
+        assert_eq!(bound["entries"][2], live["entries"][0], "v{k}: the window starts at body index 2");
         let list = h.ok("sessions.list", json!({}));
         assert_eq!(list.as_array().unwrap().len(), 3, "v{k}: {list}");
         assert_eq!(list[0]["id"], "s-pinned", "pinned first");
@@ -547,6 +1071,19 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
         assert!(url.starts_with("data:image/png;base64,"), "images inline again: {url}");
         let plan = h.ok("attach.summaryPlan", json!({"attachId": "a-live"}));
         assert_eq!(plan["needed"], false, "v{k}: {plan}");
+        // the trash: the v5 fixture's deleted chat (older fixtures' bodies were a prefix of the
+        // live history, so the upgrade trashed nothing)
+        let trash = h.ok("trash.list", json!({}));
+        let items = trash["items"].as_array().unwrap();
+        assert_eq!(items.len(), usize::from(k >= 5), "v{k}: {trash}");
+        if k >= 5 {
+            assert_eq!(items[0]["id"], "s-trashed");
+            assert_eq!(items[0]["reason"], "deleted");
+            // the other version of s-cjk's reply
+            let cjk = h.ok("sessions.get", json!({"id": "s-cjk"}));
+            assert_eq!(cjk["forks"][0]["versions"], 2, "{cjk}");
+            assert_eq!(h.ok("sessions.list", json!({"query": "first reply"}))[0]["id"], "s-cjk");
+        }
         assert_eq!(h.close().0, Some(0));
 
         // every row of every table the fixture had, on the fixture's columns
@@ -554,24 +1091,33 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
         let (rows, problems) = compare_rows(&before, &c);
         assert_eq!(schema(&c), schema(&reference(LATEST)), "v{k}: schema after upgrade");
         assert_eq!(integrity(&db), "ok");
-        assert_eq!(search_texts(&c), texts_before, "v{k}: the search text of every session");
-        let backfill_misses: i64 = c
+        let misses: i64 = c
             .query_row(
                 "SELECT (SELECT count(*) FROM session_entries WHERE json_type(entry, '$.attachId') = 'text'
                             AND attach_id IS NOT json_extract(entry, '$.attachId'))
-                      + (SELECT count(*) FROM history_trimmed WHERE json_type(entry, '$.attachId') = 'text'
-                            AND attach_id IS NOT json_extract(entry, '$.attachId'))",
+                      + (SELECT count(*) FROM session_entries WHERE entry_id IS NULL
+                            OR entry_id IS NOT json_extract(entry, '$.entryId'))",
                 [],
                 |r| r.get(0),
             )
             .unwrap();
-        assert_eq!(backfill_misses, 0, "v{k}: attach_id backfill");
+        assert_eq!(misses, 0, "v{k}: attach_id backfill, entryId in the JSON and the column");
+        if k < 5 {
+            let (from, auto): (i64, i64) = c
+                .query_row(
+                    "SELECT live_from, (SELECT count(*) FROM sessions WHERE name_auto = 1) FROM live_state",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .unwrap();
+            assert_eq!((from, auto), (2, 0), "v{k}: live_from, auto-named sessions");
+        }
         lines.push(format!(
             "v{k} → v{LATEST}: {} tables, rows {rows}/{rows} preserved, {} problems",
-            before.len(),
+            before.content.len(),
             problems.len()
         ));
-        assert!(problems.is_empty(), "v{k}: {problems:?}");
+        assert!(problems.is_empty(), "v{k}: {problems:#?}");
         drop(c);
         // and the upgraded database takes writes
         let mut h = Host::spawn(&db);
@@ -581,6 +1127,9 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
         );
         assert_eq!(r["length"], 4, "{r}");
         h.ok("settings.set", json!({"map": {"theme": "light"}}));
+        let r = h.ok("history.append", json!({"entry": user("the chat goes on"), "clientRequestId": "u-2"}));
+        assert_eq!(r["length"], 6, "{r}");
+        assert_eq!(h.ok("sessions.get", json!({"id": "s-bound"}))["entries"].as_array().unwrap().len(), 8);
         assert_eq!(h.close().0, Some(0));
     }
     eprintln!("T17: {}; {} ms", lines.join("; "), started.elapsed().as_millis());
@@ -653,33 +1202,21 @@ fn t17_a_database_one_version_too_new_is_refused_and_left_byte_identical() {
 const CHILD_DB: &str = "KEEPSAKE_T16_DB";
 const CHILD_FAIL_AT: &str = "KEEPSAKE_T16_FAIL_AT";
 
-/// The runner of `store/migrate.rs`, one statement at a time; `hit(i)` after the i-th step
-/// (each statement, each `user_version`, then the commit). Returns the number of steps before
-/// the commit.
-fn replay_runner(conn: &mut Connection, mut hit: impl FnMut(usize)) -> usize {
+/// The host's migration runner on `conn`, as `store::migrate::migrate_to` runs it: one
+/// `BEGIN IMMEDIATE` transaction, `user_version` read under the lock, `migrate::apply` (every
+/// statement, Rust step, version update and index build, `hit(i)` after the i-th), the commit,
+/// then `hit(n)`. Returns n, the number of crash points before the commit.
+fn run_migrations(conn: &mut Connection, mut hit: impl FnMut(usize)) -> usize {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).unwrap();
-    let found: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-    let mut i = 0;
-    for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
-        let mut batch = rusqlite::Batch::new(&tx, sql);
-        while let Some(mut st) = batch.next().unwrap() {
-            let mut rows = st.raw_query();
-            while rows.next().unwrap().is_some() {}
-            drop(rows);
-            hit(i);
-            i += 1;
-        }
-        tx.pragma_update(None, "user_version", v).unwrap();
-        hit(i);
-        i += 1;
-    }
+    let found = migrate::schema_version(&tx).unwrap();
+    let n = migrate::apply(&tx, found, LATEST, &mut hit).expect("migrations");
     tx.commit().unwrap();
-    hit(i);
-    i
+    hit(n);
+    n
 }
 
-/// Child side of T16a (does nothing unless started by the parent below): replay the runner on
-/// the host's own connection setup and SIGKILL itself after step `KEEPSAKE_T16_FAIL_AT`.
+/// Child side of T16a (does nothing unless started by the parent below): run the host's runner
+/// on the host's own connection setup and SIGKILL itself after step `KEEPSAKE_T16_FAIL_AT`.
 #[test]
 fn t16_child_process_role() {
     let (Ok(db), Ok(at)) = (std::env::var(CHILD_DB), std::env::var(CHILD_FAIL_AT)) else { return };
@@ -687,7 +1224,7 @@ fn t16_child_process_role() {
     let mut conn =
         keepsake_host::store::open::open_connection(Path::new(&db), keepsake_host::store::Mode::ReadWrite)
             .expect("open like the host");
-    replay_runner(&mut conn, |i| {
+    run_migrations(&mut conn, |i| {
         if i == at {
             // SAFETY: kill(2) on ourselves: the crash under test.
             unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
@@ -704,7 +1241,7 @@ fn t16_a_crash_after_any_migration_statement_leaves_the_old_version_intact() {
     let started = Instant::now();
     let exe = std::env::current_exe().unwrap();
     let mut lines = Vec::new();
-    for from in [0u32, 1] {
+    for from in [0u32, 1, 4] {
         let (_d, dir) = temp_db();
         let setup = |db: &Path| {
             let _ = std::fs::remove_dir_all(db.parent().unwrap());
@@ -715,12 +1252,12 @@ fn t16_a_crash_after_any_migration_statement_leaves_the_old_version_intact() {
         // count the steps on a scratch copy
         let scratch = dir.with_file_name("scratch.db");
         setup(&scratch);
-        let before: Option<Content> = (from > 0).then(|| content(&open_rw(&scratch)));
+        let before: Option<Before> = (from > 0).then(|| snapshot(&open_rw(&scratch)));
         let steps = {
             let mut c =
                 keepsake_host::store::open::open_connection(&scratch, keepsake_host::store::Mode::ReadWrite)
                     .unwrap();
-            replay_runner(&mut c, |_| {})
+            run_migrations(&mut c, |_| {})
         };
         let (mut partial, mut bad_integrity, mut kept_rows, mut recovered) = (0, 0, 0, 0);
         for at in 0..=steps {
@@ -756,16 +1293,24 @@ fn t16_a_crash_after_any_migration_statement_leaves_the_old_version_intact() {
                 }
             }
             drop(c);
-            // the next start finishes the job
+            // the next start finishes the job, and what it finishes keeps every row too
             let s = keepsake_host::store::Store::open(&db).expect("reopen after the crash");
-            if s.schema_version().unwrap() == LATEST {
+            let reopened = s.schema_version().unwrap() == LATEST;
+            s.close();
+            let kept = before.as_ref().is_none_or(|b| {
+                let (_, problems) = compare_rows(b, &open_rw(&db));
+                if !problems.is_empty() {
+                    eprintln!("from v{from}, crash after step {at}, reopened: {problems:?}");
+                }
+                problems.is_empty()
+            });
+            if reopened && kept && integrity(&db) == "ok" {
                 recovered += 1;
             }
-            s.close();
         }
         let n = steps + 1;
         lines.push(format!(
-            "from v{from}: crash points {n}, partially applied {partial}, integrity ok {}/{n}, rows kept {}, reopened to v{LATEST} {recovered}/{n}",
+            "from v{from}: crash points {n}, partially applied {partial}, integrity ok {}/{n}, rows kept {}, reopened to v{LATEST} with every row {recovered}/{n}",
             n - bad_integrity,
             if from > 0 { format!("{kept_rows}/{n}") } else { "n/a".into() },
         ));
@@ -825,7 +1370,7 @@ fn t16_kill_9_while_the_host_migrates_a_large_database_leaves_version_k_or_k_plu
     let (_t, template) = temp_db();
     build_big_v1(&template, sessions, 60);
     let template_bytes = std::fs::metadata(&template).unwrap().len();
-    let before = content(&open_rw(&template));
+    let before = snapshot(&open_rw(&template));
     let ref_v1 = schema(&reference(1));
     let ref_latest = schema(&reference(LATEST));
 

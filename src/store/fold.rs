@@ -129,11 +129,14 @@ pub(super) fn fold_live_history(tx: &Transaction) -> HostResult<()> {
                 insert_row(tx, &bound, None, i, &with_new_id(e.clone()), at.unwrap_or(now))?;
             }
             renumber(tx, &bound, None, 0)?;
+            // a body the live history left as it was (loaded, not edited) is not touched
+            let changed = k < old.len() || k < desired.len();
             tx.execute(
-                "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
-                params![bound, desired.len() as i64, now],
+                "UPDATE sessions SET entry_count = ?2, updated_at = CASE WHEN ?4 THEN ?3 ELSE updated_at END
+                 WHERE id = ?1",
+                params![bound, desired.len() as i64, now, changed],
             )?;
-            if k < old.len() || k < desired.len() {
+            if changed {
                 reindex(tx, &bound)?;
             }
             (bound.clone(), kept.len())
@@ -152,13 +155,21 @@ pub(super) fn fold_live_history(tx: &Transaction) -> HostResult<()> {
             insert_row(tx, &id, None, i, &with_new_id(e.clone()), at.unwrap_or(now))?;
         }
         reindex(tx, &id)?;
-        (id, kept.len())
+        if live.is_empty() {
+            // only trimmed entries of a chat whose session is gone, nothing live: kept in a
+            // session of their own, which the empty live history does not continue
+            (String::new(), 0)
+        } else {
+            (id, kept.len())
+        }
     } else {
         (String::new(), 0)
     };
     // the window shows what the live history showed (a v4 load showed a body whole: the next
     // write that adds entries applies the trim rule, as it did)
     let from = live_from;
+    // (the row every version-1 database was created with; a salvaged copy may have lost it)
+    tx.execute("INSERT OR IGNORE INTO live_state (id, active_session_id) VALUES (1, '')", [])?;
     tx.execute(
         "UPDATE live_state SET active_session_id = ?1, live_from = ?2,
              bound_at = CASE WHEN ?1 = '' THEN NULL ELSE coalesce(bound_at, ?3) END

@@ -39,9 +39,11 @@ fn run_step(tx: &Transaction, name: &str) -> Result<(), StoreError> {
     }
 }
 
-/// Run every migration after `found` inside `tx`, one statement at a time, setting
-/// `user_version` after each; `after(i)` is called after the i-th statement, step or version
-/// update (tests crash the process there). Returns how many there were.
+/// Run every migration after `found` up to `target` inside `tx`, one statement at a time,
+/// setting `user_version` after each, then build what SQL cannot (the search index, when
+/// migration 3 ran); `after(i)` is called after the i-th statement, step, version update or
+/// build (tests crash the process there). Everything the runner does before its commit; returns
+/// how many calls there were.
 pub fn apply(
     tx: &Transaction,
     found: u32,
@@ -83,6 +85,18 @@ pub fn apply(
         tx.pragma_update(None, "user_version", version)?;
         tick(&mut i);
     }
+    if found < 3 && target == LATEST {
+        // migration 3 created the search index, derived data that SQL alone cannot compute:
+        // built once the tables have their latest shape (a cache that holds the index while
+        // every session adds its postings, as for an import). Below the latest the tables do
+        // not have the shape the index is read from: `migrate_to` an older version is only
+        // for an empty database (salvage), which has nothing to index.
+        tx.execute_batch("PRAGMA cache_size=-262144;")?;
+        let r = super::search::reindex_all(tx);
+        tx.execute_batch("PRAGMA cache_size=-16384;")?;
+        r.map_err(|e| StoreError::Other(format!("migration 3 failed: {}", e.message)))?;
+        tick(&mut i);
+    }
     Ok(i)
 }
 
@@ -92,7 +106,8 @@ pub fn migrate(conn: &mut Connection) -> Result<u32, StoreError> {
 }
 
 /// Bring the database to version `target` (≤ [`LATEST`]; salvage copies a damaged file's rows
-/// into a database at the damaged file's own version, then migrates it the rest of the way).
+/// into an empty database brought to the damaged file's own version, then migrates it the rest
+/// of the way).
 pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = schema_version(&tx)?;
@@ -100,15 +115,6 @@ pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, StoreError>
         return Err(StoreError::TooNew { found, supported: LATEST });
     }
     apply(&tx, found, target, |_| {})?;
-    if found < 3 && target >= 3 {
-        // migration 3 created the search index, derived data that SQL alone cannot compute:
-        // built once the tables have their latest shape (a cache that holds the index while
-        // every session adds its postings, as for an import)
-        tx.execute_batch("PRAGMA cache_size=-262144;")?;
-        let r = super::search::reindex_all(&tx);
-        tx.execute_batch("PRAGMA cache_size=-16384;")?;
-        r.map_err(|e| StoreError::Other(format!("migration 3 failed: {}", e.message)))?;
-    }
     tx.commit()?;
     Ok(found)
 }

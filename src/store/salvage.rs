@@ -714,7 +714,11 @@ fn rebuild_header(src: &Path, dest: &Path, page_size: u32) -> io::Result<()> {
     h[40..44].copy_from_slice(&1u32.to_be_bytes());
     h[44..48].copy_from_slice(&4u32.to_be_bytes());
     h[56..60].copy_from_slice(&1u32.to_be_bytes());
-    h[60..64].copy_from_slice(&migrate::LATEST.to_be_bytes());
+    // the user_version: the damaged header's when it names a version this host knows (the rows
+    // are copied into tables of that version), else 0 (the version is read off the schema)
+    let version = old32(60);
+    let version = if (1..=migrate::LATEST).contains(&version) { version } else { 0 };
+    h[60..64].copy_from_slice(&version.to_be_bytes());
     h[92..96].copy_from_slice(&1u32.to_be_bytes());
     h[96..100].copy_from_slice(&3_050_002u32.to_be_bytes());
     let mut out = private_new(dest)?;
@@ -779,6 +783,13 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
             let _ = attach(&conn, src);
         }
     }
+    // the file attached as `damaged` (the copy, or its scratch copy with a rebuilt header)
+    let attached: Option<PathBuf> = conn
+        .query_row("SELECT file FROM pragma_database_list WHERE name = 'damaged'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .optional()?
+        .map(PathBuf::from);
     let found = conn.query_row("PRAGMA damaged.user_version", [], |r| r.get::<_, u32>(0)).ok();
     if let Some(v) = found.filter(|v| *v > migrate::LATEST) {
         return Err(StoreError::TooNew { found: v, supported: migrate::LATEST });
@@ -786,11 +797,8 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
     // The rows are copied into tables of the damaged file's own version, then migrated the rest
     // of the way like any older database (an older file's tables may have no counterpart in
     // the latest schema: version 4's live history became sessions in version 5).
-    let copy_at = found.filter(|v| (1..=migrate::LATEST).contains(v)).unwrap_or(migrate::LATEST);
-    conn.execute_batch("PRAGMA writable_schema=OFF;")?;
-    migrate::migrate_to(&mut conn, copy_at)?;
-    conn.execute_batch("PRAGMA writable_schema=ON;")?;
-
+    let copy_at = copy_version(&conn, found, header_rebuilt);
+    migrate_detached(&mut conn, attached.as_deref(), copy_at)?;
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY rootpage")?
         .query_map([], |r| r.get(0))?
@@ -827,20 +835,27 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
             }
         }
     }
-    if copy_at < migrate::LATEST {
-        conn.execute_batch("PRAGMA writable_schema=OFF;")?;
-        migrate::migrate(&mut conn)?;
-        conn.execute_batch("PRAGMA writable_schema=ON;")?;
-    }
     // read outside the repair's write transaction (see `Scan`)
     let seq_damaged: Option<i64> = conn
         .query_row("SELECT seq FROM damaged.sqlite_sequence WHERE name = 'changes'", [], |r| r.get(0))
         .optional()
         .ok()
         .flatten();
+    let mut repairs = Vec::new();
+    if copy_at < migrate::LATEST {
+        // an entry the migrations cannot read would fail them (and with them the whole salvage):
+        // such rows are left out here, as the repair below leaves them out of a current copy
+        let dropped = drop_unreadable_entries(&conn)?;
+        if dropped > 0 {
+            repairs.push(format!("{dropped} unreadable entry row(s) dropped"));
+        }
+        migrate_detached(&mut conn, None, migrate::LATEST)?;
+    }
     let tx = conn.transaction()?;
-    let repairs = repair(&tx, seq_damaged)
-        .map_err(|e| StoreError::Other(format!("repairing the salvaged data failed: {e}")))?;
+    repairs.extend(
+        repair(&tx, seq_damaged)
+            .map_err(|e| StoreError::Other(format!("repairing the salvaged data failed: {e}")))?,
+    );
     tx.commit()?;
     let problems: Vec<String> = conn
         .prepare("PRAGMA main.integrity_check")?
@@ -860,6 +875,91 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
     conn.execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE);")?;
     conn.close().map_err(|(_, e)| StoreError::from(e))?;
     Ok(Salvaged { tables: reports, header_rebuilt, repairs })
+}
+
+/// The schema version whose tables the damaged file's rows are copied into: its `user_version`,
+/// unless that is unknown (a rebuilt header) or contradicts the tables the file has, which the
+/// version is then read off (a version-4 file's live history must land in version-4 tables for
+/// migration 5 to move it into a session). The latest when neither tells.
+fn copy_version(conn: &Connection, found: Option<u32>, header_rebuilt: bool) -> u32 {
+    let found = found.filter(|v| (1..=migrate::LATEST).contains(v));
+    let tables: HashSet<String> = conn
+        .prepare("SELECT name FROM damaged.sqlite_schema WHERE type = 'table'")
+        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+        .unwrap_or_default();
+    let has = |t: &str| tables.contains(t);
+    let read_off = if has("session_branches") || has("session_forks") {
+        Some(5)
+    } else if has("history_entries") || has("history_trimmed") {
+        Some(if columns(conn, "damaged", "search_pieces").iter().any(|c| c == "key") {
+            4
+        } else if has("search_docs") {
+            3
+        } else if has("attachments") || has("attach_tracker") {
+            2
+        } else {
+            1
+        })
+    } else {
+        None
+    };
+    match (found, read_off) {
+        // before version 5 and from it on are different tables: the schema decides
+        (Some(f), Some(r)) if (f >= 5) != (r >= 5) => r,
+        (Some(f), Some(r)) if header_rebuilt && f != r => r,
+        (Some(f), _) => f,
+        (None, Some(r)) => r,
+        (None, None) => migrate::LATEST,
+    }
+}
+
+/// Migrate the scratch database to `target` with the damaged copy detached: the runner's
+/// write transaction would otherwise begin on every attached database, and its statements would
+/// load the damaged schema without `writable_schema` (both fail on a damaged file). `reattach`:
+/// the file to attach again afterwards.
+fn migrate_detached(conn: &mut Connection, reattach: Option<&Path>, target: u32) -> Result<(), StoreError> {
+    let _ = conn.execute_batch("DETACH DATABASE damaged");
+    conn.execute_batch("PRAGMA writable_schema=OFF;")?;
+    migrate::migrate_to(conn, target)?;
+    conn.execute_batch("PRAGMA writable_schema=ON;")?;
+    if let Some(p) = reattach {
+        attach(conn, p)?;
+    }
+    Ok(())
+}
+
+/// Before an older copy is migrated: delete the entry rows (saved, live and trimmed) whose entry
+/// is not a JSON object, which migration 5 could not give an entryId. Returns how many.
+fn drop_unreadable_entries(conn: &Connection) -> rusqlite::Result<usize> {
+    let mut n = 0;
+    for table in ["session_entries", "history_entries", "history_trimmed"] {
+        let exists: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = ?1)",
+            [table],
+            |r| r.get(0),
+        )?;
+        if !exists {
+            continue;
+        }
+        let bad: Vec<i64> = {
+            let mut st = conn.prepare(&format!("SELECT id, entry FROM main.{table}"))?;
+            let rows = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))?;
+            let mut bad = Vec::new();
+            for row in rows {
+                let (id, raw) = row?;
+                let readable =
+                    raw.and_then(|t| serde_json::from_str::<Value>(&t).ok()).is_some_and(|e| e.is_object());
+                if !readable {
+                    bad.push(id);
+                }
+            }
+            bad
+        };
+        for id in bad {
+            n += conn.execute(&format!("DELETE FROM main.{table} WHERE id = ?1"), [id])?;
+        }
+    }
+    Ok(n)
 }
 
 /// Rows read from the damaged copy per batch (each batch is then written in one transaction).
@@ -1305,49 +1405,52 @@ fn repair_steps(
     let mut lost_images = 0;
     let mut dropped = 0;
     let mut recomputed = 0;
-    for (table, holder) in [("session_entries", "session")] {
-        let rows: Vec<(i64, String)> = conn
-            .prepare(&format!("SELECT id, entry FROM {table}"))?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        for (id, raw) in rows {
-            let Ok(mut e) = serde_json::from_str::<Value>(&raw) else {
-                conn.execute(&format!("DELETE FROM {table} WHERE id = ?1"), [id])?;
-                dropped += 1;
-                continue;
-            };
-            if !e.is_object() {
-                conn.execute(&format!("DELETE FROM {table} WHERE id = ?1"), [id])?;
-                dropped += 1;
-                continue;
-            }
-            let missing: Vec<String> =
-                referenced_blobs(&e).into_iter().filter(|h| !images.contains(h)).collect();
-            if !missing.is_empty() {
-                lost_images += replace_lost_images(&mut e, &missing);
-            }
-            // the columns derived from the entry are recomputed from it (a damaged integer
-            // beside an intact entry would otherwise skew the trim rule and the counts)
-            let text = if missing.is_empty() { raw.clone() } else { e.to_string() };
-            let aid = crate::domain::entry::attach_id(&e);
-            // the entryId column follows the entry's stamp (a damaged or duplicate one is cleared,
-            // and the entry numbered again below)
-            let eid = crate::domain::entry::entry_id(&e).map(str::to_owned);
-            recomputed += conn.execute(
-                &format!(
-                    "UPDATE OR IGNORE {table} SET entry = ?2, role = ?3, content_chars = ?4, image_count = ?5,
-                         attach_id = ?6, entry_id = ?7
-                     WHERE id = ?1 AND (entry IS NOT ?2 OR role IS NOT ?3 OR content_chars IS NOT ?4
-                                        OR image_count IS NOT ?5 OR attach_id IS NOT ?6 OR entry_id IS NOT ?7)"
-                ),
-                params![id, text, role(&e), content_chars(&e) as i64, image_part_count(&e) as i64, aid, eid],
+    let rows: Vec<(i64, String)> = conn
+        .prepare("SELECT id, entry FROM session_entries")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, raw) in rows {
+        let Ok(mut e) = serde_json::from_str::<Value>(&raw) else {
+            conn.execute("DELETE FROM session_entries WHERE id = ?1", [id])?;
+            dropped += 1;
+            continue;
+        };
+        if !e.is_object() {
+            conn.execute("DELETE FROM session_entries WHERE id = ?1", [id])?;
+            dropped += 1;
+            continue;
+        }
+        let missing: Vec<String> = referenced_blobs(&e).into_iter().filter(|h| !images.contains(h)).collect();
+        if !missing.is_empty() {
+            lost_images += replace_lost_images(&mut e, &missing);
+        }
+        // the columns derived from the entry are recomputed from it (a damaged integer
+        // beside an intact entry would otherwise skew the trim rule and the counts)
+        let text = if missing.is_empty() { raw.clone() } else { e.to_string() };
+        let aid = crate::domain::entry::attach_id(&e);
+        // the entryId column follows the entry's stamp; a stamp another row already has is
+        // cleared here (the entry is numbered again below), never a reason to skip the rest
+        let eid = match crate::domain::entry::entry_id(&e) {
+            Some(x) => conn
+                .prepare_cached("SELECT 1 FROM session_entries WHERE entry_id = ?1 AND id <> ?2")?
+                .query_row(params![x, id], |_| Ok(()))
+                .optional()?
+                .is_none()
+                .then(|| x.to_owned()),
+            None => None,
+        };
+        recomputed += conn.execute(
+            "UPDATE session_entries SET entry = ?2, role = ?3, content_chars = ?4, image_count = ?5,
+                 attach_id = ?6, entry_id = ?7
+             WHERE id = ?1 AND (entry IS NOT ?2 OR role IS NOT ?3 OR content_chars IS NOT ?4
+                                OR image_count IS NOT ?5 OR attach_id IS NOT ?6 OR entry_id IS NOT ?7)",
+            params![id, text, role(&e), content_chars(&e) as i64, image_part_count(&e) as i64, aid, eid],
+        )?;
+        for sha in referenced_blobs(&e) {
+            conn.execute(
+                "INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES ('session', ?1, ?2)",
+                params![id, sha],
             )?;
-            for sha in referenced_blobs(&e) {
-                conn.execute(
-                    "INSERT OR IGNORE INTO image_refs (holder, holder_id, sha256) VALUES (?1, ?2, ?3)",
-                    params![holder, id, sha],
-                )?;
-            }
         }
     }
     if lost_images > 0 {
