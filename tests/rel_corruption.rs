@@ -20,6 +20,13 @@
 //! 4. every fifth file is damaged again after its recovery: it is not moved a second time within
 //!    24 h (two more starts answer `db_corrupt`), and is once the last move is 25 h old.
 //!
+//! The populated database is a schema-5 one as the host writes it: auto-kept chats, some with
+//! another version of a reply (forks and branch rows), trash items (a deleted chat, a removed
+//! entry), a live window with a kept prefix. A damaged file of the previous schema (the v4
+//! fixture, its live history in tables of its own) is salvaged by a focused check below: the rows
+//! are copied at the file's own version and migrated, so its live history survives into its
+//! session.
+//!
 //! What SQLite cannot see is stated, not hidden. It has no page checksums, so damage it reads
 //! without complaint cannot be told from data: bytes inside a row that still decodes, an index
 //! page whose pointers still look valid (a lookup then misses: `not_found`, or a partial
@@ -49,7 +56,7 @@ const IMAGES: usize = 8;
 const WAL_COMMITS: usize = 12;
 const LOST_IMAGE_TEXT: &str = keepsake_host::store::salvage::LOST_IMAGE_TEXT;
 /// Tables whose rows are the user's data (the salvage rate's "precious" figure).
-const PRECIOUS: &[&str] = &["settings", "sessions", "session_entries", "history_entries", "images"];
+const PRECIOUS: &[&str] = &["settings", "sessions", "session_entries", "images"];
 /// Rebuilt from the entries by the salvage, never copied.
 const DERIVED: &[&str] = &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams"];
 
@@ -253,15 +260,30 @@ fn build_fixture() -> Fixture {
                 }
             })
             .collect();
-        h.ok("history.replace", json!({"entries": entries}));
-        let r = h.ok("sessions.save", json!({"name": format!("Session {s} needle{}", s % 3)}));
-        session_ids.push(r["session"]["id"].as_str().unwrap().to_owned());
+        // schema 5: the chat is kept in a session from its first entry (auto-keep), renamed here
+        let r = h.ok("history.replace", json!({"entries": entries}));
+        let id = r["kept"]["sessionId"].as_str().expect("auto-kept").to_owned();
+        h.ok("sessions.rename", json!({"id": id, "name": format!("Session {s} needle{}", s % 3)}));
+        if s % 6 == 2 {
+            // Regenerate: the last reply gets another version (a fork with a branch row)
+            let last = ENTRIES_PER_SESSION - 1;
+            h.ok("history.branch", json!({"index": last, "entry": assistant(&format!("s{s} regenerated"))}));
+        }
+        if s % 8 == 5 {
+            // an entry removed: a trash item of its own
+            h.ok("history.removeAt", json!({"index": 3}));
+        }
+        session_ids.push(id);
         h.ok("history.clear", json!({}));
     }
     for s in [3, 7] {
         h.ok("sessions.pin", json!({"id": session_ids[s], "pinned": true}));
     }
-    let live: Vec<Value> = (0..30)
+    // a deleted chat: a whole session in the trash
+    let gone = session_ids.pop().unwrap();
+    h.ok("sessions.delete", json!({"id": gone}));
+    // longer than the live window (60 entries): the window starts past a kept prefix
+    let live: Vec<Value> = (0..70)
         .map(|e| {
             let text = format!("live {e} {}", words(&mut rng, 25));
             match e {
@@ -313,6 +335,8 @@ fn build_fixture() -> Fixture {
         ("history.get".into(), json!({})),
         ("sessions.list".into(), json!({})),
         ("sessions.list".into(), json!({"query": "needle1"})),
+        ("sessions.list".into(), json!({"query": "regenerated"})),
+        ("trash.list".into(), json!({})),
     ];
     for id in &session_ids {
         suite.push(("sessions.get".into(), json!({"id": id, "images": "ref"})));
@@ -661,10 +685,10 @@ fn without_wal(v: &Value) -> Value {
 /// Is `got` the original row, allowing what the salvage legitimately rewrites?
 fn row_matches(table: &str, cols: &[String], got: &[Value], want: &[Value]) -> bool {
     let skip: &[&str] = match table {
-        "history_entries" | "session_entries" => &["position", "content_chars", "image_count"],
-        "history_trimmed" => &["position"],
+        "session_entries" => &["position", "content_chars", "image_count"],
         "sessions" => &["entry_count", "updated_at"],
-        "live_state" => &["active_session_id", "bound_at"],
+        // a binding whose session was lost is dropped, and its window with it
+        "live_state" => &["active_session_id", "bound_at", "live_from"],
         "meta" => &["value"],
         _ => &[],
     };
@@ -683,6 +707,23 @@ fn row_matches(table: &str, cols: &[String], got: &[Value], want: &[Value]) -> b
         }
     }
     true
+}
+
+/// A `session_entries` row of another version (`branch_id` set) that the salvage moved to a
+/// recovered session of its own because its fork row was lost, otherwise the original.
+fn kept_apart(cols: &[String], got: &[Value], want: &[Value], recovered: &BTreeSet<String>) -> bool {
+    let at = |name: &str| cols.iter().position(|c| c == name);
+    let (Some(sid), Some(branch)) = (at("session_id"), at("branch_id")) else { return false };
+    if want[branch].is_null()
+        || !got[branch].is_null()
+        || !got[sid].as_str().is_some_and(|s| recovered.contains(s))
+    {
+        return false;
+    }
+    let mut as_was = got.to_vec();
+    as_was[sid] = want[sid].clone();
+    as_was[branch] = want[branch].clone();
+    row_matches("session_entries", cols, &as_was, want)
 }
 
 /// The same entry, except that some image parts became the lost-image text.
@@ -890,6 +931,15 @@ fn check_database(fx: &Fixture, d: &Damaged, idx: usize, again: bool) -> Outcome
             o.second_run_failures.push(format!("{tag}: the recovered database does not open: {e}"));
         } else if d.kind != Kind::NotSqlite {
             let (rows, cols) = table_rows(&db);
+            // sessions the salvage recreated ("Recovered…"): from entries whose session row was
+            // lost, or from the entries of a version whose fork row was lost
+            let recovered: BTreeSet<String> = rows
+                .get("sessions")
+                .into_iter()
+                .flat_map(|m| m.values())
+                .filter(|r| r[1].as_str().is_some_and(|n| n.starts_with("Recovered")))
+                .filter_map(|r| r[0].as_str().map(str::to_owned))
+                .collect();
             for (t, orig) in &fx.rows {
                 if DERIVED.contains(&t.as_str()) {
                     continue;
@@ -906,6 +956,13 @@ fn check_database(fx: &Fixture, d: &Damaged, idx: usize, again: bool) -> Outcome
                             if PRECIOUS.contains(&t.as_str()) {
                                 o.precious_back += 1;
                             }
+                        }
+                        // an entry of a version whose fork was lost, kept in a recovered session
+                        Some(want)
+                            if t == "session_entries" && kept_apart(&cols[t], got, want, &recovered) =>
+                        {
+                            o.rows_back += 1;
+                            o.precious_back += 1;
                         }
                         // a session whose row was lost, recreated from its surviving entries
                         Some(_)
@@ -1309,7 +1366,8 @@ fn damage_sqlite_cannot_see_answers_db_corrupt() {
         (
             "history row not JSON",
             |c| {
-                c.execute("UPDATE history_entries SET entry = '{\"role\": \"us' WHERE rowid = (SELECT min(rowid) FROM history_entries)", []).unwrap();
+                // the first entry of the live window (history_entries is a view onto session_entries)
+                c.execute("UPDATE session_entries SET entry = '{\"role\": \"us' WHERE id = (SELECT min(id) FROM history_entries)", []).unwrap();
             },
             "history.get",
             json!({}),
@@ -1353,9 +1411,12 @@ fn damage_sqlite_cannot_see_answers_db_corrupt() {
         let mut h = Host::spawn(&db);
         let entry =
             json!({"role": "user", "content": [text_part("look"), image_part(&data_url("image/png", &png))]});
-        h.ok("history.append", json!({"entry": entry}));
+        // the chat is kept in a session of its own from its first entry (schema 5); the save is
+        // a snapshot of it under another id
+        let live_sid = h.ok("history.append", json!({"entry": entry}))["kept"]["sessionId"].clone();
         h.ok("history.append", json!({"entry": user("second")}));
         let sid = h.ok("sessions.save", json!({"name": "kept"}))["session"]["id"].clone();
+        assert_ne!(live_sid, sid);
         h.ok("settings.set", json!({"map": {"theme": "dark"}}));
         assert_eq!(h.close().0, Some(0));
         // damage on disk bypasses the CHECK (json_valid) constraints a normal write would meet
@@ -1390,21 +1451,33 @@ fn damage_sqlite_cannot_see_answers_db_corrupt() {
         let sessions = h.call("sessions.list", json!({}));
         let settings = h.call("settings.get", json!({"keys": ["theme"]}));
         let session = h.call("sessions.get", json!({"id": sid}));
+        let chat = h.call("sessions.get", json!({"id": live_sid}));
         let kept = |r: &Value| r["result"]["entries"].as_array().map_or(0, Vec::len);
         eprintln!(
-            "  after salvage: history {} of 2 entries, saved session {} of 2, theme {}",
+            "  after salvage: history {} of 2 entries (its session {} of 2), saved session {} of 2, theme {}",
             kept(&history),
+            kept(&chat),
             kept(&session),
             settings["result"]["theme"]
         );
-        assert!(kept(&history) + kept(&session) >= 3, "{what}: more than the damaged row was lost");
+        // the live history is a window onto its session: the chat's entries are counted there
+        // (a lost live_state row loses which chat was open, not the chat: the live history is
+        // then empty and unbound, and the chat is in the drawer)
+        assert!(kept(&chat) + kept(&session) >= 3, "{what}: more than the damaged row was lost");
+        let bound = history["result"]["activeSessionId"].clone();
+        if what.starts_with("live_state") {
+            assert_eq!((bound, kept(&history)), (json!(""), 0), "{what}: {history}");
+        } else {
+            assert_eq!(bound, live_sid, "{what}: {history}");
+            assert_eq!(kept(&history), kept(&chat), "{what}: the window shows the chat");
+        }
         if what.starts_with("image") {
             assert!(
                 history.to_string().contains("[image lost when the damaged database was repaired]"),
                 "{what}"
             );
         }
-        for r in [&history, &sessions, &settings, &session] {
+        for r in [&history, &sessions, &settings, &session, &chat] {
             assert!(r["error"].is_null(), "{what}: after salvage {r}");
         }
         h.ok("settings.set", json!({"map": {"x": 1}}));
@@ -1412,4 +1485,128 @@ fn damage_sqlite_cannot_see_answers_db_corrupt() {
         assert_eq!(integrity(&db), "ok");
         assert_eq!(stderr_panics(&db), 0, "{what}");
     }
+}
+
+/// An entry without the `entryId` schema 5 gives every stored entry.
+fn unstamped(e: &Value) -> Value {
+    let mut e = e.clone();
+    if let Some(o) = e.as_object_mut() {
+        o.remove("entryId");
+    }
+    e
+}
+
+/// A damaged file written by the previous release (schema 4, tests/fixtures/db/v4.db: a live
+/// history of 5 entries bound to `s-bound`, 2 more trimmed off it) is salvaged by this host: its
+/// rows are copied into tables of its own version and migrated like any version-4 database, so
+/// the live history survives into its session (`s-bound`'s body is the trimmed entries, then the
+/// live ones, and the live window shows the live ones), whatever else the damage took.
+#[test]
+fn a_damaged_version_4_database_is_salvaged_with_its_live_history_in_its_session() {
+    type Damage = fn(&Path);
+    let cases: [(&str, Damage); 3] = [
+        ("the whole header zeroed (rebuilt: the version is read off the tables)", |db| {
+            let mut b = std::fs::read(db).unwrap();
+            b[..100].fill(0);
+            std::fs::write(db, b).unwrap();
+        }),
+        ("the change log's page zeroed", |db| {
+            let root: i64 = sql(db)
+                .query_row("SELECT rootpage FROM sqlite_schema WHERE name = 'changes'", [], |r| r.get(0))
+                .unwrap();
+            let mut b = std::fs::read(db).unwrap();
+            let at = (root as usize - 1) * PAGE;
+            b[at..at + PAGE].fill(0);
+            std::fs::write(db, b).unwrap();
+        }),
+        ("a saved entry that no longer parses (content damage)", |db| {
+            let c = rusqlite::Connection::open(db).unwrap();
+            c.execute_batch(
+                "PRAGMA ignore_check_constraints = ON;
+                 UPDATE session_entries SET entry = '{\"role\": \"us' WHERE session_id = 's-pinned' AND position = 1;",
+            )
+            .unwrap();
+            drop(c);
+            std::fs::write(
+                db.with_file_name("keepsake.db.damaged"),
+                format!(
+                    "{}\n",
+                    json!({"error": format!("{}: a stored entry no longer parses", keepsake_host::store::salvage::CONTENT_DAMAGE), "kind": "content"})
+                ),
+            )
+            .unwrap();
+        }),
+    ];
+    let mut lines = Vec::new();
+    for (what, damage) in cases {
+        let (_d, db) = temp_db();
+        copy_db_fixture("v4.db", &db);
+        let (live, trimmed): (Vec<Value>, Vec<Value>) = {
+            let c = sql(&db);
+            let read = |t: &str| -> Vec<Value> {
+                let mut st = c.prepare(&format!("SELECT entry FROM {t} ORDER BY position")).unwrap();
+                st.query_map([], |r| r.get::<_, String>(0))
+                    .unwrap()
+                    .map(|r| serde_json::from_str(&r.unwrap()).unwrap())
+                    .collect()
+            };
+            (read("history_entries"), read("history_trimmed"))
+        };
+        assert_eq!((live.len(), trimmed.len()), (5, 2));
+        damage(&db);
+        // as a host meeting the damage leaves it (the content case wrote its own)
+        let marker = db.with_file_name("keepsake.db.damaged");
+        if !marker.exists() {
+            std::fs::write(&marker, b"{\"error\": \"test\"}").unwrap();
+        }
+        let mut h = Host::spawn(&db);
+        let hello = h.ok("host.hello", json!({}));
+        assert!(hello["dbError"].is_null(), "{what}: {hello}");
+        assert_eq!(hello["schemaVersion"], json!(keepsake_host::store::migrate::LATEST), "{what}");
+        assert_eq!(aside_copies(&db).len(), 1, "{what}: moved aside");
+        let got = h.ok("history.get", json!({"images": "ref"}));
+        assert_eq!(got["activeSessionId"], "s-bound", "{what}: {got}");
+        assert_eq!(got["offset"], 2, "{what}");
+        let window: Vec<Value> = got["entries"].as_array().unwrap().iter().map(unstamped).collect();
+        assert_eq!(window, live, "{what}: the live history");
+        let body = h.ok("sessions.get", json!({"id": "s-bound", "images": "ref"}));
+        let body: Vec<Value> = body["entries"].as_array().unwrap().iter().map(unstamped).collect();
+        let whole: Vec<Value> = trimmed.iter().chain(&live).cloned().collect();
+        assert_eq!(body, whole, "{what}: the session holds the trimmed entries, then the live ones");
+        let list = h.ok("sessions.list", json!({}));
+        assert_eq!(list.as_array().unwrap().len(), 3, "{what}: {list}");
+        let pinned = h.ok("sessions.get", json!({"id": "s-pinned", "images": "ref"}));
+        let pinned_len = pinned["entries"].as_array().map_or(0, Vec::len);
+        // and it takes writes again
+        h.ok("history.append", json!({"entry": user("after the salvage")}));
+        assert_eq!(h.close().0, Some(0));
+        assert_eq!(integrity(&db), "ok", "{what}");
+        let rec: Value =
+            serde_json::from_slice(&std::fs::read(db.with_file_name("keepsake.db.recovery.json")).unwrap())
+                .unwrap();
+        assert_eq!(rec["completed"], json!(true), "{what}: {rec}");
+        let c = sql(&db);
+        let (from, auto): (i64, i64) = c
+            .query_row(
+                "SELECT live_from, (SELECT count(*) FROM sessions WHERE name_auto = 1) FROM live_state",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let stamped: i64 = c
+            .query_row(
+                "SELECT count(*) FROM session_entries WHERE entry_id IS NOT NULL AND entry_id = json_extract(entry, '$.entryId')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let entries: i64 = c.query_row("SELECT count(*) FROM session_entries", [], |r| r.get(0)).unwrap();
+        assert_eq!((from, auto), (2, 0), "{what}: live_from, auto-named sessions");
+        assert_eq!(stamped, entries, "{what}: every entry has its entryId");
+        lines.push(format!(
+            "{what}: {} rows back, live history 5/5 in s-bound (body 7), s-pinned {pinned_len} entries, repairs {}",
+            rec["rowsRecovered"], rec["repairs"]
+        ));
+    }
+    eprintln!("v4 salvage: {}", lines.join("; "));
 }

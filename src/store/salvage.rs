@@ -867,9 +867,16 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
             problems.join("; ")
         )));
     }
-    let fk: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
-    if fk > 0 {
-        return Err(StoreError::Other(format!("the salvaged database has {fk} foreign-key violations")));
+    let fk: Vec<String> = conn
+        .prepare("SELECT \"table\" || ' → ' || parent FROM pragma_foreign_key_check")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !fk.is_empty() {
+        return Err(StoreError::Other(format!(
+            "the salvaged database has {} foreign-key violations ({})",
+            fk.len(),
+            fk.into_iter().take(5).collect::<Vec<_>>().join(", ")
+        )));
     }
     let _ = conn.execute_batch("DETACH DATABASE damaged");
     conn.execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE);")?;
@@ -1470,6 +1477,28 @@ fn repair_steps(
     if orphans > 0 {
         repairs.push(format!("{orphans} image(s) no surviving entry uses were left out"));
     }
+    *at = "versions";
+    // the entries of a version whose branch row was lost: no fork says where they belong, so
+    // they become a session of their own (recreated below, "Recovered: …"), not dropped
+    let lost_branches: Vec<i64> = conn
+        .prepare(
+            "SELECT DISTINCT branch_id FROM session_entries
+             WHERE branch_id IS NOT NULL AND branch_id NOT IN (SELECT id FROM session_branches)",
+        )?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for b in &lost_branches {
+        conn.execute(
+            "UPDATE session_entries SET session_id = ?2, branch_id = NULL WHERE branch_id = ?1",
+            params![b, uuid::Uuid::new_v4().to_string()],
+        )?;
+    }
+    if !lost_branches.is_empty() {
+        repairs.push(format!(
+            "{} version(s) whose fork was lost were kept as sessions of their own",
+            lost_branches.len()
+        ));
+    }
     *at = "positions";
     // positions 0..n-1 again
     let mut renumbered = 0;
@@ -1523,6 +1552,13 @@ fn repair_steps(
             "{} session(s) whose row was lost were recreated from their entries",
             orphan_ids.len()
         ));
+    }
+    // a fork or a version row of a session that is gone (it had no entry left to recreate it from)
+    let stale = conn
+        .execute("DELETE FROM session_branches WHERE session_id NOT IN (SELECT id FROM sessions)", [])?
+        + conn.execute("DELETE FROM session_forks WHERE session_id NOT IN (SELECT id FROM sessions)", [])?;
+    if stale > 0 {
+        repairs.push(format!("{stale} fork or version row(s) of a lost session left out"));
     }
     conn.execute(
         "UPDATE sessions SET entry_count =
