@@ -1610,3 +1610,35 @@ fn a_damaged_version_4_database_is_salvaged_with_its_live_history_in_its_session
     }
     eprintln!("v4 salvage: {}", lines.join("; "));
 }
+
+/// The salvage rebuilds the search index as the host keeps it: a session's other versions are
+/// searched too (a reply replaced by Regenerate is still found after the repair).
+#[test]
+fn a_salvaged_database_still_finds_text_in_other_versions() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    let sid =
+        h.ok("history.append", json!({"entry": user("tell me about whales")}))["kept"]["sessionId"].clone();
+    h.ok("history.append", json!({"entry": assistant("narwhal facts, first try")}));
+    h.ok("history.branch", json!({"index": 1, "entry": assistant("blue whale facts, second try")}));
+    assert_eq!(h.ok("sessions.list", json!({"query": "narwhal"}))[0]["id"], sid);
+    assert_eq!(h.close().0, Some(0));
+    // a damaged page elsewhere (the change log), reported as a host meeting it would
+    let root: i64 = sql(&db)
+        .query_row("SELECT rootpage FROM sqlite_schema WHERE name = 'changes'", [], |r| r.get(0))
+        .unwrap();
+    let mut b = std::fs::read(&db).unwrap();
+    let at = (root as usize - 1) * PAGE;
+    b[at..at + PAGE].fill(0);
+    std::fs::write(&db, b).unwrap();
+    std::fs::write(db.with_file_name("keepsake.db.damaged"), b"{\"error\": \"test\"}").unwrap();
+    let mut h = Host::spawn(&db);
+    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert_eq!(aside_copies(&db).len(), 1, "salvaged");
+    let hits = h.ok("sessions.list", json!({"query": "narwhal"}));
+    assert_eq!(hits.as_array().map(Vec::len), Some(1), "{hits}");
+    assert_eq!(hits[0]["id"], sid);
+    let s = h.ok("sessions.get", json!({"id": sid}));
+    assert_eq!(s["forks"][0]["versions"], 2, "{s}");
+    assert_eq!(h.close().0, Some(0));
+}

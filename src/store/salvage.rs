@@ -1600,7 +1600,11 @@ fn repair_steps(
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for sid in &shown {
-        let text = search_text(&session_body(conn, sid)?);
+        // what content search covers: the chosen path, then the other versions
+        let mut text = search_text(&session_body(conn, sid)?);
+        for list in version_bodies(conn, sid)? {
+            text.push_str(&search_text(&list));
+        }
         super::search::index_session(conn, sid, &text)?;
     }
     *at = "binding";
@@ -1654,6 +1658,25 @@ fn session_body(conn: &Connection, sid: &str) -> rusqlite::Result<Vec<Value>> {
     )?;
     let rows = stmt.query_map([sid], |r| r.get::<_, String>(0))?;
     Ok(rows.filter_map(|r| r.ok()).filter_map(|s| serde_json::from_str(&s).ok()).collect())
+}
+
+/// The entries of each other version of session `sid`, in the order the host indexes them
+/// (by fork, then version).
+fn version_bodies(conn: &Connection, sid: &str) -> rusqlite::Result<Vec<Vec<Value>>> {
+    let branches: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM session_branches WHERE session_id = ?1 ORDER BY fork_entry_id, version",
+        )?
+        .query_map([sid], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out = Vec::with_capacity(branches.len());
+    for b in branches {
+        let mut stmt = conn
+            .prepare_cached("SELECT entry FROM session_entries WHERE branch_id = ?1 ORDER BY position, id")?;
+        let rows = stmt.query_map([b], |r| r.get::<_, String>(0))?;
+        out.push(rows.filter_map(|r| r.ok()).filter_map(|s| serde_json::from_str(&s).ok()).collect());
+    }
+    Ok(out)
 }
 
 fn replace_lost_images(e: &mut Value, missing: &[String]) -> usize {
