@@ -1642,3 +1642,72 @@ fn a_salvaged_database_still_finds_text_in_other_versions() {
     assert_eq!(s["forks"][0]["versions"], 2, "{s}");
     assert_eq!(h.close().0, Some(0));
 }
+
+/// Damage in an old file met by the migrations themselves (migration 5 reads every entry to stamp
+/// it, migration 2 every entry to fill `attach_id`): a row that no longer parses, or a page SQLite
+/// cannot read, in a v4 and in a v1 file. The start answers `db_corrupt` and leaves the marker,
+/// like any damage a host meets, writes nothing, and the next start salvages the file: what was
+/// lost is left out and the live history is in its session.
+#[test]
+fn damage_the_migrations_meet_is_reported_as_damage_and_salvaged() {
+    fn unparsable_entry(db: &Path) {
+        let c = rusqlite::Connection::open(db).unwrap();
+        c.execute_batch(
+            "PRAGMA ignore_check_constraints = ON;
+             UPDATE session_entries SET entry = '{\"role\": \"us' WHERE session_id = 's-pinned' AND position = 1;
+             PRAGMA wal_checkpoint(TRUNCATE);",
+        )
+        .unwrap();
+    }
+    fn entries_page_zeroed(db: &Path) {
+        let root: i64 = sql(db)
+            .query_row("SELECT rootpage FROM sqlite_schema WHERE name = 'session_entries'", [], |r| r.get(0))
+            .unwrap();
+        let mut b = std::fs::read(db).unwrap();
+        let at = (root as usize - 1) * PAGE;
+        b[at..at + PAGE].fill(0);
+        std::fs::write(db, b).unwrap();
+    }
+    type Damage = fn(&Path);
+    let cases: [(&str, &str, &str, Damage, usize); 3] = [
+        ("v4.db", "a saved entry that no longer parses", "content", unparsable_entry, 2),
+        ("v4.db", "the saved entries' first page zeroed", "sqlite", entries_page_zeroed, 0),
+        ("v1.db", "the saved entries' first page zeroed", "sqlite", entries_page_zeroed, 0),
+    ];
+    for (fixture, what, kind, damage, pinned_left) in cases {
+        let what = format!("{fixture}, {what}");
+        let (_d, db) = temp_db();
+        copy_db_fixture(fixture, &db);
+        damage(&db);
+        let before = std::fs::read(&db).unwrap();
+        let mut h = Host::spawn(&db);
+        let hello = h.ok("host.hello", json!({}));
+        assert_eq!(hello["dbError"]["code"], "db_corrupt", "{what}: {hello}");
+        assert_eq!(h.close().0, Some(0));
+        let marker =
+            std::fs::read_to_string(db.with_file_name("keepsake.db.damaged")).expect("the damage marker");
+        assert!(marker.contains(&format!("\"kind\":\"{kind}\"")), "{what}: {marker}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "{what}: the failed migration wrote nothing");
+
+        let mut h = Host::spawn(&db);
+        let hello = h.ok("host.hello", json!({}));
+        assert!(hello["dbError"].is_null(), "{what}: {hello}");
+        assert_eq!(hello["schemaVersion"], json!(keepsake_host::store::migrate::LATEST));
+        let live = h.ok("history.get", json!({}));
+        assert_eq!(
+            (live["activeSessionId"].clone(), live["length"].clone(), live["offset"].clone()),
+            (json!("s-bound"), json!(5), json!(2)),
+            "{what}: {live}"
+        );
+        let body = h.ok("sessions.get", json!({"id": "s-bound"}));
+        assert_eq!(body["entries"].as_array().unwrap().len(), 7, "{what}: the trimmed then live entries");
+        let pinned = h.call("sessions.get", json!({"id": "s-pinned"}));
+        assert_eq!(
+            pinned["result"]["entries"].as_array().map_or(0, Vec::len),
+            pinned_left,
+            "{what}: {pinned}"
+        );
+        assert_eq!(h.close().0, Some(0));
+        assert_eq!(integrity(&db), "ok", "{what}");
+    }
+}

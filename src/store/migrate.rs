@@ -7,6 +7,7 @@ use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::StoreError;
+use crate::protocol::{ErrorCode, HostError};
 
 /// Numbered, append-only migrations: never edit one that has shipped; add the next file. A file
 /// may hold a line `-- @step <name>`: the host runs the Rust step of that name there (data SQL
@@ -29,13 +30,24 @@ pub fn schema_version(conn: &Connection) -> rusqlite::Result<u32> {
     conn.query_row("PRAGMA user_version", [], |r| r.get(0))
 }
 
-/// A Rust step named in a migration file.
+/// A Rust step named in a migration file. Damage it meets stays damage (`Corrupt`: the start
+/// answers `db_corrupt` and leaves the marker, so the next start salvages the file), as a busy
+/// database stays busy; a step that cannot run for another reason is `Other`.
 fn run_step(tx: &Transaction, name: &str) -> Result<(), StoreError> {
     match name {
-        "fold_live_history" => super::fold::fold_live_history(tx).map_err(|e| {
-            StoreError::Other(format!("moving the live history into sessions failed: {}", e.message))
-        }),
+        "fold_live_history" => {
+            super::fold::fold_live_history(tx).map_err(|e| step_failed(&format!("migration step {name}"), e))
+        }
         other => Err(StoreError::Other(format!("a migration names an unknown step {other:?}"))),
+    }
+}
+
+/// What the runner reports when Rust work inside it fails.
+fn step_failed(what: &str, e: HostError) -> StoreError {
+    match e.code {
+        ErrorCode::DbCorrupt => StoreError::Corrupt(e.message),
+        ErrorCode::Busy => StoreError::Busy(e.message),
+        _ => StoreError::Other(format!("{what} failed: {}", e.message)),
     }
 }
 
@@ -56,7 +68,11 @@ pub fn apply(
         *i += 1;
     };
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found && *v <= target) {
-        let fail = |e: rusqlite::Error| StoreError::Other(format!("migration {version} failed: {e}"));
+        // damage (or a busy database) met by a statement stays what it is, as for a step
+        let fail = |e: rusqlite::Error| match StoreError::from(e) {
+            StoreError::Other(m) => StoreError::Other(format!("migration {version} failed: {m}")),
+            other => other,
+        };
         let mut rest: &str = sql;
         loop {
             let (part, step) = match rest.find(STEP_MARK) {
@@ -94,7 +110,7 @@ pub fn apply(
         tx.execute_batch("PRAGMA cache_size=-262144;")?;
         let r = super::search::reindex_all(tx);
         tx.execute_batch("PRAGMA cache_size=-16384;")?;
-        r.map_err(|e| StoreError::Other(format!("migration 3 failed: {}", e.message)))?;
+        r.map_err(|e| step_failed("migration 3 (the search index)", e))?;
         tick(&mut i);
     }
     Ok(i)

@@ -849,6 +849,13 @@ fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreError> {
         if dropped > 0 {
             repairs.push(format!("{dropped} unreadable entry row(s) dropped"));
         }
+        // and the counts they check the bodies against follow the rows that came back (the
+        // repair below recounts every body again, branches apart, once it has its latest shape)
+        conn.execute(
+            "UPDATE main.sessions SET entry_count =
+                 (SELECT count(*) FROM main.session_entries e WHERE e.session_id = sessions.id)",
+            [],
+        )?;
         migrate_detached(&mut conn, None, migrate::LATEST)?;
     }
     let tx = conn.transaction()?;
