@@ -129,7 +129,7 @@ pub(super) fn fold_live_history(tx: &Transaction) -> HostResult<()> {
                 insert_row(tx, &bound, None, i, &with_new_id(e.clone()), at.unwrap_or(now))?;
             }
             renumber(tx, &bound, None, 0)?;
-            // a body the live history left as it was (loaded, not edited) is not touched
+            // a body the live history left as it was (loaded, not edited) keeps its time and index
             let changed = k < old.len() || k < desired.len();
             tx.execute(
                 "UPDATE sessions SET entry_count = ?2, updated_at = CASE WHEN ?4 THEN ?3 ELSE updated_at END
