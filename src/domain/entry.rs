@@ -323,7 +323,10 @@ mod tests {
         let stub = keeping_original(&page, json!({"role": "user", "content": "stub"}));
         assert_eq!(stub["original"]["content"], page["content"]);
         assert_eq!(referenced_blobs(&stub), vec!["a".repeat(64)], "the kept picture is still referenced");
-        let summary = keeping_original(&stub, json!({"role": "user", "content": "summary", "original": stub["original"]}));
+        let summary = keeping_original(
+            &stub,
+            json!({"role": "user", "content": "summary", "original": stub["original"]}),
+        );
         assert_eq!(summary["original"]["content"], page["content"], "the first original stays");
         assert_eq!(keeping_original(&page, page.clone()), page, "no rewrite, nothing added");
     }
