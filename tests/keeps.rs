@@ -560,6 +560,11 @@ fn a_failed_turn_is_marked_retried_without_a_copy_and_cleared_by_its_reply() {
     let msgs = b["body"]["messages"].as_array().unwrap();
     assert_eq!(msgs[msgs.len() - 2], json!({"role": "user", "content": "hello?"}));
     assert_eq!(msgs[msgs.len() - 1], json!({"role": "user", "content": "are you there?"}));
+    // the reply to both clears the failed one's mark too
+    h.ok("history.append", json!({"entry": user("are you there?")}));
+    h.ok("history.append", json!({"entry": assistant("yes, to both")}));
+    let g = h.ok("history.get", json!({}))["entries"].clone();
+    assert!(g[4].get("failed").is_none(), "{}", g[4]);
     let _ = db;
 }
 

@@ -147,18 +147,26 @@ pub(super) fn append_to_path(w: &mut WriteTx, sid: &str, entries: &[Value]) -> H
     Ok(stored)
 }
 
-/// A reply to a user entry whose request had failed clears its `failed` stamp (the entry at
-/// chosen-path position `end − 1`).
+/// A reply answers the user messages right before it: their `failed` stamps are cleared (the
+/// run of user entries that ends at chosen-path position `end − 1`; a message typed after a failed
+/// one is sent with it, so the reply answers both).
 fn clear_failed_before(w: &mut WriteTx, sid: &str, end: usize) -> HostResult<()> {
-    let Some(row) = entries::path_row_at(&w.tx, sid, end - 1)? else { return Ok(()) };
-    let e = row_entry(&w.tx, row)?;
-    if e.get("role").and_then(Value::as_str) == Some("user") && e.get("failed").is_some() {
-        let mut cleared = e.clone();
-        if let Some(o) = cleared.as_object_mut() {
-            o.remove("failed");
+    let mut p = end;
+    while p > 0 {
+        p -= 1;
+        let Some(row) = entries::path_row_at(&w.tx, sid, p)? else { break };
+        let e = row_entry(&w.tx, row)?;
+        if e.get("role").and_then(Value::as_str) != Some("user") {
+            break;
         }
-        rewrite_entry(w, row, &e, &cleared)?;
-        w.changes.history |= super::history::binding(&w.tx)? == sid;
+        if e.get("failed").is_some() {
+            let mut cleared = e.clone();
+            if let Some(o) = cleared.as_object_mut() {
+                o.remove("failed");
+            }
+            rewrite_entry(w, row, &e, &cleared)?;
+            w.changes.history |= super::history::binding(&w.tx)? == sid;
+        }
     }
     Ok(())
 }
