@@ -20,10 +20,7 @@ use serde_json::{json, Value};
 use super::browsers::{self, Env, Platform, EXTENSION_ID, HOST_NAME, MANIFEST_FILE};
 use super::CliError;
 use crate::store::maintenance::sidecar;
-use crate::util::paths::{absolute, log_path_for, DEBUG_MARKER};
-
-/// The receipt's file name, beside the database.
-pub const RECEIPT_FILE: &str = "install-receipt.json";
+use crate::util::paths::{absolute, log_path_for, DEBUG_MARKER, RECEIPT_FILE};
 
 const FIX: &str = "keepsake-host install (or ./install.sh)";
 
