@@ -499,8 +499,9 @@ fn depth_bombs_are_refused_without_crashing_and_shallow_nesting_is_served() {
         times.push(took);
         eprintln!("depth {label}: {} bytes refused in {took:?}", body.len());
         assert_eq!(v["ok"], json!(false), "depth {label} accepted: {v}");
-        assert_eq!(v["error"]["code"], json!("bad_request"), "depth {label}: {v}");
-        assert!(v["id"].is_null() || v["id"] == json!(9), "depth {label}: {v}");
+        assert_eq!(v["error"]["code"], json!("too_large"), "depth {label}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("levels deep"), "depth {label}: {v}");
+        assert_eq!(v["id"], json!(9), "depth {label}: the refusal names its request: {v}");
         let hello = h.ok("host.hello", json!({}));
         assert_eq!(hello["name"], json!("keepsake-host"), "after depth {label}");
     }
@@ -520,7 +521,7 @@ fn depth_bombs_are_refused_without_crashing_and_shallow_nesting_is_served() {
     h.send_frame(&entry_deep(31, 10_000));
     let v = next_reply(&mut h, REPLY_WAIT);
     assert_eq!(v["ok"], json!(false));
-    assert_eq!(v["error"]["code"], json!("bad_request"));
+    assert_eq!(v["error"]["code"], json!("too_large"));
     assert_eq!(h.ok("history.meta", json!({}))["length"], json!(1));
     let (code, _) = h.close();
     assert_eq!(code, Some(0), "host crashed on depth bombs");

@@ -612,7 +612,12 @@ $('import-browser-data').addEventListener('click', async (e) => {
       return;
     }
     const ask = (preview) => askImportSettings({ container: $('import-browser-confirm'), preview, fileName: 'Browser data' });
-    const done = await importWithPreview({ storage, doc: dump, ask });
+    const progress = (i, n) => {
+      replaceChildren(out, h('div', { text: `Importing: piece ${i + 1} of ${n}…` }));
+      out.dataset.kind = 'info';
+      out.hidden = false;
+    };
+    const done = await importWithPreview({ storage, doc: dump, ask, progress });
     if (done.cancelled) {
       replaceChildren(out, h('div', { text: 'Import cancelled; nothing was changed.' }));
       out.dataset.kind = 'info';
@@ -623,8 +628,13 @@ $('import-browser-data').addEventListener('click', async (e) => {
     replaceChildren(out, h('div', { text: 'Imported into the Keepsake database.' }), describeImportResult(r).map((l) => h('div', { text: l })));
     out.dataset.kind = 'ok';
     out.hidden = false;
-    importedKeys = Object.keys(dump);
     loadCounts();
+    if (done.tooLarge?.length) {
+      // something stayed behind: the browser's copy is the only one of it, so no removal is offered
+      out.dataset.kind = 'error';
+      return;
+    }
+    importedKeys = Object.keys(dump);
     $('remove-browser-row').hidden = false;
     setStatus($('remove-browser-status'), '');
   } catch (err) {

@@ -11,7 +11,9 @@ import { describeImportResult, formatWhen } from './format.js';
 import { trashRowText, messagesText } from './keeps.js';
 import { askImportSettings, importWithPreview } from './import-confirm.js';
 
-const MAX_IMPORT_BYTES = 64 * 1024 * 1024;
+// Larger files go to the host in pieces (lib/import-pieces.js); past this the side panel would
+// hold the file's text and its parsed copy at once, so the terminal is the better way in.
+const MAX_IMPORT_BYTES = 512 * 1024 * 1024;
 
 function highlighted(text, query, cls) {
   return h('span', { class: cls }, highlightSegments(text, query).map((s) => (s.match ? h('mark', { text: s.text }) : document.createTextNode(s.text))));
@@ -327,7 +329,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   async function importFile(file) {
     if (!file) return;
     if (file.size > MAX_IMPORT_BYTES) {
-      setStatus([`${file.name} is over 64 MiB, the browser's limit for one message to the host.`, `Import it in a terminal: keepsake-host import "${file.name}"`], 'error', 'import-result');
+      setStatus([`${file.name} is over 512 MiB, more than the side panel reads at once.`, `Import it in a terminal: keepsake-host import "${file.name}"`], 'error', 'import-result');
       return;
     }
     await busy(importButton, async () => {
@@ -348,7 +350,8 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
           setStatus('');
           return askImportSettings({ container: status.parentElement, before: status, preview, fileName: file.name });
         };
-        const r = await importWithPreview({ storage, doc, ask });
+        const progress = (i, n) => setStatus(`Importing ${file.name}: piece ${i + 1} of ${n}…`);
+        const r = await importWithPreview({ storage, doc, ask, progress });
         if (r.cancelled) { setStatus(`Import of ${file.name} cancelled; nothing was changed.`, 'info', 'import-result'); return; }
         setStatus([`Imported ${file.name}.`, ...describeImportResult(r.result)], 'info', 'import-result');
         onChanged?.({ imported: true });

@@ -7,22 +7,58 @@
 
 import { h } from './dom.js';
 import { previewSettings, previewSummary } from './keeps.js';
+import { splitImport, mergePreviews, mergeResults } from '../lib/import-pieces.js';
 
 /**
- * Preview, ask when the document carries settings, then import.
+ * Preview, ask when the document carries settings, then import — in pieces when the document is
+ * larger than one message (lib/import-pieces.js): every piece is previewed, the previews are
+ * summed, and after one question the pieces are imported in order.
  * `ask(preview)` → Promise<'none' | 'keep' | 'overwrite' | null> (null: cancelled). A document
- * without settings is imported with `settings: "none"` without asking.
- * → `{result, choice, preview}` or `{cancelled: true, preview}`.
+ * without settings is imported with `settings: "none"` without asking. `progress(done, total)` is
+ * called before each piece when there is more than one.
+ * → `{result, choice, preview, pieces}` or `{cancelled: true, preview}`. A session too large for
+ * one message is never cut: it is named in the result's warnings (and `tooLarge`). A piece that
+ * fails throws an error saying how many pieces were imported first and that importing the file
+ * again finishes it (imports skip the sessions already there).
  */
-export async function importWithPreview({ storage, doc, ask }) {
-  const preview = await storage.storage.importPreview({ document: doc });
+export async function importWithPreview({ storage, doc, ask, progress = () => {} }) {
+  const { pieces, tooLarge, warnings } = splitImport(doc);
+  const previews = [];
+  for (const piece of pieces) previews.push(await storage.storage.importPreview({ document: piece }));
+  const preview = pieces.length === 1 ? previews[0] : mergePreviews(previews);
+  const notes = [...warnings, ...tooLarge.map(tooLargeNote)];
+  if (notes.length) preview.warnings = [...(preview.warnings || []), ...notes];
   let choice = 'none';
   if (previewSettings(preview).length > 0) {
     choice = await ask(preview);
     if (choice !== 'none' && choice !== 'keep' && choice !== 'overwrite') return { cancelled: true, preview };
   }
-  const result = await storage.storage.import({ document: doc, settings: choice });
-  return { result, choice, preview };
+  const results = [];
+  for (const [i, piece] of pieces.entries()) {
+    if (pieces.length > 1) progress(i, pieces.length);
+    try {
+      results.push(await storage.storage.import({ document: piece, settings: choice }));
+    } catch (err) {
+      const done = mergeResults(results);
+      const e = new Error(
+        `piece ${i + 1} of ${pieces.length} failed (${err?.message || err}); ` +
+        `${i} piece${i === 1 ? '' : 's'} with ${done.sessionsImported} session${done.sessionsImported === 1 ? '' : 's'} were imported before it. ` +
+        'Importing the file again finishes it: sessions already imported are skipped.');
+      e.code = err?.code;
+      e.cause = err;
+      throw e;
+    }
+  }
+  const result = pieces.length === 1 ? results[0] : mergeResults(results);
+  if (notes.length) result.warnings = [...(result.warnings || []), ...notes];
+  return { result, choice, preview, pieces: pieces.length, tooLarge };
+}
+
+function tooLargeNote(t) {
+  const mib = (t.bytes / (1024 * 1024)).toFixed(1);
+  const what = t.id === null ? t.name : `session ${JSON.stringify(t.name || t.id)}`;
+  return `${what} was not imported: it is too large for one message to the host ` +
+    `(${t.values.toLocaleString('en')} values, ${mib} MiB). Import the file in a terminal: keepsake-host import FILE`;
 }
 
 /**

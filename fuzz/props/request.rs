@@ -5,9 +5,11 @@
 //! Properties:
 //!
 //! 1. **The envelope agrees with an independent reading of the spec** (PROTOCOL.md, reliability
-//!    §8): empty, non-UTF-8, non-JSON (depth over 128 included) and non-object bodies, a missing
-//!    or invalid `id`, a missing or non-string `op`, non-object `args` and extra envelope fields
-//!    are `bad_request`; the recovered id is `null` until a valid `id` was seen.
+//!    §8): empty, non-UTF-8, non-JSON and non-object bodies, a missing or invalid `id`, a missing
+//!    or non-string `op`, non-object `args` and extra envelope fields are `bad_request`; the
+//!    recovered id is `null` until a valid `id` was seen. A frame over the memory budget (nesting
+//!    over 127, over 100,000 values, a string over 48 MiB, counted independently here) is
+//!    `too_large`, with the request's id when the frame's envelope is otherwise valid.
 //! 2. **Errors are typed**: an operation's failure is one of the codes a request can cause
 //!    (`bad_request`, `not_found`, `conflict`, `too_large`, `unsupported`, `unknown_op`,
 //!    `image_rejected`), never `internal` (a bug or a caught panic), `busy` or a database-state
@@ -154,6 +156,63 @@ fn envelope_oracle(body: &[u8]) -> Result<(Value, String, Map<String, Value>), V
     Ok((id, op.clone(), args))
 }
 
+/// Which part of the memory budget a valid-UTF-8 `body` exceeds, counted independently of the
+/// host: nesting by brackets outside strings, values and the longest string from the parsed
+/// tree (keys counted as values). `None` when it is within the budget or not UTF-8.
+fn over_budget(body: &[u8]) -> Option<&'static str> {
+    use keepsake_host::protocol::limits::{MAX_FRAME_DEPTH, MAX_FRAME_VALUES, MAX_STRING_BYTES};
+    let text = std::str::from_utf8(body).ok()?;
+    let (mut depth, mut max_depth, mut in_str, mut esc) = (0usize, 0usize, false, false);
+    let (mut run, mut longest) = (0usize, 0usize);
+    for &c in text.as_bytes() {
+        if in_str {
+            if esc {
+                esc = false;
+                run += 1;
+            } else if c == b'\\' {
+                esc = true;
+                run += 1;
+            } else if c == b'"' {
+                in_str = false;
+                longest = longest.max(run);
+            } else {
+                run += 1;
+            }
+            continue;
+        }
+        match c {
+            b'"' => {
+                in_str = true;
+                run = 0;
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                max_depth = max_depth.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if in_str {
+        longest = longest.max(run);
+    }
+    if max_depth > MAX_FRAME_DEPTH {
+        return Some("depth");
+    }
+    if longest > MAX_STRING_BYTES {
+        return Some("string");
+    }
+    fn nodes(v: &Value) -> usize {
+        1 + match v {
+            Value::Array(a) => a.iter().map(nodes).sum(),
+            Value::Object(m) => m.values().map(|x| 1 + nodes(x)).sum(),
+            _ => 0,
+        }
+    }
+    let v: Value = serde_json::from_str(text).ok()?;
+    (nodes(&v) > MAX_FRAME_VALUES).then_some("values")
+}
+
 /// Byte length of the JSON value at the start of `s` (which is valid JSON text).
 fn value_len(s: &[u8]) -> usize {
     let (mut depth, mut i, mut in_str) = (0usize, 0usize, false);
@@ -294,6 +353,18 @@ pub fn check(body: &[u8]) {
             assert_eq!((&req.id, &req.op, &req.args), (&id, &op, &args), "decoded envelope");
             check_id_fidelity(body, &req.id);
             req
+        }
+        (Err(rej), _) if rej.error.code == ErrorCode::TooLarge => {
+            // the memory budget (PROTOCOL.md §1): an independent count says the frame is over it
+            over_budget(body)
+                .unwrap_or_else(|| panic!("too_large for a frame within the budget: {}", rej.error));
+            assert!(rej.error.message.contains("limit"), "{}", rej.error);
+            let (Ok((id, _, _)) | Err(id)) = envelope_oracle(body);
+            if !id.is_null() {
+                assert_eq!(rej.id, id, "recovered id");
+            }
+            check_frames(&rej.id, &error_reply(&rej.id, &rej.error));
+            return;
         }
         (Err(rej), Err(id)) => {
             assert_eq!(rej.error.code, ErrorCode::BadRequest, "envelope error code: {}", rej.error);

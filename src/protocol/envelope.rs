@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::error::HostError;
 use super::limits::REQUEST_ID_MAX;
+use super::shape::{measure, Limits};
 
 /// A validated request.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +43,17 @@ pub fn decode_request(body: &[u8]) -> Result<Request, Rejected> {
     }
     let text = std::str::from_utf8(body)
         .map_err(|e| reject(Value::Null, format!("frame is not valid UTF-8: {e}")))?;
+    // The memory budget: measure the structure before building any tree (see `shape`).
+    let shape = measure(body);
+    if let Some(m) = Limits::FRAME.exceeded(&shape, body.len()) {
+        let id = shape
+            .id_span
+            .and_then(|(a, b)| text.get(a..b))
+            .and_then(|t| t.trim().parse::<Value>().ok())
+            .filter(valid_id)
+            .unwrap_or(Value::Null);
+        return Err(Rejected { id, error: HostError::too_large(m) });
+    }
     // `str::parse` runs serde_json's own (non-generic, optimised) `Value` parser rather than a
     // copy instantiated in this crate: its recursion limit (128) then bounds the stack to about
     // 160 KiB even in a debug build, so a depth bomb cannot overflow a 256 KiB stack (T04).

@@ -16,6 +16,20 @@ pub const WHOLE_REPLY_MAX: usize = 1_000_000;
 /// (envelope included) stays far below [`MAX_OUTBOUND_FRAME`].
 pub const CHUNK_DATA_MAX: usize = 700 * 1024;
 
+/// JSON values one inbound frame may hold: every string (object keys included), number, literal,
+/// array and object (see `shape`). Parsed, a value costs ~90–400 bytes (a `serde_json::Value`,
+/// its map slot, the copies an import makes), so this bounds the tree of any frame to tens of
+/// MiB. An import larger than this goes in pieces (the extension splits it by session).
+pub const MAX_FRAME_VALUES: usize = 100_000;
+
+/// Nesting of arrays and objects in one frame, the envelope's own levels included. serde_json
+/// stops at 128 on its own; this names the limit in a `too_large` first.
+pub const MAX_FRAME_DEPTH: usize = 127;
+
+/// Bytes of one string as written in a frame: room for a 32 MiB image as a base64 data URL
+/// (about 42.7 MiB), well short of the frame cap.
+pub const MAX_STRING_BYTES: usize = 48 * 1024 * 1024;
+
 /// Decoded image bytes accepted per image (base64 length is checked before decoding).
 /// Well above any screenshot; far below SQLite's length limit.
 pub const MAX_IMAGE_BYTES: usize = 32 * 1024 * 1024;

@@ -7,5 +7,6 @@ pub mod error;
 pub mod frame;
 pub mod limits;
 pub mod origin;
+pub mod shape;
 
 pub use error::{ErrorCode, HostError, HostResult};
