@@ -31,6 +31,13 @@ export function uniqueName(base, existing) {
   for (let i = 2; ; i++) if (!used.has(`${base} ${i}`.toLowerCase())) return `${base} ${i}`;
 }
 
+/** `s` without trailing slashes: a scan, not `/\/+$/`, which is quadratic in a run of slashes (issue 18). */
+function trimTrailingSlashes(s) {
+  let end = s.length;
+  while (end > 0 && s.charCodeAt(end - 1) === 0x2f) end--;
+  return end === s.length ? s : s.slice(0, end);
+}
+
 /** Trim fields and drop trailing slashes from the base URL. */
 export function normalizeCard(card) {
   const str = (v) => (typeof v === 'string' ? v.trim() : '');
@@ -39,7 +46,7 @@ export function normalizeCard(card) {
     id: str(card?.id),
     name: str(card?.name),
     kind: KIND_SET.has(card?.kind) ? card.kind : 'chat',
-    baseUrl: str(card?.baseUrl).replace(/\/+$/, ''),
+    baseUrl: trimTrailingSlashes(str(card?.baseUrl)),
     apiKey: str(card?.apiKey),
     model: str(card?.model),
   };
