@@ -605,14 +605,12 @@ describe('pure helpers', () => {
     assert.ok(stripped > 1000, `the generator makes texts that lose blocks (${stripped})`);
   });
 
-  test('stripChoiceBlocks answers the crafted reply of issue 18 at once (the regexes took 6–60 s)', () => {
+  test('stripChoiceBlocks on the crafted reply of issue 18 (its work is bounded in lib/redos.test.js, shape choicesFences)', () => {
     // "```choices\n" × n, "\n```", k spaces and "x": 8.4 KB held the worker for about a minute
     const crafted = '```choices\n'.repeat(250) + '\n```' + ' '.repeat(5600) + 'x';
-    const t0 = performance.now();
     assert.equal(stripChoiceBlocks(crafted), crafted);
     const tail = crafted + '\n```';
     assert.equal(stripChoiceBlocks(tail), '');
-    assert.ok(performance.now() - t0 < 1000, `${Math.round(performance.now() - t0)} ms`);
   });
 
   test('findUserEntryIndex, newestVideoSrc, entryText', () => {
@@ -665,6 +663,8 @@ describe('pure helpers', () => {
     assert.deepEqual(errorInfo(llmError('http', 'bad', { status: 400 })), { code: 'http_400', message: 'bad', kind: 'http', status: 400 });
     assert.equal(errorInfo(llmError('aborted', 'x'), { stopped: true }).code, 'stopped');
     assert.equal(errorInfo(hostError('busy')).kind, 'storage');
+    // a provider redirect (issue 18): its own code, never rescued as an HTTP error
+    assert.deepEqual(errorInfo(llmError('redirect', 'moved', { status: 307 })), { code: 'redirect', message: 'moved', kind: 'redirect', status: 307 });
   });
 
   test('ImageCache hashes canonical data URLs into image references, LRU-bounded', async () => {
