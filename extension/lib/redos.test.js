@@ -157,6 +157,7 @@ const AUDIT = {
   'options/providers.js': {
     '/[,_\\s]/g': CASE('providers.parseWholeNumber'),
     '/^\\d+$/': CASE('providers.parseWholeNumber'),
+    '/^\\d{1,3}$/': CASE('providers.insecureBaseUrlWarning'),
   },
   'sidepanel/composer.js': {
     '/^image\\//i': SAFE("a file's MIME type from the browser; anchored literal"),

@@ -69,6 +69,39 @@ export function validateCard(card, others = []) {
   return errors;
 }
 
+/**
+ * Loopback hosts, where plain http never leaves the machine: `localhost` (and `*.localhost`),
+ * 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z). `hostname` as `URL` gives it (IPv6 in brackets).
+ */
+export function isLoopbackHost(hostname) {
+  let h = String(hostname ?? '').toLowerCase();
+  if (h.endsWith('.')) h = h.slice(0, -1);
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (h === '[::1]') return true;
+  if (h.startsWith('[::ffff:7f')) return true; // ::ffff:127.x.y.z, as the URL parser writes it
+  const parts = h.split('.');
+  return parts.length === 4 && parts[0] === '127' && parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255);
+}
+
+/**
+ * The warning for a base URL that would carry the key and the chat unencrypted: plain `http://` to
+ * anything but loopback (issue 18). '' when the URL is https, loopback http, or not a URL at all
+ * (validateCard reports that).
+ * @param {string} baseUrl
+ * @param {{hasKey?: boolean}} [opts] whether the card holds an API key (the text says so)
+ */
+export function insecureBaseUrlWarning(baseUrl, { hasKey = true } = {}) {
+  let u;
+  try {
+    u = new URL(String(baseUrl ?? '').trim());
+  } catch {
+    return '';
+  }
+  if (u.protocol !== 'http:' || isLoopbackHost(u.hostname)) return '';
+  const what = hasKey ? 'Your API key and every message' : 'Every message';
+  return `Not encrypted: this is plain http:// to ${u.host}, another machine. ${what} would cross the network readable by anyone on the way. Use https:// unless you trust every network in between.`;
+}
+
 /** Stored providers list, read defensively (defaults hold no LLM cards, storage-model §9). */
 export function readProviders(value) {
   if (!Array.isArray(value)) return [];

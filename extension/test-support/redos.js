@@ -367,6 +367,15 @@ export const CASES = [
     },
   },
   {
+    name: 'providers.insecureBaseUrlWarning',
+    shapes: uniq(SHORT, URLS),
+    where: 'options/providers.js: base URLs (typed or imported settings)',
+    load: async () => {
+      const { insecureBaseUrlWarning } = await import('../options/providers.js');
+      return (text) => insecureBaseUrlWarning('http://127.' + text);
+    },
+  },
+  {
     name: 'providers.parseWholeNumber',
     shapes: SHORT,
     where: 'options/providers.js: number fields',
