@@ -20,8 +20,10 @@
 //     ([DONE] or a finish_reason / response.completed|incomplete / message_stop|stop_reason); the text is what
 //     arrived and finishReason is 'other'. `reasoning` collects thinking/reasoning deltas when a provider sends
 //     them (never part of `text`).
-//   LlmError {kind, status?, message, partial, providerType?, retryAfter?}
+//   LlmError {kind, status?, message, partial, providerType?, retryAfter?, location?}
 //     http      non-2xx response; message = the provider's error message from its JSON body when present
+//     redirect  the provider answered with a redirect, which is never followed (see below); `location`
+//               is where it pointed when that is known
 //     network   fetch failed or the connection broke mid-stream
 //     aborted   the caller's signal fired
 //     idle      no bytes for `idleMs` (default 60 s), measured from the request start and between chunks
@@ -30,6 +32,13 @@
 //               carries the provider's error type/code when given
 //   `partial` is the text streamed before the failure ('' if none), for abort salvage (storage-model §9).
 // A 200 answer with a JSON content type (a server that ignored `stream: true`) is read as a whole reply.
+//
+// Redirects (issue 18): every provider request is made with `redirect: 'manual'`, so the API key
+// only ever goes to the address in the provider card. A followed redirect would carry `x-api-key`
+// (and, to the same origin, `Authorization`) to wherever the server points. A redirect is an error
+// instead, naming its target when the runtime shows the Location header (Node does); a browser
+// hides it (an `opaqueredirect` response, status 0, no headers), and nothing else is sent to find
+// out: no request ever goes to an address the person did not configure.
 
 const KINDS = new Set(['chat', 'responses', 'anthropic']);
 const DEFAULT_BASE = { chat: 'https://api.openai.com/v1', responses: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' };
@@ -39,9 +48,9 @@ const ERROR_BODY_CAP = 64 * 1024;
 /** An LLM call failure. */
 export class LlmError extends Error {
   /**
-   * @param {'http'|'network'|'aborted'|'protocol'|'idle'} kind
+   * @param {'http'|'redirect'|'network'|'aborted'|'protocol'|'idle'} kind
    * @param {string} message
-   * @param {{status?: number, partial?: string, providerType?: string, retryAfter?: number, cause?: unknown}} [extra]
+   * @param {{status?: number, partial?: string, providerType?: string, retryAfter?: number, location?: string, cause?: unknown}} [extra]
    */
   constructor(kind, message, extra = {}) {
     super(message);
@@ -51,11 +60,58 @@ export class LlmError extends Error {
     this.partial = extra.partial ?? '';
     if (extra.providerType !== undefined) this.providerType = extra.providerType;
     if (extra.retryAfter !== undefined) this.retryAfter = extra.retryAfter;
+    if (extra.location !== undefined) this.location = extra.location;
     if (extra.cause !== undefined) this.cause = extra.cause;
   }
 }
 
 const defaultFetch = (...args) => globalThis.fetch(...args);
+
+/** Part of every provider request's init: a redirect is answered, never followed (see the top). */
+export const NO_REDIRECT = Object.freeze({ redirect: 'manual' });
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/** True for a redirect answer of a `redirect: 'manual'` request (opaque in browsers, 3xx in Node). */
+export function isRedirect(res) {
+  return res?.type === 'opaqueredirect' || REDIRECT_STATUSES.has(res?.status);
+}
+
+function originOf(url) {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return String(url);
+  }
+}
+
+/** Where a redirect answer points: its Location resolved against `url`, or null when hidden. */
+export function redirectTarget(res, url) {
+  const loc = res?.headers?.get?.('location');
+  if (!loc) return null;
+  try {
+    return new URL(loc, url).href;
+  } catch {
+    return loc;
+  }
+}
+
+/** The message of a redirect error: names the target when known. */
+export function redirectMessage(url, target) {
+  const from = originOf(url);
+  const not = 'Keepsake does not follow redirects, so your API key was not sent anywhere else';
+  if (!target) {
+    return `The provider at ${from} answered with a redirect (the browser does not show where to). ${not}. Check the base URL: often http:// where the server wants https://, or a path part such as /v1 missing or extra.`;
+  }
+  return `The provider at ${from} redirected the request to ${target}. ${not}. If that is the right address, use it as the base URL.`;
+}
+
+function redirectError(res, url) {
+  res?.body?.cancel?.().catch(() => {}); // free the connection (Node); an opaque answer has no body
+  const location = redirectTarget(res, url);
+  const extra = { location: location ?? undefined };
+  if (res?.status) extra.status = res.status;
+  return new LlmError('redirect', redirectMessage(url, location), extra);
+}
 const now = () => (globalThis.performance?.now ? globalThis.performance.now() : Date.now());
 
 function trimSlashes(s) {
@@ -520,12 +576,14 @@ export async function streamReply({ provider, body, bodyText, signal, onDelta, o
           headers: req.headers,
           body: typeof bodyText === 'string' ? bodyText : JSON.stringify(req.body),
           signal: ctrl.signal,
+          ...NO_REDIRECT,
         }),
       );
     } catch (e) {
       throw mapThrown(e);
     }
     arm();
+    if (isRedirect(res)) throw withPartial(redirectError(res, req.url));
     if (!res.ok) {
       let text = '';
       try {
@@ -614,7 +672,8 @@ export async function streamReply({ provider, body, bodyText, signal, onDelta, o
 /**
  * A quick reachability/credentials check for the options page: chat → `GET {baseUrl}/models` (falling back to
  * a 1-token completion when the server has no /models); responses → a tiny non-streaming response
- * (max_output_tokens 16); anthropic → a tiny non-streaming message (max_tokens 1). Never throws.
+ * (max_output_tokens 16); anthropic → a tiny non-streaming message (max_tokens 1). Never throws. A
+ * redirect is not followed: the result is not ok and its detail names the target.
  * @param {{kind: 'chat'|'responses'|'anthropic', baseUrl?: string, apiKey?: string, model?: string}} provider
  * @param {typeof fetch} [fetchImpl]
  * @param {{timeoutMs?: number}} [opts]
@@ -631,7 +690,8 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
   const call = async (url, init) => {
-    const res = await fetchImpl(url, { ...init, signal: ctrl.signal });
+    const res = await fetchImpl(url, { ...init, signal: ctrl.signal, ...NO_REDIRECT });
+    if (isRedirect(res)) throw redirectError(res, url);
     const text = await res.text();
     return { res, text };
   };
@@ -681,6 +741,7 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
     return r.res.ok ? replied(r.res, r.text) : failed(r.res, r.text);
   } catch (e) {
     if (ctrl.signal.aborted) return done(false, `Timed out after ${Math.round(timeoutMs / 1000)} s`);
+    if (e instanceof LlmError && e.kind === 'redirect') return done(false, e.message, e.status);
     return done(false, `Network error: ${describeThrown(e)}`);
   } finally {
     clearTimeout(timer);

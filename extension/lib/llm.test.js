@@ -568,6 +568,102 @@ test('ping against a key-checking server', async () => {
   }
 });
 
+// ------------------------------------------------------------------------------------------------ redirects (issue 18)
+
+/** Every header of every request `server` got, as one lower-cased text (for "was the key sent?"). */
+const headerText = (server) => JSON.stringify(server.requests.map((r) => r.headers)).toLowerCase();
+
+test('a redirect is an error naming its target, and the key never reaches the other origin (all kinds)', async () => {
+  const other = await startMockLlm(); // another port: another origin
+  try {
+    for (const kind of KINDS) {
+      for (const status of [301, 302, 307, 308]) {
+        mock.requests.length = 0;
+        other.requests.length = 0;
+        const target = `${other.url}/v1/${kind === 'chat' ? 'chat/completions' : kind === 'responses' ? 'responses' : 'messages'}`;
+        mock.setScript({ redirect: { location: target, status } });
+        const p = provider(kind, { apiKey: 'sk-secret-1234' });
+        const err = await expectLlmError(streamReply({ provider: p, body: bodyFor(kind) }), (e) => {
+          assert.equal(e.kind, 'redirect', `${kind} ${status}: ${e.message}`);
+          assert.equal(e.status, status);
+          assert.equal(e.location, target);
+          assert.ok(e.message.includes(target), e.message);
+          assert.ok(e.message.includes(mock.url), 'names the configured origin too');
+          assert.match(e.message, /does not follow redirects/);
+        });
+        assert.equal(err.partial, '');
+        assert.equal(mock.requests.length, 1, 'the configured server got the request once');
+        assert.ok(headerText(mock).includes('sk-secret-1234'), 'the key went where it was configured');
+        assert.equal(other.requests.length, 0, `${kind} ${status}: nothing reached the redirect target`);
+      }
+    }
+  } finally {
+    await other.close();
+  }
+});
+
+test('a redirect of a relative Location is resolved against the request URL', async () => {
+  mock.setScript({ redirect: '/elsewhere/v1/chat/completions' });
+  await expectLlmError(streamReply({ provider: provider('chat'), body: bodyFor('chat') }), (e) => {
+    assert.equal(e.kind, 'redirect');
+    assert.equal(e.location, `${mock.url}/elsewhere/v1/chat/completions`);
+  });
+  assert.equal(mock.requests.length, 1, 'not followed, even to the same origin');
+});
+
+test('a browser hides the redirect (opaqueredirect): nothing is sent to find out where; the key stays home', async () => {
+  const other = await startMockLlm();
+  try {
+    const target = `${other.url}/moved/v1/messages`;
+    mock.setScript({ redirect: target });
+    const seen = [];
+    // what Chromium answers to redirect: 'manual' (measured in tests/e2e/hardening.e2e.mjs: type
+    // opaqueredirect, status 0, no headers)
+    const browserLike = async (url, init) => {
+      seen.push({ url, init });
+      const real = await fetch(url, init); // the configured server still gets the real request
+      if (init?.redirect !== 'manual') return real;
+      await real.body?.cancel();
+      return { type: 'opaqueredirect', status: 0, ok: false, url, headers: new Headers(), body: null };
+    };
+    const p = provider('anthropic', { apiKey: 'sk-ant-secret' });
+    await expectLlmError(streamReply({ provider: p, body: bodyFor('anthropic'), fetchImpl: browserLike }), (e) => {
+      assert.equal(e.kind, 'redirect');
+      assert.equal(e.location, undefined);
+      assert.equal(e.status, undefined);
+      assert.ok(e.message.includes(mock.url), e.message);
+      assert.match(e.message, /answered with a redirect \(the browser does not show where to\)/);
+      assert.match(e.message, /your API key was not sent anywhere else/);
+    });
+    assert.equal(seen.length, 1, 'one request: no probe of where the redirect leads');
+    assert.equal(seen[0].init.redirect, 'manual');
+    assert.equal(mock.requests.length, 1);
+    assert.equal(other.requests.length, 0, 'nothing reached the other origin');
+  } finally {
+    await other.close();
+  }
+});
+
+test('ping does not follow a redirect either (models list and the tiny completion)', async () => {
+  const other = await startMockLlm();
+  try {
+    for (const kind of KINDS) {
+      mock.requests.length = 0;
+      other.requests.length = 0;
+      mock.setScript({ redirect: `${other.url}/v1/whatever` });
+      const r = await ping(provider(kind, { apiKey: 'sk-ping-secret' }));
+      assert.equal(r.ok, false, kind);
+      assert.equal(r.status, 307);
+      assert.ok(r.detail.includes(`${other.url}/v1/whatever`), r.detail);
+      assert.equal(mock.requests.length, 1, `${kind}: one request, to the configured origin`);
+      assert.equal(mock.requests[0].kind, kind === 'chat' ? 'models' : kind);
+      assert.equal(other.requests.length, 0, `${kind}: nothing reached the other origin`);
+    }
+  } finally {
+    await other.close();
+  }
+});
+
 // ------------------------------------------------------------------------------------------------ the mock itself
 
 test('mock: CORS preflight and headers', async () => {

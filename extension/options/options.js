@@ -13,7 +13,7 @@ import { askImportSettings, importWithPreview } from '../sidepanel/import-confir
 import { evictedNames, evictedNotice } from '../sidepanel/evicted.js';
 import {
   KINDS, PRESETS, OPTION_KEYS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
-  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump,
+  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, insecureBaseUrlWarning,
 } from './providers.js';
 import { saveSettings } from './settings-save.js';
 
@@ -141,6 +141,11 @@ function buildCard(v) {
   const del = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', testid: 'provider-delete', text: 'Delete' });
   const status = h('div', { class: 'status', testid: 'provider-status', role: 'status' });
   const keyRow = h('div', { class: 'key-row' }, apiKey, showKey);
+  // plain http:// to another machine: said under the fields at once, asked again on Save (issue 18)
+  const insecure = h('div', { class: 'insecure-warning', testid: 'provider-insecure', id: `${c.id}-insecure`, 'aria-live': 'polite' });
+  const showInsecure = () => {
+    insecure.textContent = insecureBaseUrlWarning(baseUrl.value, { hasKey: apiKey.value.trim() !== '' });
+  };
 
   const form = h('form', { class: 'card', testid: 'provider-card', dataset: { id: c.id }, novalidate: true },
     h('div', { class: 'card-head' }, h('label', { class: 'inline' }, active, title), unsaved),
@@ -150,8 +155,11 @@ function buildCard(v) {
       fieldRow('Base URL', baseUrl, 'baseUrl', v),
       fieldRow('API key', apiKey, 'apiKey', v, keyRow),
       fieldRow('Model', model, 'model', v)),
+    insecure,
     h('div', { class: 'card-actions' }, pingBtn, pingResult, h('span', { class: 'spacer' }), del, save),
     status);
+  baseUrl.setAttribute('aria-describedby', `${baseUrl.getAttribute('aria-describedby')} ${c.id}-insecure`);
+  showInsecure();
   v.inputs = { name, kind, baseUrl, apiKey, model, active };
   v.parts = { title, unsaved, status, pingResult };
 
@@ -161,6 +169,7 @@ function buildCard(v) {
     if (e.target === active) return;
     v.dirty = true;
     updateCardHead(v);
+    if (e.target === baseUrl || e.target === apiKey) showInsecure();
   });
   kind.addEventListener('change', () => {
     // a kind change with an untouched preset URL moves to that kind's usual endpoint
@@ -168,6 +177,7 @@ function buildCard(v) {
     if (kind.value === 'anthropic' && (!baseUrl.value || /api\.openai\.com/.test(baseUrl.value))) baseUrl.value = preset.baseUrl;
     v.dirty = true;
     updateCardHead(v);
+    showInsecure();
   });
   active.addEventListener('change', () => { if (active.checked) makeActive(v); });
   form.addEventListener('submit', (e) => { e.preventDefault(); saveCard(v, save); });
@@ -197,6 +207,18 @@ async function saveCard(v, button) {
   if (Object.keys(errors).length) {
     setCardStatus(v, 'Fix the highlighted fields.', 'error');
     return;
+  }
+  // A base URL that sends the key unencrypted is saved only once the person says so (not again
+  // for a later edit of the same card that keeps that URL).
+  const warning = insecureBaseUrlWarning(card.baseUrl, { hasKey: card.apiKey !== '' });
+  if (warning && (v.isNew || normalizeCard(v.card).baseUrl !== card.baseUrl)) {
+    button.disabled = true;
+    const yes = await askInCard(v, `${warning} Save this base URL anyway?`);
+    button.disabled = false;
+    if (!yes) {
+      setCardStatus(v, 'Not saved: the base URL is not encrypted.', 'error');
+      return;
+    }
   }
   button.disabled = true;
   try {
@@ -236,6 +258,22 @@ async function makeActive(v) {
     setCardStatus(v, `Could not switch: ${explainLine(err)}`, 'error');
     for (const x of cards.values()) updateCardHead(x);
   }
+}
+
+/** Ask inside a provider card (Save anyway / Cancel); → true to go on. Escape cancels. */
+function askInCard(v, question) {
+  return new Promise((resolve) => {
+    v.el.querySelector('.confirm')?.remove();
+    const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'insecure-save', text: 'Save anyway' });
+    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'insecure-cancel', text: 'Cancel' });
+    const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'insecure-confirm', 'aria-label': question }, h('span', { testid: 'insecure-question', text: question }), no, yes);
+    const answer = (ok) => { box.remove(); resolve(ok); };
+    no.addEventListener('click', () => answer(false));
+    yes.addEventListener('click', () => answer(true));
+    box.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); answer(false); } });
+    v.el.append(box);
+    no.focus();
+  });
 }
 
 function confirmDelete(v, form, del) {

@@ -31,6 +31,13 @@ export function uniqueName(base, existing) {
   for (let i = 2; ; i++) if (!used.has(`${base} ${i}`.toLowerCase())) return `${base} ${i}`;
 }
 
+/** `s` without trailing slashes: a scan, not `/\/+$/`, which is quadratic in a run of slashes (issue 18). */
+function trimTrailingSlashes(s) {
+  let end = s.length;
+  while (end > 0 && s.charCodeAt(end - 1) === 0x2f) end--;
+  return end === s.length ? s : s.slice(0, end);
+}
+
 /** Trim fields and drop trailing slashes from the base URL. */
 export function normalizeCard(card) {
   const str = (v) => (typeof v === 'string' ? v.trim() : '');
@@ -39,7 +46,7 @@ export function normalizeCard(card) {
     id: str(card?.id),
     name: str(card?.name),
     kind: KIND_SET.has(card?.kind) ? card.kind : 'chat',
-    baseUrl: str(card?.baseUrl).replace(/\/+$/, ''),
+    baseUrl: trimTrailingSlashes(str(card?.baseUrl)),
     apiKey: str(card?.apiKey),
     model: str(card?.model),
   };
@@ -60,6 +67,39 @@ export function validateCard(card, others = []) {
   }
   if (!c.model) errors.model = 'Enter a model name.';
   return errors;
+}
+
+/**
+ * Loopback hosts, where plain http never leaves the machine: `localhost` (and `*.localhost`),
+ * 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z). `hostname` as `URL` gives it (IPv6 in brackets).
+ */
+export function isLoopbackHost(hostname) {
+  let h = String(hostname ?? '').toLowerCase();
+  if (h.endsWith('.')) h = h.slice(0, -1);
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (h === '[::1]') return true;
+  if (h.startsWith('[::ffff:7f')) return true; // ::ffff:127.x.y.z, as the URL parser writes it
+  const parts = h.split('.');
+  return parts.length === 4 && parts[0] === '127' && parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255);
+}
+
+/**
+ * The warning for a base URL that would carry the key and the chat unencrypted: plain `http://` to
+ * anything but loopback (issue 18). '' when the URL is https, loopback http, or not a URL at all
+ * (validateCard reports that).
+ * @param {string} baseUrl
+ * @param {{hasKey?: boolean}} [opts] whether the card holds an API key (the text says so)
+ */
+export function insecureBaseUrlWarning(baseUrl, { hasKey = true } = {}) {
+  let u;
+  try {
+    u = new URL(String(baseUrl ?? '').trim());
+  } catch {
+    return '';
+  }
+  if (u.protocol !== 'http:' || isLoopbackHost(u.hostname)) return '';
+  const what = hasKey ? 'Your API key and every message' : 'Every message';
+  return `Not encrypted: this is plain http:// to ${u.host}, another machine. ${what} would cross the network readable by anyone on the way. Use https:// unless you trust every network in between.`;
 }
 
 /** Stored providers list, read defensively (defaults hold no LLM cards, storage-model §9). */

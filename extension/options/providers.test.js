@@ -2,6 +2,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
   PRESETS, cardFromPreset, uniqueName, normalizeCard, validateCard, readProviders, upsertCard, afterDelete,
+  isLoopbackHost, insecureBaseUrlWarning,
   parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS,
 } from './providers.js';
 
@@ -82,4 +83,30 @@ test('browser dump summary', () => {
   assert.deepEqual(summarizeBrowserDump({}), { keys: 0, sessions: 0, history: 0, bodies: 0, settings: 0, empty: true });
   const s = summarizeBrowserDump({ history: [1, 2], savedSessions: [{ id: 'a' }], session_a: [], activeSessionId: 'a', providers: [], theme: 'x' });
   assert.deepEqual(s, { keys: 6, sessions: 1, history: 2, bodies: 1, settings: 2, empty: false });
+});
+
+test('plain http to anything but loopback is warned about (issue 18)', () => {
+  for (const ok of [
+    'https://api.openai.com/v1', 'https://192.168.1.5/v1', 'http://localhost:11434/v1', 'http://LOCALHOST:1234',
+    'http://ollama.localhost/v1', 'http://localhost./v1', 'http://127.0.0.1:8080/v1', 'http://127.1.2.3/', 'http://127.1:1234',
+    'http://[::1]:11434/v1', 'http://[::ffff:127.0.0.1]/', '', 'not a url',
+  ]) {
+    assert.equal(insecureBaseUrlWarning(ok), '', ok);
+  }
+  for (const bad of [
+    'http://192.168.1.5:11434/v1', 'http://10.0.0.2/v1', 'http://example.com/v1', 'http://0.0.0.0:11434', 'http://[::2]/',
+    'http://127.0.0.1.nip.io/v1', 'http://localhost.example.com/', 'HTTP://Example.COM',
+  ]) {
+    const w = insecureBaseUrlWarning(bad);
+    assert.match(w, /^Not encrypted: this is plain http:\/\/ to /, bad);
+    assert.ok(w.includes(new URL(bad).host), `names the host: ${w}`);
+    assert.match(w, /Your API key and every message/);
+  }
+  assert.match(insecureBaseUrlWarning('http://10.0.0.2/v1', { hasKey: false }), /Every message would cross/);
+  // the presets are https or loopback
+  for (const p of PRESETS) assert.equal(insecureBaseUrlWarning(p.baseUrl), '', p.id);
+  assert.equal(isLoopbackHost('127.0.0.1'), true);
+  assert.equal(isLoopbackHost('127.300.0.1'), false);
+  assert.equal(isLoopbackHost('128.0.0.1'), false);
+  assert.equal(isLoopbackHost('[::1]'), true);
 });

@@ -27,10 +27,23 @@ export function exportFilename({ name, format, count = 1, date = new Date() }) {
 
 /** A file name safe for <a download>: no path separators or control characters; falls back when empty. */
 export function safeFilename(filename, fallback) {
-  const cleaned = String(filename ?? '')
-    .replace(/[\\/:*?"<>|\u0000-\u001f]+/g, '-')
-    .replace(/^[.\s-]+|[.\s-]+$/g, '');
+  const cleaned = trimDotsSpacesDashes(String(filename ?? '').replace(/[\\/:*?"<>|\u0000-\u001f]+/g, '-'));
   return cleaned || fallback;
+}
+
+const DOT_SPACE_DASH = /^[.\s-]$/;
+
+/**
+ * `s` without leading and trailing dots, whitespace (JS `\s`) and dashes. A scan from each end: the
+ * regex `/^[.\s-]+|[.\s-]+$/g` it replaces retried the run from every position, quadratic in a long
+ * run that does not reach the end (issue 18).
+ */
+function trimDotsSpacesDashes(s) {
+  let a = 0;
+  let b = s.length;
+  while (a < b && DOT_SPACE_DASH.test(s[a])) a++;
+  while (b > a && DOT_SPACE_DASH.test(s[b - 1])) b--;
+  return a === 0 && b === s.length ? s : s.slice(a, b);
 }
 
 export function mimeForFormat(format) {

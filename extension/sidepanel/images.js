@@ -25,7 +25,8 @@ function base64ToBlob(b64, mime) {
   return new Blob([base64ToBytes(b64)], { type: mime || 'application/octet-stream' });
 }
 
-function splitDataUrl(url) {
+/** `data:<mime>[;…];base64,<data>` → `{mime, b64}`, else null (exported for lib/redos.test.js). */
+export function splitDataUrl(url) {
   const m = /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/is.exec(url);
   return m ? { mime: m[1].toLowerCase(), b64: m[2] } : null;
 }

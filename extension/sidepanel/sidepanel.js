@@ -358,7 +358,9 @@ function onEvent(ev) {
         const detail = [KNOWN_CODES.has(err.code) ? explainLine(err) : err.message || err.code || 'Unknown error',
           salvaged ? 'The partial reply was kept and marked Interrupted.' : '']
           .filter(Boolean).join(' ');
-        const title = err.kind === 'storage' ? 'The reply could not be stored' : err.kind === 'http' ? 'The provider returned an error' : 'The reply failed';
+        const title = err.kind === 'storage' ? 'The reply could not be stored'
+          : err.kind === 'http' ? 'The provider returned an error'
+            : err.kind === 'redirect' ? 'The provider redirected the request' : 'The reply failed';
         messages.notice(title, { detail, testid: 'chat-error' });
       }
       break;

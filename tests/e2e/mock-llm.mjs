@@ -36,6 +36,9 @@
 //                 body with `contentType` (default text/event-stream)
 //   headers       extra response headers
 //   usage         {input, output} token counts to report
+//   redirect      a URL (or {location, status}) → answer with that redirect (status 307 by default) and
+//                 a Location header, nothing else, on every path (the script also runs for paths with no
+//                 route, where only `redirect` counts); clients must not follow it with the key (issue 18)
 // A request without `stream: true` gets the provider's non-streaming JSON shape (same text/finish/status).
 // Options of startMockLlm: {port = 0, host = '127.0.0.1', script, apiKey, models} — with `apiKey` set, a
 // request lacking that key (Bearer or x-api-key) gets the provider's 401.
@@ -156,7 +159,22 @@ export async function startMockLlm({ port = 0, host = '127.0.0.1', script, apiKe
       res.writeHead(status, { ...cors, 'content-type': 'application/json', ...extra });
       res.end(data);
     };
+    const redirectOf = (spec) => {
+      if (!spec?.redirect) return false;
+      const r = typeof spec.redirect === 'string' ? { location: spec.redirect } : spec.redirect;
+      res.writeHead(r.status ?? 307, { ...cors, ...(spec.headers ?? {}), location: r.location });
+      res.end();
+      return true;
+    };
     if (!kind) {
+      // a redirecting server moves every path (a GET of the POST routes too)
+      let spec = null;
+      try {
+        spec = typeof current === 'function' ? await current(record) : current;
+      } catch {
+        spec = null;
+      }
+      if (redirectOf(spec)) return;
       send(404, { error: { message: `No route for ${req.method} ${path}`, type: 'invalid_request_error' } });
       return;
     }
@@ -176,6 +194,7 @@ export async function startMockLlm({ port = 0, host = '127.0.0.1', script, apiKe
       return;
     }
     spec = spec ?? {};
+    if (redirectOf(spec)) return;
     const extraHeaders = { ...(spec.headers ?? {}) };
     if (spec.retryAfter !== undefined) extraHeaders['retry-after'] = String(spec.retryAfter);
     if (spec.status && spec.status >= 400) {

@@ -1,0 +1,67 @@
+// node --test extension/manifest.test.js
+//
+// The extension pages' Content Security Policy (issue 18). It covers the side panel, the options
+// page and the service worker (measured in Chromium: the worker's fetches and sockets obey
+// connect-src, and its `securitypolicyviolation` events fire). tests/e2e/hardening.e2e.mjs loads
+// every page and the worker with it and checks that nothing is blocked and that it is enforced.
+
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+
+const manifest = JSON.parse(readFileSync(new URL('./manifest.json', import.meta.url), 'utf8'));
+
+/** `a b; c d e` → Map {a → [b], c → [d, e]} (directive names lower-cased, first one wins as in CSP). */
+function parseCsp(text) {
+  const out = new Map();
+  for (const part of String(text).split(';')) {
+    const [name, ...values] = part.trim().split(/\s+/);
+    if (name && !out.has(name.toLowerCase())) out.set(name.toLowerCase(), values);
+  }
+  return out;
+}
+
+test('extension pages have a full CSP: nothing but the extension itself, except what the pages need', () => {
+  const csp = parseCsp(manifest.content_security_policy?.extension_pages);
+  const expected = {
+    'default-src': ["'self'"], // anything not named below: the extension's own files only
+    'script-src': ["'self'"], // no inline script, no eval, no remote code (MV3 allows no less)
+    'style-src': ["'self'"], // stylesheets only; element.style from scripts is not affected
+    'img-src': ["'self'", 'data:', 'blob:'], // pasted/captured pictures (data:), stored ones shown as blob:
+    'font-src': ["'self'"],
+    // Providers are any base URL a person sets (OpenAI, Anthropic, OpenRouter, a proxy, Ollama or LM
+    // Studio on this or another machine), so hosts cannot be listed. https: covers remote APIs; http:
+    // is needed for local servers, including LAN ones on plain http (127.0.0.0/8 as a whole cannot be
+    // written in CSP, nor another machine). Options warns before saving non-loopback http, and
+    // llm.js never follows a redirect, so the key only goes to the configured address. What this
+    // still refuses: ws:, wss:, data:, blob:, file: and every other scheme.
+    'connect-src': ["'self'", 'https:', 'http:'],
+    'object-src': ["'none'"],
+    'base-uri': ["'none'"],
+    'form-action': ["'none'"], // forms are handled in script (submit → preventDefault)
+    'frame-ancestors': ["'none'"], // enforced for extension pages (Chromium refuses to frame them)
+  };
+  assert.deepEqual(Object.fromEntries(csp), expected);
+});
+
+test('no page relaxes the policy: no unsafe-* source, no wildcard, no remote script or style', () => {
+  const text = manifest.content_security_policy.extension_pages;
+  assert.doesNotMatch(text, /unsafe-(inline|eval|hashes)|wasm-unsafe-eval|\*/);
+  const csp = parseCsp(text);
+  for (const d of ['script-src', 'style-src', 'font-src', 'default-src']) {
+    assert.deepEqual(csp.get(d), ["'self'"], d);
+  }
+  assert.equal(manifest.content_security_policy.sandbox, undefined, 'no sandboxed pages');
+  assert.equal(manifest.web_accessible_resources, undefined, 'no page is reachable from web pages');
+});
+
+test('the HTML pages hold no inline script, inline style or style attribute (style-src/script-src self)', () => {
+  for (const page of ['sidepanel/sidepanel.html', 'options/options.html']) {
+    const html = readFileSync(new URL(`./${page}`, import.meta.url), 'utf8');
+    assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/i, `${page}: an inline <script>`);
+    assert.doesNotMatch(html, /<style[\s>]/i, `${page}: an inline <style>`);
+    assert.doesNotMatch(html, /\sstyle\s*=/i, `${page}: a style attribute`);
+    assert.doesNotMatch(html, /\son[a-z]+\s*=/i, `${page}: an inline event handler`);
+    assert.doesNotMatch(html, /<base[\s>]/i, `${page}: a <base> element`);
+  }
+});
