@@ -54,7 +54,8 @@ test('an API key set in Options lives in the keyring and in no file under the da
   const mock = await startMockLlm({ script: {} });
   try {
     const env = { DBUS_SESSION_BUS_ADDRESS: kr.address, KEEPSAKE_SECRET_STORE: 'os' };
-    await withKeepsake(t, { env }, async (k) => {
+    // the host's debug log (one line per operation) is in the data folder too, and grepped
+    await withKeepsake(t, { env, hostDebug: true }, async (k) => {
       const key = `sk-e2e-keyring-${crypto.randomUUID()}`;
       const opt = await k.openOptions();
       const id = await addProvider(opt, { name: 'Keyring Mock', kind: 'chat', baseUrl: `${mock.url}/v1`, apiKey: key, model: 'mock-model' });
@@ -104,7 +105,7 @@ test('an API key set in Options lives in the keyring and in no file under the da
       // not one byte of the key in any file under the data folder
       const { hits, seen } = grep(k.dataDir, key);
       assert.deepEqual(hits, [], `the key was found in ${hits.join(', ')}; files looked at: ${seen.join(', ')}`);
-      for (const f of ['keepsake.db', 'keepsake.db-wal', 'backup.db', 'export.json']) {
+      for (const f of ['keepsake.db', 'keepsake.db-wal', 'keepsake-host.log', 'backup.db', 'export.json']) {
         assert.ok(seen.some((s) => s.startsWith(`${f} (`)), `${f} was looked at: ${seen.join(', ')}`);
       }
       // …and the reference is what the backup holds
