@@ -21,13 +21,18 @@ if ! command -v cargo >/dev/null 2>&1; then
 	exit 1
 fi
 
-# Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3
+# Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3,
+# and a real Secret Service for the API-key tests (tests/secrets.rs, tests/e2e/secrets.e2e.mjs start
+# a D-Bus session bus and GNOME Keyring of their own; secret-tool looks at what it holds)
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 command -v shfmt >/dev/null 2>&1 || missing+=(shfmt)
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
 command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
+command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus)
+command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
+command -v secret-tool >/dev/null 2>&1 || missing+=(libsecret-tools)
 if [ "${#missing[@]}" -gt 0 ]; then
 	step "installing Debian packages: ${missing[*]}"
 	sudo_cmd=()
@@ -35,6 +40,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	"${sudo_cmd[@]}" apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# installed above: the keyring tests run, and fail rather than skip if they cannot
+export KEEPSAKE_REQUIRE_KEYRING=1
 
 step "fetching Rust crates"
 cargo fetch --locked 2>/dev/null || cargo fetch

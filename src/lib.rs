@@ -8,6 +8,7 @@ pub mod cli;
 pub mod domain;
 pub mod imaging;
 pub mod protocol;
+pub mod secrets;
 pub mod server;
 pub mod store;
 pub mod util;

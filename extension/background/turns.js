@@ -84,6 +84,11 @@ export function pickProvider(settings = {}) {
     throw codeError('unsupported', `Provider kind "${kind}" is not supported by this version.`);
   }
   if (isBlank(card.baseUrl)) throw codeError('no_provider', `Provider "${card.name ?? card.id}" has no base URL.`);
+  // the host keeps API keys in the system's secret store; one it could not read comes back empty
+  // with the reason (PROTOCOL.md "API keys"): say so instead of sending no key to the provider
+  if (isBlank(card.apiKey) && !isBlank(card.apiKeyUnavailable)) {
+    throw codeError('no_provider', `The API key of "${card.name ?? card.id}" is kept in the system's secret store, which could not be read: ${card.apiKeyUnavailable}`);
+  }
   const model =
     (typeof settings.activeModel === 'string' && settings.activeModel.trim()) ||
     (typeof card.model === 'string' ? card.model.trim() : '');

@@ -500,6 +500,14 @@ describe('pure helpers', () => {
     assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'chat', baseUrl: '' }] }), { code: 'no_provider' });
   });
 
+  test('pickProvider: a key the host could not read from the secret store is named, not sent empty', () => {
+    const card = { id: 'a', name: 'Cloud', kind: 'chat', baseUrl: 'https://x.example/v1', apiKey: '', apiKeyUnavailable: 'the Secret Service (D-Bus) cannot be read now: locked' };
+    assert.throws(() => pickProvider({ providers: [card] }), (e) => e.code === 'no_provider' && /secret store/.test(e.message) && /locked/.test(e.message));
+    // a key typed since (or a local server without one) is used as it is
+    assert.equal(pickProvider({ providers: [{ ...card, apiKey: 'sk-new' }] }).provider.apiKey, 'sk-new');
+    assert.equal(pickProvider({ providers: [{ ...card, apiKeyUnavailable: undefined }] }).provider.apiKey, '');
+  });
+
   test('fillImageTokens fills data URLs and Anthropic base64 sources', () => {
     const map = new Map([
       ['keepsake-turn-image:0', { mime: 'image/png', data: RED }],
@@ -1872,7 +1880,7 @@ const BIN = join(HERE, '..', '..', 'target', 'debug', 'keepsake-host');
 function startRealHost() {
   const dir = mkdtempSync(join(tmpdir(), 'keepsake-turns-'));
   const child = spawn(BIN, ['chrome-extension://ejaedcjldiggibmnammkkoekohjgefkk/'], {
-    env: { ...process.env, KEEPSAKE_DB: join(dir, 'keepsake.db') },
+    env: { ...process.env, KEEPSAKE_SECRET_STORE: 'off', KEEPSAKE_DB: join(dir, 'keepsake.db') },
     stdio: ['pipe', 'pipe', 'ignore'],
   });
   const le = endianness() === 'LE';

@@ -146,6 +146,11 @@ function buildCard(v) {
   const showInsecure = () => {
     insecure.textContent = insecureBaseUrlWarning(baseUrl.value, { hasKey: apiKey.value.trim() !== '' });
   };
+  // a key the host keeps in the system's secret store but could not read now (PROTOCOL.md "API
+  // keys"): an empty field sent back keeps it
+  const keyControl = c.apiKeyUnavailable
+    ? h('div', {}, keyRow, h('div', { class: 'hint', testid: 'provider-api-key-unavailable', role: 'note', text: `The saved key is kept in the system’s secret store, which cannot be read now (${c.apiKeyUnavailable}). Leave the field empty to keep it, or enter the key again.` }))
+    : keyRow;
 
   const form = h('form', { class: 'card', testid: 'provider-card', dataset: { id: c.id }, novalidate: true },
     h('div', { class: 'card-head' }, h('label', { class: 'inline' }, active, title), unsaved),
@@ -153,7 +158,7 @@ function buildCard(v) {
       fieldRow('Name', name, 'name', v),
       fieldRow('API kind', kind, 'kind', v),
       fieldRow('Base URL', baseUrl, 'baseUrl', v),
-      fieldRow('API key', apiKey, 'apiKey', v, keyRow),
+      fieldRow('API key', apiKey, 'apiKey', v, keyControl),
       fieldRow('Model', model, 'model', v)),
     insecure,
     h('div', { class: 'card-actions' }, pingBtn, pingResult, h('span', { class: 'spacer' }), del, save),
@@ -502,6 +507,10 @@ async function loadCounts() {
     const db = Number(st?.sizes?.database) || 0;
     const wal = Number(st?.sizes?.wal) || 0;
     $('host-db-size').textContent = `${mib(db + wal)} (database ${mib(db)}, log ${mib(wal)}; ${grouped(st?.counts?.images ?? 0)} images, ${mib(st?.imageBytes ?? 0)})`;
+    // where the API keys are: the system's secret store, or the database file when none is reachable
+    const keys = st?.apiKeys;
+    $('host-api-keys').textContent = keys?.summary || '—';
+    $('host-api-keys').dataset.status = keys?.status || '';
   } catch (err) {
     $('host-db-size').textContent = `unavailable: ${explainLine(err)}`;
   }
@@ -719,7 +728,8 @@ onWorkerEvent((ev) => {
   if (!ev) return;
   if (ev.type === 'host.state') applyHostState(ev);
   else if (ev.type === 'changed') {
-    if (ev.areas?.settings) loadSettings();
+    // a saved provider can change where its key is kept (Host → "API keys")
+    if (ev.areas?.settings) { loadSettings(); loadCounts(); }
     if (ev.areas?.history || ev.areas?.sessions) loadCounts();
   } else if (ev.type === 'events.connected' && ev.reconnected) { loadSettings(); loadHost(); }
 });

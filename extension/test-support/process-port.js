@@ -27,7 +27,7 @@ export function tempDir(prefix) {
 
 /** `keepsake-host serve` on `db` with piped stdio, killed by `cleanUpHosts` if still running. */
 export function spawnHost(db) {
-  const child = spawn(HOST_BIN, ['serve'], { env: { ...process.env, KEEPSAKE_DB: db }, stdio: ['pipe', 'pipe', 'ignore'] });
+  const child = spawn(HOST_BIN, ['serve'], { env: { ...process.env, KEEPSAKE_SECRET_STORE: 'off', KEEPSAKE_DB: db }, stdio: ['pipe', 'pipe', 'ignore'] });
   children.push(child);
   return child;
 }

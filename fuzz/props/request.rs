@@ -74,7 +74,11 @@ fn sweep(base: &Path) {
 fn open(dir: &Path, generation: usize) -> Ctx {
     let db_path = dir.join(format!("fuzz-{generation}.db"));
     match Store::open(&db_path) {
-        Ok(s) => Ctx { db_path, store: Ok(s), next_expiry_look: std::time::Instant::now() },
+        Ok(mut s) => {
+            // a fuzz run never writes to the machine's secret store: keys stay in the file
+            s.set_secret_store(std::sync::Arc::new(keepsake_host::secrets::Off("fuzz run".into())));
+            Ctx { db_path, store: Ok(s), next_expiry_look: std::time::Instant::now(), keys_move_due: false }
+        }
         Err(e) => panic!("cannot open the fuzz store at {}: {e}", db_path.display()),
     }
 }

@@ -14,7 +14,7 @@ use super::install;
 use crate::store::maintenance::sidecar;
 use crate::store::migrate::LATEST;
 use crate::store::salvage;
-use crate::store::Store;
+use crate::store::{Severity, Store};
 use crate::util::paths::log_path_for;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,7 +167,7 @@ fn collect(db: &Path) -> Report {
         }
     }
     match Store::open_read_only(db) {
-        Ok(store) => {
+        Ok(mut store) => {
             match store.schema_version() {
                 Ok(v) if v == LATEST => r.add("schema", Status::Ok, format!("version {v}")),
                 Ok(v) => r.add("schema", Status::Warn, format!("version {v}, this host writes {LATEST}")),
@@ -207,6 +207,7 @@ fn collect(db: &Path) -> Report {
                 ),
                 None => {}
             }
+            api_keys(&mut r, &mut store);
         }
         Err(e) => {
             let status = Status::Fail;
@@ -221,6 +222,27 @@ fn collect(db: &Path) -> Report {
         r.add("log file", Status::Ok, format!("{} (not written yet)", log.display()));
     }
     r
+}
+
+/// Where the provider API keys are (PROTOCOL.md "API keys"): in the operating system's secret
+/// store, or in the database file when none is reachable; each referenced key is read back, so
+/// a key removed from the store by hand is named. Counts only: no key is ever printed.
+fn api_keys(r: &mut Report, store: &mut Store) {
+    match store.api_keys(true) {
+        Ok(k) => {
+            let (sev, text) = k.summary();
+            let status = match sev {
+                Severity::Ok => Status::Ok,
+                Severity::Info => Status::Info,
+                Severity::Warn => Status::Warn,
+                Severity::Fail => Status::Fail,
+            };
+            r.add_extra("api keys", status, text, json!({"apiKeys": k.to_json()}));
+        }
+        Err(e) => {
+            r.add("api keys", Status::Warn, format!("cannot read the providers setting: {}", e.message))
+        }
+    }
 }
 
 const NEXT_STEP: &str = "The next host start moves it aside (kept, never deleted) and salvages what can be read into a \

@@ -303,7 +303,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Trash { action, json } => trash(&db, action.unwrap_or(TrashAction::List), json),
         Command::Backup { file } => {
-            let integrity = backup_file(&db, &file).map_err(|e| {
+            let report = backup_file(&db, &file).map_err(|e| {
                 if e.code == ErrorCode::DbCorrupt {
                     CliError(
                         format!(
@@ -319,12 +319,22 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                     CliError::from(e)
                 }
             })?;
+            let integrity = report.integrity;
             println!(
                 "backed up {} to {} (integrity: {})",
                 db.display(),
                 file.display(),
                 integrity.join("; ")
             );
+            if report.keys_in_file > 0 {
+                eprintln!(
+                    "keepsake-host: warning: the backup holds {} API key{} in plain text (they were saved while no \
+                     secret store was reachable; see keepsake-host doctor): keep {} private",
+                    report.keys_in_file,
+                    if report.keys_in_file == 1 { "" } else { "s" },
+                    file.display()
+                );
+            }
             if integrity != ["ok"] {
                 eprintln!(
                     "keepsake-host: warning: the database is damaged and the backup is a faithful copy of the damage; \
@@ -492,6 +502,9 @@ fn print_inspect(v: &Value) {
     println!("sessions     {} ({} entries in all)", c["sessions"], c["sessionEntries"]);
     println!("trash        {} item(s) (keepsake-host trash)", c["trash"]);
     println!("settings     {}", c["settings"]);
+    if let Some(k) = v.get("apiKeys") {
+        println!("api keys     {}", k["summary"].as_str().unwrap_or_default());
+    }
     println!("images       {} blobs, {} bytes, {} references", c["images"], v["imageBytes"], c["imageRefs"]);
     println!("change log   {} rows; {} remembered client request ids", c["changes"], c["clientRequests"]);
     let integrity: Vec<&str> =

@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod reduce;
 pub mod request;
 pub mod search;
+pub mod secrets;
 pub mod sessions;
 pub mod settings;
 pub mod text;

@@ -53,6 +53,8 @@ pub struct Ctx {
     pub store: Result<Store, HostError>,
     /// When this process next looks whether the trash's expiry is due (after a reply).
     pub next_expiry_look: std::time::Instant,
+    /// API keys still in the database file are moved to the secret store after the first reply.
+    pub keys_move_due: bool,
 }
 
 /// An operation's handler.

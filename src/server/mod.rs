@@ -74,7 +74,7 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     // a slow poller start under load cannot skip any.
     let start = store.as_mut().ok().map(|s| (s.origin().to_owned(), s.current_seq().unwrap_or(0)));
     let next_expiry_look = std::time::Instant::now() + EXPIRY_FIRST_LOOK;
-    let mut ctx = Ctx { db_path: db.to_path_buf(), store, next_expiry_look };
+    let mut ctx = Ctx { db_path: db.to_path_buf(), store, next_expiry_look, keys_move_due: true };
     // this connection's memory: the request bodies it returned as text (PROTOCOL.md "Body deltas")
     let mut bodies = BodyCache::default();
 
@@ -201,7 +201,28 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
     if let Ok(store) = &mut ctx.store {
         store.tidy();
     }
+    move_keys(ctx);
     open && expire_trash(ctx, out)
+}
+
+/// Once per process, after its first reply (off the path of `host.hello`): API keys still held
+/// as text in the database file move to the secret store if one is reachable (PROTOCOL.md "API
+/// keys"). A start whose file holds no such key does nothing but one settings read.
+fn move_keys(ctx: &mut Ctx) {
+    if !std::mem::take(&mut ctx.keys_move_due) {
+        return;
+    }
+    let Ok(store) = &mut ctx.store else { return };
+    match store.move_keys_to_secret_store() {
+        Ok(r) if r.moved > 0 => {
+            tracing::info!(moved = r.moved, left = r.left, reason = ?r.reason, "API keys moved to the secret store")
+        }
+        Ok(r) if r.left > 0 => {
+            tracing::info!(left = r.left, reason = ?r.reason, "API keys stay in the database file")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "moving API keys to the secret store failed"),
+    }
 }
 
 /// How often this process looks whether the trash's expiry is due (the run itself is at most

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::blobs::{self, insert_blob};
 use super::history::{live_len, set_window, window_start};
+use super::keys::Finish;
 use super::sessions::{
     append_to_path, insert_session, session_body, session_exists, session_known, write_body,
 };
@@ -15,6 +16,7 @@ use crate::domain::import::{
     archived_live_id, continues, holds_run, mask_secrets, plan, ImportError, ImportFork, SettingsMode,
 };
 use crate::domain::ingest::{blob_from_bytes, Ingested};
+use crate::domain::secrets::PROVIDERS;
 use crate::domain::sessions::choose_name;
 use crate::domain::settings::max_sessions;
 use crate::protocol::{HostError, HostResult};
@@ -34,6 +36,7 @@ impl Store {
             ImportError::BadRequest(m) => HostError::bad_request(m),
             ImportError::Unsupported(m) => HostError::unsupported(m),
         })?;
+        let secrets = self.secrets.clone();
         self.read(|tx| {
             let mut new = 0u64;
             let mut skipped = plan.malformed_sessions as u64;
@@ -46,7 +49,14 @@ impl Store {
             }
             let mut settings = Vec::new();
             for (k, v) in &plan.settings {
-                let current = match setting_value(tx, k)? {
+                let mut stored = setting_value(tx, k)?;
+                if k == PROVIDERS {
+                    // compared with the keys, not the references the file holds
+                    if let Some(p) = stored.as_mut() {
+                        super::keys::resolve(&*secrets, p);
+                    }
+                }
+                let current = match stored {
                     None => "absent",
                     Some(old) if &old == v => "same",
                     Some(_) => "different",
@@ -98,6 +108,17 @@ impl Store {
         let export_blobs: Vec<_> =
             plan.images.values().map(|b| blob_from_bytes(b.mime.clone(), b.bytes.clone())).collect();
         let mut warnings = plan.warnings.clone();
+        // API keys of an imported `providers` go to the secret store before the transaction, as
+        // `settings.set` does; a key equal to the stored one keeps its reference (a re-run
+        // imports nothing)
+        let doc_providers = plan.settings.iter().find(|(k, _)| k == PROVIDERS).map(|(_, v)| v);
+        let prep = match (doc_providers, opts.settings) {
+            (Some(p), SettingsMode::Keep | SettingsMode::Overwrite) => Some(self.prepare_keys(p, true)?),
+            _ => None,
+        };
+        let mut providers_written = false;
+        let mut dropped_refs = std::collections::BTreeSet::new();
+        let was = prep.as_ref().map(|_| self.secure_delete_on());
 
         // Every imported session adds postings all over the search index's key space: a cache
         // that holds the index keeps each page from being written to the WAL again and again
@@ -194,6 +215,22 @@ impl Store {
             let mut settings_skipped = plan.settings_invalid as u64;
             for (k, v) in &plan.settings {
                 let existing = setting_value(&w.tx, k)?;
+                let prepared;
+                let v = match (k.as_str(), &prep) {
+                    (PROVIDERS, Some(p)) => match p.finish(existing.as_ref()) {
+                        Finish::Value(x) => {
+                            prepared = x;
+                            &prepared
+                        }
+                        Finish::Retry => {
+                            return Err(HostError::new(
+                                crate::protocol::ErrorCode::Busy,
+                                "the providers setting changed during the import; nothing was applied, retry",
+                            ));
+                        }
+                    },
+                    _ => v,
+                };
                 let write = match (&existing, opts.settings) {
                     (_, SettingsMode::None) => false,
                     (None, _) => true,
@@ -206,6 +243,10 @@ impl Store {
                          ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
                         params![k, v.to_string(), now],
                     )?;
+                    if k == PROVIDERS {
+                        providers_written = true;
+                        dropped_refs = super::keys::dropped(existing.as_ref(), Some(v));
+                    }
                     w.changes.settings.insert(k.clone());
                     settings_imported += 1;
                 } else {
@@ -251,6 +292,19 @@ impl Store {
         });
         if big {
             self.conn.execute_batch("PRAGMA cache_size=-16384;")?;
+        }
+        if let Some(was) = was {
+            self.restore_secure_delete(was);
+        }
+        if let Some(p) = &prep {
+            // keys written for a value that was not stored (kept the host's, rolled back, replayed)
+            // leave the store again; keys of cards the import replaced leave after the commit
+            if r.is_err() || !providers_written {
+                self.forget_keys(p.written.clone());
+            }
+        }
+        if r.is_ok() {
+            self.forget_keys(dropped_refs);
         }
         r
     }

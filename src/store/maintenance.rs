@@ -91,6 +91,11 @@ impl Store {
                 "integrity": integrity,
             }))
         })
+        .and_then(|mut v| {
+            // where the API keys are (counts only: no key is ever printed)
+            v["apiKeys"] = self.api_keys(false)?.to_json();
+            Ok(v)
+        })
     }
 
     /// Online backup through SQLite's backup API (never a file copy) to a new 0600 file.
@@ -113,11 +118,21 @@ impl Store {
     }
 }
 
+/// What `keepsake-host backup` made.
+#[derive(Debug, Clone)]
+pub struct BackupReport {
+    /// The copy's `integrity_check` lines (`["ok"]` when healthy).
+    pub integrity: Vec<String>,
+    /// API keys the copy holds as text (stored while no secret store was reachable).
+    pub keys_in_file: usize,
+}
+
 /// `keepsake-host backup`: SQLite's backup API from a read-only connection into a new 0600 file.
 /// The backup API copies pages without interpreting them, so a database that is damaged but
-/// still opens is copied as it is; returns the copy's `integrity_check` lines (`["ok"]` when
-/// healthy). A file SQLite cannot open at all is `db_corrupt`, and nothing is created.
-pub fn backup_file(db: &Path, dest: &Path) -> HostResult<Vec<String>> {
+/// still opens is copied as it is; reports the copy's `integrity_check` lines and how many API
+/// keys it holds as text. A file SQLite cannot open at all is `db_corrupt`, and nothing is
+/// created.
+pub fn backup_file(db: &Path, dest: &Path) -> HostResult<BackupReport> {
     if let Some(s) = super::salvage::too_short(db) {
         super::salvage::note_damage(db, &s);
         return Err(HostError::new(
@@ -165,7 +180,11 @@ pub fn backup_file(db: &Path, dest: &Path) -> HostResult<Vec<String>> {
     if lines != ["ok"] {
         super::salvage::note_damage(db, &format!("integrity_check: {}", lines.join("; ")));
     }
-    Ok(lines)
+    let keys_in_file = super::setting_value(&copy, crate::domain::secrets::PROVIDERS)
+        .ok()
+        .flatten()
+        .map_or(0, |p| crate::domain::secrets::plaintext_count(&p));
+    Ok(BackupReport { integrity: lines, keys_in_file })
 }
 
 impl Store {

@@ -11,6 +11,7 @@ mod entries;
 mod fold;
 mod history;
 mod import;
+mod keys;
 pub mod maintenance;
 pub mod migrate;
 pub mod open;
@@ -35,6 +36,7 @@ pub use changes::ChangeEvent;
 pub use drawer::Listing;
 pub use history::{FailedTarget, Page};
 pub use import::ImportOptions;
+pub use keys::{ApiKeys, MoveReport, Severity};
 pub use open::Mode;
 pub use requests::{BuildArgs, ImageRefsMode};
 pub use sessions::{AppendFlags, ExportFormat};
@@ -232,6 +234,8 @@ pub struct Store {
     wal_check_due: bool,
     /// The clock writes stamp their rows with (ms since the Unix epoch); tests inject their own.
     clock: Clock,
+    /// Where provider API keys are kept (`keys.rs`); tests inject their own.
+    secrets: std::sync::Arc<dyn crate::secrets::SecretStore>,
 }
 
 /// A source of the current time in ms since the Unix epoch.
@@ -337,7 +341,13 @@ impl Store {
             drawer: None,
             wal_check_due: false,
             clock: std::sync::Arc::new(now_ms),
+            secrets: crate::secrets::system(),
         }
+    }
+
+    /// Keep API keys in another secret store from now on (tests of a store that fails).
+    pub fn set_secret_store(&mut self, secrets: std::sync::Arc<dyn crate::secrets::SecretStore>) {
+        self.secrets = secrets;
     }
 
     /// Use another clock for every write from now on (tests of expiry and ordering).

@@ -93,6 +93,9 @@ impl Host {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+        // API keys stay in the file unless a test asks for a secret store of its own
+        // (tests/secrets.rs): a developer's desktop keyring is never touched
+        cmd.env("KEEPSAKE_SECRET_STORE", "off");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -264,6 +267,7 @@ pub fn cli(db: &Path, args: &[&str]) -> (i32, String, String) {
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join(".config"))
         .env("KEEPSAKE_SYSTEM_ROOT", home.join("sysroot"))
+        .env("KEEPSAKE_SECRET_STORE", "off")
         .output()
         .expect("run keepsake-host CLI");
     (
@@ -400,6 +404,7 @@ impl Host {
         let mut cmd = Command::new(BIN);
         cmd.arg(ORIGIN)
             .env("KEEPSAKE_DB", db)
+            .env("KEEPSAKE_SECRET_STORE", "off")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -696,6 +701,7 @@ impl RawHost {
         let mut cmd = Command::new(BIN);
         cmd.args(args)
             .env("KEEPSAKE_DB", db)
+            .env("KEEPSAKE_SECRET_STORE", "off")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -946,6 +952,7 @@ impl Host {
         let mut cmd = Command::new(BIN);
         cmd.arg(ORIGIN)
             .env("KEEPSAKE_DB", db)
+            .env("KEEPSAKE_SECRET_STORE", "off")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());

@@ -196,7 +196,9 @@ export async function launch({
   const dbPath = path.join(dataDir, 'keepsake.db');
   // a file named `debug` beside the database turns on the host's debug log (one line per op served)
   if (hostDebug) fs.writeFileSync(path.join(dataDir, 'debug'), '');
-  const fullEnv = { ...process.env, KEEPSAKE_DB: dbPath, ...env };
+  // API keys stay in the database file unless a test brings a secret store of its own
+  // (secrets.e2e.mjs): a developer's desktop keyring is never touched
+  const fullEnv = { ...process.env, KEEPSAKE_SECRET_STORE: 'off', KEEPSAKE_DB: dbPath, ...env };
   let install = null;
   if (hostInstalled) install = installHost(profileDir, fullEnv);
 
@@ -220,6 +222,8 @@ export async function launch({
         '--disable-background-networking',
         '--disable-component-update',
         '--disable-sync',
+        // the browser's own passwords never go to a secret store the environment names
+        '--password-store=basic',
         `--disable-extensions-except=${extDir}`,
         `--load-extension=${extDir}`,
       ],

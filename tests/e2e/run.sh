@@ -6,9 +6,9 @@
 #   tests/e2e/run.sh journey.e2e.mjs       only the named files
 #   tests/e2e/run.sh --screenshots         also refresh docs/screenshots/*.png
 #
-# Needs: node >= 20, npm, cargo, /usr/bin/chromium and /usr/bin/sqlite3 (installed with apt-get
-# when missing and running as root). Failure artifacts (page screenshots, console and host logs):
-# tests/e2e/artifacts/<test>/.
+# Needs: node >= 20, npm, cargo, /usr/bin/chromium and /usr/bin/sqlite3, and for secrets.e2e.mjs
+# dbus, gnome-keyring and libsecret-tools (installed with apt-get when missing and running as
+# root). Failure artifacts (page screenshots, console and host logs): tests/e2e/artifacts/<test>/.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,17 +35,23 @@ chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"
 missing=""
 [ -x "${chromium_bin}" ] || missing="${missing} chromium"
 command -v sqlite3 >/dev/null 2>&1 || missing="${missing} sqlite3"
-if [ -n "${missing}" ]; then
-	uid=$(id -u)
-	if [ "${uid}" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-		say "installing${missing} (apt-get)"
-		apt-get update -qq
-		# shellcheck disable=SC2086 # word splitting of the package list is intended
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${missing} >/dev/null
-	else
-		echo "e2e: missing${missing}; install with: sudo apt-get install${missing}" >&2
-		exit 1
-	fi
+# a real Secret Service for secrets.e2e.mjs (D-Bus, GNOME Keyring, secret-tool): installed like the
+# others when running as root; elsewhere that test skips with a message naming what is missing
+keyring=""
+command -v dbus-daemon >/dev/null 2>&1 || keyring="${keyring} dbus"
+command -v gnome-keyring-daemon >/dev/null 2>&1 || keyring="${keyring} gnome-keyring"
+command -v secret-tool >/dev/null 2>&1 || keyring="${keyring} libsecret-tools"
+uid=$(id -u)
+if [ -n "${missing}${keyring}" ] && [ "${uid}" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+	say "installing${missing}${keyring} (apt-get)"
+	apt-get update -qq
+	# shellcheck disable=SC2086 # word splitting of the package list is intended
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${missing}${keyring} >/dev/null
+elif [ -n "${missing}" ]; then
+	echo "e2e: missing${missing}; install with: sudo apt-get install${missing}" >&2
+	exit 1
+elif [ -n "${keyring}" ]; then
+	say "secrets.e2e.mjs will skip its keyring test: missing${keyring} (sudo apt-get install${keyring})"
 fi
 
 if ! command -v node >/dev/null 2>&1; then
