@@ -304,6 +304,31 @@ impl Fs {
             .sum()
     }
 
+    /// Unsynced bytes per file name (under the root folder) right now: which files were being
+    /// written when the power went (a `-wal` commit, a checkpoint into the database file, …).
+    pub fn pending_by_name(&self) -> BTreeMap<OsString, u64> {
+        let st = self.lock();
+        let Some(Node { body: Body::Dir { entries, .. }, .. }) = st.nodes.get(&ROOT) else {
+            return BTreeMap::new();
+        };
+        entries
+            .iter()
+            .filter_map(|(name, ino)| match &st.nodes[ino].body {
+                Body::File { pending, .. } if !pending.is_empty() => Some((
+                    name.clone(),
+                    pending
+                        .iter()
+                        .map(|p| match p {
+                            Pending::Write { data, .. } => data.len() as u64,
+                            Pending::SetLen(_) => 0,
+                        })
+                        .sum(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// What the disk holds after the cut, with `mode` deciding the fate of unsynced changes;
     /// `coin` returns random bits.
     pub fn disk_after_cut(&self, mode: CutMode, coin: &mut dyn FnMut() -> u64) -> DiskImage {
