@@ -747,3 +747,81 @@ fn t20_power_cuts_lose_no_acknowledged_write() {
         assert!(x.errors.is_empty(), "{name}: errors while the disk worked:\n  {}", show(&x.errors));
     }
 }
+
+/// The filesystem itself, through plain file calls: what a cut keeps in each mode.
+#[test]
+fn powerfs_keeps_exactly_what_was_synced() {
+    if !powerfs::fuse_available() {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "powerfs: SKIPPED: /dev/fuse is missing");
+        return;
+    }
+    use std::io::{Seek, SeekFrom, Write};
+    let root = tempfile::tempdir().unwrap();
+    let mnt = root.path().join("m");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mut img = DiskImage::default();
+    img.files.insert("old".into(), (0o600, vec![b'o'; 8192]));
+    let m = powerfs::mount(&mnt, &img).unwrap();
+    let mut rng = Rng::new(7);
+
+    // a: written and fsynced, its name made durable by a folder fsync; then more, unsynced
+    let mut a = std::fs::File::create(mnt.join("a")).unwrap();
+    a.write_all(b"durable").unwrap();
+    a.sync_all().unwrap();
+    std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+    a.write_all(b" and not").unwrap();
+    // b: fsynced, but its name never was
+    let mut b = std::fs::File::create(mnt.join("b")).unwrap();
+    b.write_all(b"nameless").unwrap();
+    b.sync_all().unwrap();
+    // old: 4,000 unsynced bytes at offset 300 (parts of 9 sectors)
+    let mut o = std::fs::OpenOptions::new().write(true).open(mnt.join("old")).unwrap();
+    o.seek(SeekFrom::Start(300)).unwrap();
+    o.write_all(&[b'n'; 4000]).unwrap();
+    drop((a, b, o));
+    assert_eq!(std::fs::read(mnt.join("a")).unwrap(), b"durable and not", "reads see the page cache");
+
+    let lose = m.fs.disk_after_cut(CutMode::Lose, &mut || rng.next_u64());
+    assert_eq!(lose.files[Path::new("a")].1, b"durable");
+    assert!(!lose.files.contains_key(Path::new("b")), "a name nobody fsynced the folder for is lost");
+    assert_eq!(lose.files[Path::new("old")].1, vec![b'o'; 8192]);
+
+    let (mut kept, mut lost) = (0, 0);
+    for _ in 0..50 {
+        let torn = m.fs.disk_after_cut(CutMode::Torn, &mut || rng.next_u64());
+        let bytes = &torn.files[Path::new("old")].1;
+        assert_eq!(bytes.len(), 8192);
+        assert!(bytes[..300].iter().all(|c| *c == b'o') && bytes[4300..].iter().all(|c| *c == b'o'));
+        // each sector's written part is all new or all old
+        for s in (0..8192).step_by(512) {
+            let part: Vec<u8> = bytes[s.max(300)..(s + 512).min(4300).max(s.max(300))].to_vec();
+            if part.is_empty() {
+                continue;
+            }
+            assert!(part.iter().all(|c| *c == part[0]), "sector {s} torn inside");
+            if part[0] == b'n' {
+                kept += 1;
+            } else {
+                lost += 1;
+            }
+        }
+        let a = &torn.files[Path::new("a")].1;
+        assert!(a == b"durable" || a == b"durable and not", "{a:?}");
+    }
+    assert!(kept > 0 && lost > 0, "torn sectors kept {kept}, lost {lost}");
+
+    // a cut: the next changing call fails, and nothing after it applies
+    m.fs.arm(1);
+    assert!(std::fs::write(mnt.join("c"), b"late").is_err());
+    assert!(m.fs.is_cut());
+    let after = m.fs.disk_after_cut(CutMode::Reorder, &mut || rng.next_u64());
+    assert!(!after.files.contains_key(Path::new("c")));
+    m.unmount().unwrap();
+
+    // the disk after the cut, mounted again
+    let m = powerfs::mount(&mnt, &lose).unwrap();
+    assert_eq!(std::fs::read(mnt.join("a")).unwrap(), b"durable");
+    assert!(!mnt.join("b").exists());
+    m.unmount().unwrap();
+}
