@@ -52,7 +52,9 @@ main() {
 		fi
 		echo "==> unregistering keepsake-host"
 		"${host}" uninstall "$@"
-		if [ -e "${dst}" ]; then
+		# (`uninstall` removes the binary its receipt names once it proves to be keepsake-host;
+		# this catches a copy installed without a receipt, never a link or a folder.)
+		if [ -f "${dst}" ] && [ ! -L "${dst}" ]; then
 			rm -f "${dst}"
 			echo "removed   ${dst}"
 		fi

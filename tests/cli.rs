@@ -348,9 +348,13 @@ fn doctor_is_ok_on_a_healthy_database_warns_on_0644_and_fails_on_a_symlink() {
         warns.iter().any(|c| c["detail"].as_str().unwrap_or("").contains("644")),
         "no warning names the 0644 database file: {doc}"
     );
+    // ...and made private by that very open, so the next doctor is quiet
+    assert_eq!(std::fs::metadata(&db).unwrap().permissions().mode() & 0o777, 0o600);
+    chmod(&db, 0o644);
     let (_, text, _) = cli(&db, &["doctor"]);
     assert!(text.lines().any(|l| l.starts_with("warn") && l.contains("644")), "{text}");
-    chmod(&db, 0o600);
+    let (_, text, _) = cli(&db, &["doctor"]);
+    assert!(!text.lines().any(|l| l.starts_with("warn") && l.contains("644")), "{text}");
 
     // A symlinked database path fails.
     let link = d.path().join("link.db");

@@ -498,6 +498,133 @@ fn uninstall_restores_the_home_exactly_and_keeps_the_database_unless_purged() {
     assert_eq!(m.listing(), expected);
 }
 
+/// The receipt sits in a folder the user can write and `uninstall --system` runs as root: a
+/// receipt that names someone else's files (the binary, a manifest, a folder, by path, by
+/// symbolic link) must leave them all where they are, say so, and still remove what is ours.
+/// Before, `uninstall` deleted whatever file `binary` named.
+#[test]
+fn uninstall_removes_only_what_it_can_prove_install_wrote() {
+    let m = Machine::new();
+    m.browser("chromium");
+    // A real install by install.sh's route: a copy of the host binary it owns.
+    let bin_dir = m.home().join(".local/bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("keepsake-host");
+    std::fs::copy(BIN, &bin).unwrap();
+    let o = m.run(&["install", "--bin", bin.to_str().unwrap(), "--owns-bin"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let chromium = m.manifest_in("chromium");
+    assert!(chromium.is_file());
+
+    // Files that are not ours, the kind root owns on a real machine.
+    let victims = m.path().join("etc");
+    std::fs::create_dir_all(victims.join("empty-system-folder")).unwrap();
+    let shadow = victims.join("shadow");
+    std::fs::write(&shadow, "root:$y$j9T$secret:19000:0:99999:7:::\n").unwrap();
+    let other_bin = victims.join("keepsake-host");
+    std::fs::write(&other_bin, "#!/bin/sh\necho dev.keepsake.host keepsake-host\n").unwrap();
+    let stray_manifest = victims.join(MANIFEST);
+    std::fs::write(&stray_manifest, r#"{"name":"dev.keepsake.host"}"#).unwrap();
+    let other_host = m.config().join("google-chrome/NativeMessagingHosts").join(MANIFEST);
+    std::fs::create_dir_all(other_host.parent().unwrap()).unwrap();
+    std::fs::write(&other_host, r#"{"name":"com.example.other","path":"/usr/bin/other"}"#).unwrap();
+    let link_dir = m.path().join("links");
+    std::fs::create_dir_all(&link_dir).unwrap();
+    let link = link_dir.join("keepsake-host");
+    std::os::unix::fs::symlink(&bin, &link).unwrap();
+
+    // The receipt, rewritten by whoever can write the data folder.
+    let rpath = m.db().parent().unwrap().join("install-receipt.json");
+    let receipt: Value = serde_json::from_slice(&std::fs::read(&rpath).unwrap()).unwrap();
+    let hostile = |receipt: &mut Value, binary: &Path| {
+        receipt["binary"] = json!(binary);
+        let manifests = receipt["manifests"].as_array_mut().unwrap();
+        manifests.push(json!(stray_manifest));
+        manifests.push(json!(other_host));
+        manifests.push(json!(shadow));
+        receipt["createdDirs"].as_array_mut().unwrap().push(json!(victims.join("empty-system-folder")));
+        receipt["createdDirs"].as_array_mut().unwrap().push(json!(victims));
+    };
+    for (target, why) in
+        [(&shadow, "its name is shadow"), (&other_bin, "it is not an executable"), (&link, "symbolic link")]
+    {
+        let mut r = receipt.clone();
+        hostile(&mut r, target);
+        std::fs::create_dir_all(rpath.parent().unwrap()).unwrap();
+        std::fs::write(&rpath, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+        let before = m.listing();
+        let o = m.run(&["uninstall", "--json"]);
+        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+        let doc = o.json();
+        for p in [&shadow, &other_bin, &stray_manifest, &other_host] {
+            assert!(p.is_file(), "{} was removed: {doc}", p.display());
+        }
+        let left: Vec<String> = doc["left"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| format!("{} {}", l["path"], l["reason"]))
+            .collect();
+        assert!(left.iter().any(|l| l.contains(target.to_str().unwrap()) && l.contains(why)), "{left:?}");
+        for p in [&shadow, &stray_manifest, &other_host, &victims.join("empty-system-folder"), &victims] {
+            assert!(
+                left.iter().any(|l| l.contains(&format!("{:?}", p.to_str().unwrap()))),
+                "{} not reported: {left:?}",
+                p.display()
+            );
+        }
+        assert!(
+            victims.join("empty-system-folder").is_dir(),
+            "an empty folder outside install's was removed"
+        );
+        assert!(std::fs::symlink_metadata(&link).is_ok(), "the link was removed");
+        // ours went: the chromium manifest (and, when the receipt named it, the binary)
+        assert!(!chromium.exists(), "{doc}");
+        let after = m.listing();
+        let gone: Vec<&String> = before.iter().filter(|l| !after.contains(l)).collect();
+        assert!(
+            gone.iter().all(|l| l.contains("chromium/NativeMessagingHosts") || l.starts_with("data/")),
+            "uninstall removed more than the manifest, its folder, the receipt and its folder: {gone:?}"
+        );
+        assert!(bin.is_file(), "the binary was not named by this receipt");
+        // the text output says what it left, one line each
+        std::fs::create_dir_all(rpath.parent().unwrap()).unwrap();
+        std::fs::write(&rpath, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+        let o = m.run(&["uninstall"]);
+        assert!(
+            o.stdout.lines().any(|l| l.starts_with("left") && l.contains(target.to_str().unwrap())),
+            "{}",
+            o.stdout
+        );
+        assert_eq!(m.run(&["install"]).code, 0);
+        // (install writes its own manifest name in every browser folder it finds: put the
+        // stranger back)
+        std::fs::write(&other_host, r#"{"name":"com.example.other","path":"/usr/bin/other"}"#).unwrap();
+    }
+
+    // The genuine receipt still removes the genuine binary and the folders install.sh made.
+    let mut r = receipt.clone();
+    r["createdDirs"].as_array_mut().unwrap().push(json!(bin_dir));
+    std::fs::create_dir_all(rpath.parent().unwrap()).unwrap();
+    std::fs::write(&rpath, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+    std::fs::remove_file(&link).unwrap();
+    let o = m.run(&["uninstall", "--json"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let doc = o.json();
+    let left = doc["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "only the stranger in Chrome's folder is left: {doc}");
+    assert_eq!(left[0]["path"], json!(other_host));
+    assert!(!bin.exists(), "{doc}");
+    assert!(!bin_dir.exists(), "{doc}");
+    assert!(!chromium.exists());
+    assert!(shadow.is_file() && other_host.is_file());
+    eprintln!(
+        "T25: 3 hostile receipts (binary = a file named shadow, a script named keepsake-host, a symbolic link; \
+         manifests outside install's folders and another host's; foreign folders): foreign paths removed 0, \
+         reported 100%; the genuine receipt removed the binary, its folder and the manifest"
+    );
+}
+
 #[test]
 fn system_install_writes_system_folders_and_asks_for_sudo_without_permission() {
     let m = Machine::new();

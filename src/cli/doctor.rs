@@ -105,7 +105,8 @@ fn check_private(r: &mut Report, name: &str, p: &Path, want: u32) {
             name,
             Status::Warn,
             format!(
-                "{} has mode {m:o}; other users can read it (expected {want:o}): chmod {want:o} '{}'",
+                "{} had mode {m:o}; other users could read it (expected {want:o}). Every open makes the files \
+                 you own private again (this check's own open included); otherwise: chmod {want:o} '{}'",
                 p.display(),
                 p.display()
             ),

@@ -18,12 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::browsers::{self, Env, Platform, EXTENSION_ID, HOST_NAME, MANIFEST_FILE};
+use super::proof;
 use super::CliError;
 use crate::store::maintenance::sidecar;
-use crate::util::paths::{absolute, log_path_for, DEBUG_MARKER};
-
-/// The receipt's file name, beside the database.
-pub const RECEIPT_FILE: &str = "install-receipt.json";
+use crate::util::paths::{absolute, log_path_for, DEBUG_MARKER, RECEIPT_FILE};
 
 const FIX: &str = "keepsake-host install (or ./install.sh)";
 
@@ -563,7 +561,30 @@ pub struct UninstallOpts {
     pub json: bool,
 }
 
-/// Every manifest file uninstall looks at: the receipt's, then every known location.
+/// Every manifest path `install` can write: each browser's per-user and system folder, each
+/// `--user-data-dir` profile (named now or recorded in the receipt), the Windows manifest.
+fn known_manifests(env: &Env, o: &UninstallOpts, receipt: &Receipt) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut add = |p: PathBuf| push_unique(&mut files, &p);
+    for l in browsers::user_locations(env) {
+        add(l.manifest());
+    }
+    for l in browsers::system_locations(env) {
+        add(l.manifest());
+    }
+    for d in o.user_data_dirs.iter().map(|d| absolute(d)).chain(receipt.user_data_dirs.iter().cloned()) {
+        add(d.join("NativeMessagingHosts").join(MANIFEST_FILE));
+    }
+    for system in [false, true] {
+        if let Some(p) = browsers::windows_manifest(env, system) {
+            add(p);
+        }
+    }
+    files
+}
+
+/// Every manifest file uninstall looks at: the receipt's, then every known location (system
+/// folders only with `--system`).
 fn uninstall_candidates(env: &Env, o: &UninstallOpts, receipt: &Receipt) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = receipt.manifests.clone();
     let mut add = |p: PathBuf| push_unique(&mut files, &p);
@@ -591,18 +612,31 @@ fn uninstall_candidates(env: &Env, o: &UninstallOpts, receipt: &Receipt) -> Vec<
     files
 }
 
+/// The folders a receipt may name for removal: a folder on the way to something `install`
+/// writes (a manifest folder, the database's folder, the installed binary's folder), never the
+/// home folder or one above it. Anything else in `createdDirs` is reported and left.
+fn removable_dir(env: &Env, d: &Path, targets: &[PathBuf]) -> bool {
+    d.is_absolute()
+        && !d.components().any(|c| matches!(c, std::path::Component::ParentDir))
+        && !env.home.starts_with(d)
+        && !env.config_home.starts_with(d)
+        && targets.iter().any(|t| t.starts_with(d))
+}
+
 fn is_system_path(env: &Env, p: &Path) -> bool {
     !p.starts_with(&env.home) && !p.starts_with(&env.config_home)
 }
 
-/// What uninstall removed, and what it could not.
+/// What uninstall removed, what it left (and why), and what it could not remove.
 struct Removal {
     removed: Vec<(String, String)>,
+    left: Vec<(String, String)>,
     errors: Vec<InstallError>,
 }
 
 impl Removal {
-    /// Remove one file (not a folder); a missing file is not an error.
+    /// Remove one file (not a folder); a missing file is not an error. Only for paths that do
+    /// not come from the receipt (the receipt itself, the data files beside the database).
     fn file(&mut self, env: &Env, p: &Path, kind: &str) {
         match fs::symlink_metadata(p) {
             Ok(m) if m.is_dir() => {}
@@ -613,6 +647,28 @@ impl Removal {
             Err(_) => {}
         }
     }
+
+    /// Remove a file only when it proves to be what `install` wrote (see `proof`).
+    /// True when the file was ours (removed, or ours but not removable) or is not there.
+    fn proven(&mut self, env: &Env, p: &Path, kind: proof::Kind, label: &str) -> bool {
+        match proof::remove_if_ours(p, kind) {
+            Ok(()) => self.removed.push((label.to_owned(), p.display().to_string())),
+            Err(proof::Left::Missing) => {}
+            Err(proof::Left::NotOurs(why)) => {
+                self.leave(p, &format!("{why}; not removed"));
+                return false;
+            }
+            Err(proof::Left::Io(e)) => {
+                self.errors.push(InstallError::io("remove", p, e, is_system_path(env, p)))
+            }
+        }
+        true
+    }
+
+    fn leave(&mut self, p: &Path, why: &str) {
+        tracing::warn!(path = %p.display(), why, "uninstall left a path the receipt names");
+        self.left.push((p.display().to_string(), why.to_owned()));
+    }
 }
 
 /// `keepsake-host uninstall`, with the real environment.
@@ -621,7 +677,10 @@ pub fn uninstall(db: &Path, o: &UninstallOpts) -> Result<i32, CliError> {
     uninstall_in(&env, db, o)
 }
 
-/// `keepsake-host uninstall` against `env`.
+/// `keepsake-host uninstall` against `env`. Nothing read from the receipt is trusted: a manifest
+/// goes only from a folder `install` writes and when it names this host, the binary only when
+/// it is a keepsake-host binary, a folder only on the way to one of those (and only when empty),
+/// a registry key only when it is one `install` sets. Everything else is reported and left.
 pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliError> {
     let mut notes: Vec<String> = Vec::new();
     let receipt = load_receipt(db).unwrap_or_else(|e| {
@@ -630,16 +689,32 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
     });
     let had_receipt = receipt.is_some();
     let receipt = receipt.unwrap_or_default();
-    let mut r = Removal { removed: Vec::new(), errors: Vec::new() };
+    let mut r = Removal { removed: Vec::new(), left: Vec::new(), errors: Vec::new() };
 
+    let known = known_manifests(env, o, &receipt);
     for f in uninstall_candidates(env, o, &receipt) {
-        if f.file_name().is_some_and(|n| n == MANIFEST_FILE) {
-            r.file(env, &f, "manifest");
+        if !known.contains(&f) {
+            r.leave(&f, "not a manifest location install writes; not removed");
+            continue;
         }
+        r.proven(env, &f, proof::Kind::Manifest, "manifest");
     }
 
     if env.platform == Platform::Windows {
-        let mut keys: Vec<String> = receipt.registry_keys.clone();
+        let mut allowed: Vec<String> = Vec::new();
+        for hive in hives(false).iter().chain(hives(true)) {
+            for (_, k) in browsers::registry_keys() {
+                allowed.push(format!(r"{hive}\{k}"));
+            }
+        }
+        let mut keys: Vec<String> = Vec::new();
+        for k in &receipt.registry_keys {
+            if allowed.iter().any(|a| a.eq_ignore_ascii_case(k)) {
+                push_unique(&mut keys, k);
+            } else {
+                r.left.push((k.clone(), "not a registry key install sets; not removed".into()));
+            }
+        }
         for hive in hives(false).iter().chain(if o.system { hives(true) } else { &[] }) {
             for (_, k) in browsers::registry_keys() {
                 push_unique(&mut keys, &format!(r"{hive}\{k}"));
@@ -655,6 +730,8 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
         }
     }
 
+    // The binary's folder counts as install's only when the binary proved to be ours.
+    let mut bin_dir: Option<PathBuf> = None;
     if let Some(b) = &receipt.binary {
         let running = std::env::current_exe().ok().and_then(|c| fs::canonicalize(c).ok());
         if env.platform == Platform::Windows && running.as_deref() == fs::canonicalize(b).ok().as_deref() {
@@ -662,8 +739,10 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
                 "{} is running and cannot delete itself on Windows; delete it afterwards",
                 b.display()
             ));
-        } else {
-            r.file(env, b, "binary");
+        } else if !b.is_absolute() {
+            r.leave(b, "not an absolute path; not removed");
+        } else if r.proven(env, b, proof::Kind::Binary, "binary") {
+            bin_dir = b.parent().map(Path::to_path_buf);
         }
     }
 
@@ -685,7 +764,17 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
         }
     }
 
-    let mut dirs = receipt.created_dirs.clone();
+    let mut targets: Vec<PathBuf> = known.iter().filter_map(|m| m.parent().map(Path::to_path_buf)).collect();
+    targets.push(data_dir.clone());
+    targets.extend(bin_dir);
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for d in &receipt.created_dirs {
+        if removable_dir(env, d, &targets) {
+            push_unique(&mut dirs, d);
+        } else {
+            r.leave(d, "not a folder install creates; not removed");
+        }
+    }
     if o.purge_data {
         push_unique(&mut dirs, &data_dir);
     }
@@ -698,7 +787,7 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
             r.removed.push(("folder".into(), d.display().to_string()));
         }
     }
-    let Removal { removed, mut errors } = r;
+    let Removal { removed, left, mut errors } = r;
 
     let db_left = db.exists();
     if o.json {
@@ -706,6 +795,7 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
             "ok": errors.is_empty(),
             "removed": removed.iter().map(|(k, w)| json!({"kind": k, "path": w})).collect::<Vec<_>>(),
             "notes": notes,
+            "left": left.iter().map(|(p, why)| json!({"path": p, "reason": why})).collect::<Vec<_>>(),
             "dataPurged": o.purge_data,
             "database": db.display().to_string(),
             "databaseKept": db_left,
@@ -718,6 +808,9 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
         }
         if removed.is_empty() {
             println!("nothing to remove: no {MANIFEST_FILE} found in any known location");
+        }
+        for (p, why) in &left {
+            println!("left      {p}  ({why})");
         }
         for n in &notes {
             println!("note: {n}");

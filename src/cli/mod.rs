@@ -5,6 +5,7 @@
 pub mod browsers;
 pub mod doctor;
 pub mod install;
+pub mod proof;
 
 use std::io::Read;
 use std::path::PathBuf;

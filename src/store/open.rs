@@ -72,6 +72,7 @@ fn prepare_file(path: &Path) -> Result<(), StoreError> {
         b.create(dir).map_err(|e| StoreError::Path(format!("cannot create {}: {e}", dir.display())))?;
     }
     refuse_symlink(path)?;
+    tighten_modes(path, dir, true)?;
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create_new(true);
     #[cfg(unix)]
@@ -84,6 +85,112 @@ fn prepare_file(path: &Path) -> Result<(), StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(StoreError::Path(format!("cannot create {}: {e}", path.display()))),
     }
+}
+
+/// The files beside a database that hold its data or say where it is: the database, its `-wal`
+/// and `-shm`, the log and the install receipt.
+pub fn private_files(db: &Path) -> Vec<std::path::PathBuf> {
+    let dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    vec![
+        db.to_path_buf(),
+        super::maintenance::sidecar(db, "-wal"),
+        super::maintenance::sidecar(db, "-shm"),
+        dir.join(crate::util::paths::LOG_FILE),
+        dir.join(crate::util::paths::RECEIPT_FILE),
+    ]
+}
+
+/// Every open for writing makes the database's files private again: the database, `-wal`,
+/// `-shm`, log and receipt 0600, the folder 0700 — a file left 0644 by an older version, a copy or
+/// a permissive umask included. A file (or a group- or world-writable folder) that belongs to
+/// another user is refused with a clear error: Keepsake cannot make it private, and someone
+/// else can read or replace it. (A shared folder such as `/tmp`, sticky and owned by root, is
+/// left as it is; the files in it are still made private.) A read-only open (`inspect`, a
+/// backup someone handed you, a read-only mount) is `strict == false`: it tightens what it can
+/// and refuses nothing, since reading a file cannot expose it further.
+#[cfg(unix)]
+fn tighten_modes(db: &Path, dir: &Path, strict: bool) -> Result<(), StoreError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let fix = |p: &Path, want: u32, what: &str| -> Result<(), StoreError> {
+        let Ok(md) = std::fs::symlink_metadata(p) else { return Ok(()) };
+        let mode = md.permissions().mode() & 0o7777;
+        if mode & 0o077 == 0 {
+            return Ok(());
+        }
+        if md.uid() != me {
+            if !strict {
+                return Ok(());
+            }
+            return Err(StoreError::Path(format!(
+                "{what} {} belongs to user {} and has mode {mode:o}: other users can read it, and Keepsake cannot \
+                 make it private; move the database to a folder of your own or fix the owner (chown)",
+                p.display(),
+                md.uid()
+            )));
+        }
+        if let Err(e) = std::fs::set_permissions(p, std::fs::Permissions::from_mode(want)) {
+            if !strict {
+                tracing::info!(file = %p.display(), error = %e, "could not make private (read-only open)");
+                return Ok(());
+            }
+            return Err(StoreError::Path(format!(
+                "cannot make {} private (chmod {want:o}): {e}",
+                p.display()
+            )));
+        }
+        tracing::info!(file = %p.display(), from = format!("{mode:o}"), to = format!("{want:o}"), "made private");
+        Ok(())
+    };
+    if let Ok(md) = std::fs::metadata(dir) {
+        let mode = md.permissions().mode() & 0o7777;
+        if md.uid() == me {
+            if folder_is_keepsakes(db, dir) {
+                fix(dir, 0o700, "the database folder")?;
+            } else if mode & 0o077 != 0 {
+                tracing::info!(dir = %dir.display(), mode = format!("{mode:o}"), "the database folder holds other files too; its mode is left as it is (the files are made private)");
+            }
+        } else if strict && mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(StoreError::Path(format!(
+                "the database folder {} belongs to user {} and other users can write to it (mode {mode:o}); \
+                 keep the database in a folder of your own",
+                dir.display(),
+                md.uid()
+            )));
+        }
+    }
+    for p in private_files(db) {
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            continue; // the database itself is refused elsewhere; the others are not followed
+        }
+        fix(&p, 0o600, "the file")?;
+    }
+    Ok(())
+}
+
+/// Whether `dir` holds only Keepsake's files — the database and everything named after it (its
+/// `-wal`, `-shm`, damaged copies), the log, the receipt, the debug marker, files whose name
+/// starts with `keepsake` — so making it 0700 takes nothing from anyone. A database a user put
+/// in a shared folder (`--db ~/notes/keepsake.db`) leaves that folder's mode alone.
+#[cfg(unix)]
+fn folder_is_keepsakes(db: &Path, dir: &Path) -> bool {
+    use crate::util::paths::{DEBUG_MARKER, LOG_FILE, RECEIPT_FILE};
+    let Some(name) = db.file_name().and_then(|n| n.to_str()) else { return false };
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.take(10_000).all(|e| {
+        let Ok(e) = e else { return false };
+        let n = e.file_name();
+        let Some(n) = n.to_str() else { return false };
+        n.starts_with(name)
+            || n.starts_with("keepsake")
+            || [LOG_FILE, RECEIPT_FILE, DEBUG_MARKER].contains(&n)
+    })
+}
+
+#[cfg(not(unix))]
+fn tighten_modes(_db: &Path, _dir: &Path, _strict: bool) -> Result<(), StoreError> {
+    Ok(())
 }
 
 fn jitter_ms() -> u64 {
@@ -221,6 +328,8 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
                 return Err(StoreError::Path(format!("no database at {}", path.display())));
             }
             refuse_symlink(path)?;
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            tighten_modes(path, dir, false)?;
             OpenFlags::SQLITE_OPEN_READ_ONLY
         }
     } | OpenFlags::SQLITE_OPEN_NO_MUTEX

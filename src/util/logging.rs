@@ -28,11 +28,14 @@ pub fn init_file_logging(db: &Path) {
         return;
     };
     // A log left by an older version (or created under a permissive umask) is made private
-    // too: it names files and errors from the user's history (reliability.md §6).
+    // too: it names files and errors from the user's history. Someone else's log is left as it
+    // is (the store refuses to open beside it and says why).
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        if file.metadata().is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if file.metadata().is_ok_and(|m| m.permissions().mode() & 0o077 != 0 && m.uid() == me) {
             let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         }
     }

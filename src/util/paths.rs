@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 pub const DB_FILE: &str = "keepsake.db";
 pub const LOG_FILE: &str = "keepsake-host.log";
+/// The install receipt's file name, beside the database: what `install` wrote, so `uninstall`
+/// can remove exactly that.
+pub const RECEIPT_FILE: &str = "install-receipt.json";
 /// A file of this name beside the database turns on debug logging (the browser controls argv
 /// and the environment, so a marker file is the switch a user can flip).
 pub const DEBUG_MARKER: &str = "debug";
