@@ -24,6 +24,7 @@ fi
 # Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3,
 # and a real Secret Service for the API-key tests (tests/secrets.rs, tests/e2e/secrets.e2e.mjs start
 # a D-Bus session bus and GNOME Keyring of their own; secret-tool looks at what it holds)
+# fuse3 (T20's power-cut filesystem: fusermount3 mounts it where mount(2) is not allowed)
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
@@ -33,6 +34,7 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs npm)
 command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus)
 command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
 command -v secret-tool >/dev/null 2>&1 || missing+=(libsecret-tools)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 if [ "${#missing[@]}" -gt 0 ]; then
 	step "installing Debian packages: ${missing[*]}"
 	sudo_cmd=()
@@ -51,6 +53,9 @@ cargo fmt --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
+
+# T20 (tests/rel_power.rs) mounts a FUSE filesystem: without /dev/fuse it skips, and says so here
+[ -e /dev/fuse ] || step "note: /dev/fuse is missing: T20 (power cuts, tests/rel_power.rs) will skip"
 
 step "cargo test"
 cargo test --locked --no-fail-fast

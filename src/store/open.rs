@@ -360,6 +360,11 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
         conn.execute_batch(
             "PRAGMA synchronous=FULL; PRAGMA journal_size_limit=4194304; PRAGMA wal_autocheckpoint=1000;",
         )?;
+        // Test knob (reliability.md T20): `KEEPSAKE_SYNCHRONOUS=NORMAL` runs the power-cut test's
+        // comparison pass, which measures what FULL buys; any other value (or none) keeps FULL.
+        if std::env::var("KEEPSAKE_SYNCHRONOUS").is_ok_and(|v| v.eq_ignore_ascii_case("normal")) {
+            conn.execute_batch("PRAGMA synchronous=NORMAL;")?;
+        }
         // Test knob (reliability.md T18): a page-count cap stands in for a full disk.
         if let Some(n) = std::env::var("KEEPSAKE_MAX_PAGE_COUNT").ok().and_then(|v| v.parse::<u32>().ok()) {
             conn.execute_batch(&format!("PRAGMA max_page_count={n}"))?;
