@@ -201,22 +201,19 @@ fn entry_chars(db: &Path, e: &Value) -> u64 {
     image_urls(e).iter().map(|u| url_chars(db, u)).sum()
 }
 
-/// The §6.5 victim walk over image-bearing entries' sizes: oldest first, never the newest.
+/// Which entries the §6.5 pass must thumbnail, stated as the rule rather than as the host's walk:
+/// the shortest run of the oldest image-bearing entries, never the newest, after which what is
+/// left fits the budget; when no run short of the newest suffices, every entry but the newest.
+/// (An oracle written as a search over prefixes, so it shares no code or shape with
+/// `domain::images::bound_victims`.)
 fn expected_victims(sizes: &[u64], budget: u64) -> Vec<usize> {
-    let total: u64 = sizes.iter().sum();
-    if total <= budget || sizes.len() < 2 {
+    let n = sizes.len();
+    if n < 2 {
         return Vec::new();
     }
-    let mut remaining = total;
-    let mut out = Vec::new();
-    for (i, s) in sizes[..sizes.len() - 1].iter().enumerate() {
-        if remaining <= budget {
-            break;
-        }
-        remaining -= s;
-        out.push(i);
-    }
-    out
+    let fits = |k: usize| sizes[k..].iter().sum::<u64>() <= budget;
+    let k = (0..n).find(|&k| fits(k)).unwrap_or(n - 1).min(n - 1);
+    (0..k).collect()
 }
 
 /// `round(v·480/long)` halves up, ≥ 1 (§6.5).

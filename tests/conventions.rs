@@ -129,7 +129,164 @@ fn changelog_and_docs_exist() {
     for f in ["README.md", "ARCHITECTURE.md", "CHANGELOG.md", "PROTOCOL.md"] {
         assert!(read(f).len() > 200, "{f} is missing or empty");
     }
-    assert!(read("CHANGELOG.md").contains("## Unreleased"));
+}
+
+/// CHANGELOG.md has one section per version ("## [0.1.0] — …"), and in each a kind of change
+/// ("### Added", "### Fixed", …) at most once, one line per change.
+#[test]
+fn changelog_has_one_section_per_version() {
+    let log = read("CHANGELOG.md");
+    let mut versions: Vec<&str> = Vec::new();
+    let mut kinds: Vec<&str> = Vec::new();
+    for l in log.lines() {
+        if let Some(v) = l.strip_prefix("## ") {
+            assert!(v.starts_with('['), "a version heading reads \"## [x.y.z] — date\" or \"## [Unreleased]\": {l}");
+            assert!(!versions.contains(&v), "version {v} appears twice");
+            versions.push(v);
+            kinds.clear();
+        } else if let Some(k) = l.strip_prefix("### ") {
+            assert!(!versions.is_empty(), "{l} before any version heading");
+            assert!(!kinds.contains(&k), "\"{l}\" twice under {}", versions.last().unwrap());
+            kinds.push(k);
+        }
+    }
+    assert!(!versions.is_empty(), "CHANGELOG.md has no version section");
+}
+
+/// Every file of the repository as git sees it (tracked, plus new files not ignored), repo-relative.
+fn repository_files() -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "--cached", "--others", "--exclude-standard"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|f| root.join(f).is_file())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The numbered sections of a Markdown document: headings ("## 7. Targets" → "7", "### 4.3
+/// Attaching" → "4.3") and the numbered list items of a numbered top-level section ("12. " under
+/// "## 11. Resolutions" → "11.12").
+fn numbered_sections(doc: &str) -> Vec<String> {
+    let number = |w: Option<&str>| -> Option<String> {
+        let n = w?.trim_end_matches('.');
+        (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.')).then(|| n.to_owned())
+    };
+    let mut out = Vec::new();
+    let mut top: Option<String> = None;
+    for l in doc.lines() {
+        if l.starts_with('#') {
+            let n = number(l.trim_start_matches('#').split_whitespace().next());
+            if l.starts_with("## ") {
+                top = n.clone().filter(|n| !n.contains('.'));
+            }
+            out.extend(n);
+        } else if let (Some(t), Some(item)) = (&top, l.split_once(". ").map(|(a, _)| a)) {
+            if !item.is_empty() && item.chars().all(|c| c.is_ascii_digit()) {
+                out.push(format!("{t}.{item}"));
+            }
+        }
+    }
+    out
+}
+
+/// Every document a source file, script or document cites is in the repository: a path or a file
+/// name ending in `.md` names a file of the repository, a doc cited by section
+/// ("storage-model §4.3", "platform.md §9") exists under docs/ or at the top and has that numbered
+/// section, and nothing points outside the repository. Example file names that tests and docs
+/// use as data (export names) are listed in `DATA_NAMES`.
+#[test]
+fn every_cited_document_is_in_the_repository() {
+    const DATA_NAMES: &[&str] = &["f.md", "a-b.md", "../a/b.md", "keepsake-x-2026-01-02.md", "keepsake-My-chat-2026-01-05.md"];
+    const TEXT: &[&str] = &["rs", "js", "mjs", "md", "sh", "ps1", "toml", "html", "css", "sql", "py", "json", "txt"];
+    let files = repository_files();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let basenames: std::collections::HashSet<&str> = files.iter().map(|f| f.rsplit('/').next().unwrap()).collect();
+    let exists = |from: &str, cited: &str| -> bool {
+        if !cited.contains('/') {
+            return basenames.contains(cited);
+        }
+        let dir = Path::new(from).parent().unwrap_or(Path::new(""));
+        [dir.join(cited), Path::new(cited).to_path_buf()].iter().any(|p| {
+            // normalise "a/../b" without touching the file system, refusing to climb above the root
+            let mut parts: Vec<String> = Vec::new();
+            for c in p.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        if parts.pop().is_none() {
+                            return false;
+                        }
+                    }
+                    std::path::Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
+                    _ => {}
+                }
+            }
+            files.contains(&parts.join("/"))
+        })
+    };
+    // a doc cited by section: "storage-model" or "platform.md" → docs/<name>.md, else <name>.md at the top
+    let doc_for = |name: &str| -> Option<String> {
+        let file = if name.ends_with(".md") { name.to_owned() } else { format!("{name}.md") };
+        let file = file.rsplit('/').next().unwrap().to_owned();
+        [format!("docs/{file}"), file].into_iter().find(|f| files.contains(f))
+    };
+    let mut problems = Vec::new();
+    let mut sections_checked = 0;
+    for f in files.iter().filter(|f| TEXT.iter().any(|e| f.ends_with(&format!(".{e}")))) {
+        if f.starts_with("tests/fixtures/") || f.ends_with("package-lock.json") || f.contains("/vendor/") {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(root.join(f)) else { continue };
+        for (i, line) in text.lines().enumerate() {
+            let at = format!("{f}:{}", i + 1);
+            if line.contains("shared/spec") {
+                problems.push(format!("{at}: cites shared/spec, which is outside the repository"));
+            }
+            // every token that names a Markdown file
+            let tokens = line.split(|c: char| !(c.is_ascii_alphanumeric() || "._/~-".contains(c)));
+            for tok in tokens.filter(|t| t.ends_with(".md") && t.len() > 3) {
+                let tok = tok.trim_start_matches("./");
+                if DATA_NAMES.contains(&tok) || tok.contains('*') {
+                    continue;
+                }
+                if !exists(f, tok) {
+                    problems.push(format!("{at}: cites {tok}, which is not in the repository"));
+                }
+            }
+            // a document named before "§N" or "§N.M": it exists and has that numbered section
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for w in words.windows(2) {
+                // the file name the word ends with: "test('platform.md" → "platform.md"
+                let name = w[0].trim_end_matches(|c: char| "`)\"'*]".contains(c));
+                let keep = |c: char| c.is_ascii_alphanumeric() || "._/-".contains(c);
+                let name = &name[name.rfind(|c: char| !keep(c)).map_or(0, |i| i + 1)..];
+                let Some(sec) = w[1].strip_prefix('§') else { continue };
+                let named = name.ends_with(".md") || (name.contains('-') && name.chars().all(|c| c.is_ascii_lowercase() || c == '-'));
+                if !named {
+                    continue; // "§2.4" on its own: the file's own context names the document
+                }
+                let sec: String = sec.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+                let sec = sec.trim_end_matches('.');
+                let Some(doc) = doc_for(name) else {
+                    problems.push(format!("{at}: cites {name} §{sec}, and no such document is in the repository"));
+                    continue;
+                };
+                let have = numbered_sections(&fs::read_to_string(root.join(&doc)).unwrap());
+                if !sec.is_empty() && !have.iter().any(|h| h == sec) {
+                    problems.push(format!("{at}: cites {name} §{sec}, and {doc} has no section {sec}"));
+                }
+                sections_checked += 1;
+            }
+        }
+    }
+    assert!(sections_checked > 100, "only {sections_checked} section citations found: is the scan broken?");
+    assert!(problems.is_empty(), "{} citation problems:\n{}", problems.len(), problems.join("\n"));
 }
 
 /// Every extension source file (JavaScript and HTML), skipping tests and fixtures.

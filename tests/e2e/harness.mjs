@@ -1,5 +1,5 @@
 // End-to-end harness: the real extension and the real keepsake-host in Debian's headless Chromium,
-// driven by playwright-core (never a downloaded browser). Launch recipe: shared/spec/platform.md §11.
+// driven by playwright-core (never a downloaded browser). Launch recipe: docs/platform.md §11.
 //
 //   const k = await launch({ name: 'smoke' });
 //   const panel = await k.openPanel();
