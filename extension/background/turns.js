@@ -10,6 +10,9 @@
 
 import { streamReply as defaultStreamReply } from '../lib/llm.js';
 import { seekScript } from '../lib/pills.js';
+import { IMAGE_REF_PREFIX, entryText, isAttachEntry, newestVideoSrc, redactUrl } from '../lib/entries.js';
+
+export { IMAGE_REF_PREFIX, PAGE_CONTEXT_PREFIX, LEGACY_PREFIX, entryText, isAttachEntry, newestVideoSrc, redactUrl } from '../lib/entries.js';
 
 // ---------------------------------------------------------------------------------------------
 // Constants
@@ -27,10 +30,7 @@ export const TURN_SETTING_KEYS = Object.freeze([
 /** Provider kinds the worker streams itself (runs/agent are not offered in the UI). */
 export const STREAM_KINDS = Object.freeze(['chat', 'responses', 'anthropic']);
 
-export const IMAGE_REF_PREFIX = 'keepsake-image:sha256:';
 export const TURN_TOKEN_PREFIX = 'keepsake-turn-image:';
-export const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
-export const LEGACY_PREFIX = '[Page context attached by browsa]';
 
 /** Output cap sent to Anthropic, which requires `max_tokens` (4096 fits every Claude model; longer
  * replies get the continuation pass). */
@@ -187,39 +187,6 @@ const IMAGE_PART_TEXT = /"type"\s*:\s*"(?:image_url|input_image|image)"/;
  */
 export function textHasImages(text) {
   return IMAGE_PART_TEXT.test(text);
-}
-
-/** storage-model §2.1 entryText. */
-export function entryText(e) {
-  if (!isObject(e)) return '';
-  if (typeof e.content === 'string') return e.content;
-  if (!Array.isArray(e.content)) return '';
-  return e.content
-    .filter((p) => isObject(p) && (p.type === 'text' || p.type === 'input_text') && typeof p.text === 'string')
-    .map((p) => p.text)
-    .join('\n');
-}
-
-/** storage-model §2.3: a user entry whose attach text (string or first text part) starts with a prefix. */
-export function isAttachEntry(e) {
-  if (!isObject(e) || e.role !== 'user') return false;
-  let t = '';
-  if (typeof e.content === 'string') t = e.content;
-  else if (Array.isArray(e.content)) {
-    const p = e.content.find((x) => isObject(x) && (x.type === 'text' || x.type === 'input_text'));
-    t = typeof p?.text === 'string' ? p.text : '';
-  }
-  return t.startsWith(PAGE_CONTEXT_PREFIX) || t.startsWith(LEGACY_PREFIX);
-}
-
-/** The `videoSrc` of the newest entry carrying one (storage-model §9 "Turns"), or null. */
-export function newestVideoSrc(entries) {
-  if (!Array.isArray(entries)) return null;
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const v = entries[i]?.videoSrc;
-    if (isObject(v)) return v;
-  }
-  return null;
 }
 
 /**
@@ -406,12 +373,6 @@ export function errorInfo(e, { stopped = false } = {}) {
 /** Error kinds after which an overflow rescue may be tried (§7.3: HTTP errors of rescuable kinds). */
 export function mayRescue(e, { kind, rescued, text }) {
   return !rescued && e?.kind === 'http' && STREAM_KINDS.includes(kind) && isBlank(text) && !isBlank(e?.message);
-}
-
-/** Credentials never reach stored text (storage-model §2.4). */
-export function redactUrl(url) {
-  if (typeof url !== 'string') return '';
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#@]*@/i, '$1');
 }
 
 export function videoPlatform(url) {

@@ -108,7 +108,6 @@ const AUDIT = {
     '/^image\\//i': CASE('turns.parseDataUrl'),
     '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('turns.isImageToken'),
     '/"type"\\s*:\\s*"(?:image_url|input_image|image)"/': CASE('turns.textHasImages'),
-    '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('turns.redactUrl'),
     '/\\r\\n?/g': CASE('turns.extractReadablePage'),
     '/[^\\S\\n]+/g': CASE('turns.extractReadablePage'),
     '/ ?\\n ?/g': CASE('turns.extractReadablePage'),
@@ -116,11 +115,11 @@ const AUDIT = {
     '/^[A-Za-z0-9+/]*={0,2}$/': SAFE('base64 of image bytes the host returned; one anchored character class, linear'),
   },
   'lib/caps.js': {
-    '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('caps.imageShapeOk'),
     '/^(?:https?:\\/\\/|data:image\\/)/i': CASE('caps.imageShapeOk'),
   },
-  'lib/import-pieces.js': {
-    '/^keepsake-image:sha256:([0-9a-f]{64})$/': SAFE('anchored, one fixed-length class: at most 86 characters examined per string'),
+  'lib/entries.js': {
+    '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('entries.isImageRef'),
+    '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('entries.redactUrl'),
   },
   'lib/markdown.js': {
     '/^\\s$/u': CASE('markdown.parseInline'),
@@ -170,7 +169,6 @@ const AUDIT = {
   },
   'sidepanel/entries.js': {
     '/ \\(fallback to full\\)$/': CASE('entries.describeAttach'),
-    '/^[0-9a-f]{64}$/': CASE('entries.isImageRef'),
   },
   'sidepanel/export-name.js': {
     '/[^A-Za-z0-9\\u4E00-\\u9FFF]+/gu': CASE('export-name.slugify'),
@@ -187,7 +185,6 @@ const AUDIT = {
     '/^https?:\\/\\//i': SAFE('anchored literal'),
   },
   'sidepanel/pixels.js': {
-    '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('pixels.redactUrl'),
     '/^data:image\\//i': SAFE('anchored literal'),
   },
   'sidepanel/snippet.js': {

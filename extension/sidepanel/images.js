@@ -3,7 +3,7 @@
 // over THUMB_ABOVE base64 chars are shown through `images.thumbnail` (display size), the original is
 // fetched again only when the user opens it.
 
-import { isImageRef } from './entries.js';
+import { isImageRef } from '../lib/entries.js';
 
 /** Base64/data-URL chars above which a picture is displayed through a host thumbnail. */
 export const THUMB_ABOVE = 1_500_000;

@@ -5,9 +5,8 @@
 import { renderMarkdown } from '../lib/markdown.js';
 import { h, icon, iconButton, replaceChildren } from './dom.js';
 import { entryKey, planReconcile } from './mirror.js';
-import {
-  displayParts, isAttachEntry, describeAttach, entryText, lastAssistantIndex, newestVideoSrc,
-} from './entries.js';
+import { displayParts, describeAttach, lastAssistantIndex } from './entries.js';
+import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
 import { formatChars, shortUrl } from './format.js';
 import {
   forksByIndex, stepVersion, versionLabel, keptAsVersionText, failedOf, failedText, lastUserIndex, earlierText,

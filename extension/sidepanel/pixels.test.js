@@ -12,11 +12,9 @@ import {
   createChangeFilter,
   createPixels,
   onPanelChanges,
-  redactUrl,
   screenshotAttachArgs,
   screenshotToConversation,
 } from './pixels.js';
-import { redactUrl as workerRedactUrl } from '../background/turns.js';
 import { NativePort } from '../lib/native-port.js';
 import { HostError } from '../lib/protocol.js';
 import { createStorage } from '../lib/storage.js';
@@ -94,22 +92,6 @@ describe('attach arguments', () => {
       body: '(screenshot)',
     });
     assert.deepEqual(screenshotAttachArgs({ dataUrl: SHOT }).ctx, { url: '', title: '', mode: 'screenshot', body: '(screenshot)' });
-  });
-
-  test('redactUrl is the worker rule (turns.js), case for case', () => {
-    const cases = [
-      'https://user:pw@example.com/p',
-      'HTTP://a@b.example/',
-      'ftp://x:y@host:21/file',
-      'https://example.com/a@b',
-      'https://example.com/?u=a:b@c',
-      'chrome://settings',
-      'file:///home/me/a.html',
-      '',
-      undefined,
-      42,
-    ];
-    for (const c of cases) assert.equal(redactUrl(c), workerRedactUrl(c), String(c));
   });
 });
 

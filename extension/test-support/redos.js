@@ -186,12 +186,6 @@ export const CASES = [
     load: async () => (await import('../background/turns.js')).textHasImages,
   },
   {
-    name: 'turns.redactUrl',
-    shapes: uniq(SHORT, URLS),
-    where: 'background/turns.js: page URLs',
-    load: async () => (await import('../background/turns.js')).redactUrl,
-  },
-  {
     name: 'turns.isImageToken',
     shapes: SHORT,
     where: 'background/turns.js TOKEN_RE: strings of request bodies',
@@ -285,7 +279,7 @@ export const CASES = [
   {
     name: 'caps.imageShapeOk',
     shapes: uniq(SHORT, URLS, DATA_URLS),
-    where: 'lib/caps.js SHAPE_RE, IMAGE_REF_RE: image URLs',
+    where: 'lib/caps.js SHAPE_RE (and lib/entries.js IMAGE_REF_RE): image URLs',
     load: async () => (await import('../lib/caps.js')).imageShapeOk,
   },
   {
@@ -298,11 +292,17 @@ export const CASES = [
     },
   },
   {
+    name: 'entries.redactUrl',
+    shapes: uniq(SHORT, URLS),
+    where: 'lib/entries.js: page URLs (attach) and tab URLs of screenshots',
+    load: async () => (await import('../lib/entries.js')).redactUrl,
+  },
+  {
     name: 'entries.isImageRef',
     shapes: SHORT,
-    where: 'sidepanel/entries.js: image part URLs',
+    where: 'lib/entries.js IMAGE_REF_RE: image part URLs, strings of import documents',
     load: async () => {
-      const { isImageRef } = await import('../sidepanel/entries.js');
+      const { isImageRef } = await import('../lib/entries.js');
       return (text) => isImageRef('keepsake-image:sha256:' + text);
     },
   },
@@ -311,12 +311,6 @@ export const CASES = [
     shapes: uniq(SHORT, DATA_URLS),
     where: 'sidepanel/images.js: data URLs shown in the panel',
     load: async () => (await import('../sidepanel/images.js')).splitDataUrl,
-  },
-  {
-    name: 'pixels.redactUrl',
-    shapes: uniq(SHORT, URLS),
-    where: 'sidepanel/pixels.js: tab URLs of screenshots',
-    load: async () => (await import('../sidepanel/pixels.js')).redactUrl,
   },
   {
     name: 'snippet.highlightSegments',
