@@ -103,16 +103,20 @@ const AUDIT = {
   'background/site-cache.js': {
     '/^\\d+$/': CASE('site-cache.tabIdOfKey'),
   },
-  'background/turns.js': {
-    '/^data:([^;,]+)((?:;[^;,]*)*?);base64,(.*)$/is': CASE('turns.parseDataUrl'),
-    '/^image\\//i': CASE('turns.parseDataUrl'),
-    '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('turns.isImageToken'),
-    '/"type"\\s*:\\s*"(?:image_url|input_image|image)"/': CASE('turns.textHasImages'),
-    '/\\r\\n?/g': CASE('turns.extractReadablePage'),
-    '/[^\\S\\n]+/g': CASE('turns.extractReadablePage'),
-    '/ ?\\n ?/g': CASE('turns.extractReadablePage'),
-    '/\\n{3,}/g': CASE('turns.extractReadablePage'),
+  'background/image-cache.js': {
     '/^[A-Za-z0-9+/]*={0,2}$/': SAFE('base64 of image bytes the host returned; one anchored character class, linear'),
+  },
+  'background/image-tokens.js': {
+    '/^data:([^;,]+)((?:;[^;,]*)*?);base64,(.*)$/is': CASE('image-tokens.parseDataUrl'),
+    '/^image\\//i': CASE('image-tokens.parseDataUrl'),
+    '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('image-tokens.isImageToken'),
+    '/"type"\\s*:\\s*"(?:image_url|input_image|image)"/': CASE('image-tokens.textHasImages'),
+  },
+  'background/page-attach.js': {
+    '/\\r\\n?/g': CASE('page-attach.extractReadablePage'),
+    '/[^\\S\\n]+/g': CASE('page-attach.extractReadablePage'),
+    '/ ?\\n ?/g': CASE('page-attach.extractReadablePage'),
+    '/\\n{3,}/g': CASE('page-attach.extractReadablePage'),
   },
   'lib/caps.js': {
     '/^(?:https?:\\/\\/|data:image\\/)/i': CASE('caps.imageShapeOk'),

@@ -168,35 +168,35 @@ const uniq = (...groups) => [...new Set(groups.flat())];
  */
 export const CASES = [
   {
-    name: 'turns.stripChoiceBlocks',
+    name: 'choices.stripChoiceBlocks',
     shapes: uniq(WS, CHOICES),
-    where: 'background/turns.js: final replies (choice blocks)',
-    load: async () => (await import('../background/turns.js')).stripChoiceBlocks,
+    where: 'background/choices.js: final replies (choice blocks)',
+    load: async () => (await import('../background/choices.js')).stripChoiceBlocks,
   },
   {
-    name: 'turns.parseDataUrl',
+    name: 'image-tokens.parseDataUrl',
     shapes: uniq(SHORT, DATA_URLS),
-    where: 'background/turns.js: pasted / page image data URLs',
-    load: async () => (await import('../background/turns.js')).parseDataUrl,
+    where: 'background/image-tokens.js: pasted / page image data URLs',
+    load: async () => (await import('../background/image-tokens.js')).parseDataUrl,
   },
   {
-    name: 'turns.textHasImages',
+    name: 'image-tokens.textHasImages',
     shapes: uniq(SHORT, ['typeKey', 'typeKeyColon']),
-    where: 'background/turns.js IMAGE_PART_TEXT: request body text (page text, replies)',
-    load: async () => (await import('../background/turns.js')).textHasImages,
+    where: 'background/image-tokens.js IMAGE_PART_TEXT: request body text (page text, replies)',
+    load: async () => (await import('../background/image-tokens.js')).textHasImages,
   },
   {
-    name: 'turns.isImageToken',
+    name: 'image-tokens.isImageToken',
     shapes: SHORT,
-    where: 'background/turns.js TOKEN_RE: strings of request bodies',
-    load: async () => (await import('../background/turns.js')).isImageToken,
+    where: 'background/image-tokens.js TOKEN_RE: strings of request bodies',
+    load: async () => (await import('../background/image-tokens.js')).isImageToken,
   },
   {
-    name: 'turns.extractReadablePage',
+    name: 'page-attach.extractReadablePage',
     shapes: uniq(WS, ['dashesSpaces', 'hrLines', 'quoteLines']),
-    where: 'background/turns.js extractReadablePage clean(): page text (runs in the page)',
+    where: 'background/page-attach.js extractReadablePage clean(): page text (runs in the page)',
     load: async () => {
-      const { extractReadablePage } = await import('../background/turns.js');
+      const { extractReadablePage } = await import('../background/page-attach.js');
       return (text) => {
         const saved = { document: globalThis.document, location: globalThis.location };
         globalThis.document = { title: 't', body: { innerText: text }, querySelector: () => null, querySelectorAll: () => [] };
