@@ -156,6 +156,9 @@ const AUDIT = {
     '/error when communicating with the native messaging host/i': SAFE("the browser's own error text, a literal"),
     '/exceeded maximum allowed size/i': SAFE("the browser's own error text, a literal"),
   },
+  'lib/ui/format.js': {
+    '/\\B(?=(\\d{3})+(?!\\d))/g': SAFE('the digits of one number (at most 16); quadratic in that length only'),
+  },
   'options/options.js': {
     '/api\\.openai\\.com/': SAFE('a literal on the typed base URL, linear'),
     '/^OK:?\\s*/': SAFE('the ping detail made by llm.ping; anchored, linear'),
@@ -180,9 +183,6 @@ const AUDIT = {
     '/-+$/g': SAFE('runs on at most 40 characters (after slice(0, 40))'),
     '/[\\\\/:*?"<>|\\u0000-\\u001f]+/g': CASE('export-name.safeFilename'),
     '/^[.\\s-]$/': CASE('export-name.safeFilename'),
-  },
-  'sidepanel/format.js': {
-    '/\\B(?=(\\d{3})+(?!\\d))/g': SAFE('the digits of one number (at most 16); quadratic in that length only'),
   },
   'sidepanel/images.js': {
     '/^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/is': CASE('images.splitDataUrl'),

@@ -1,8 +1,8 @@
 import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { installFakeDom, byTestId } from '../test-support/fake-dom.js';
-import { fakeKeeps } from '../test-support/fake-keeps.js';
-import { flush } from '../test-support/fakes.js';
+import { installFakeDom, byTestId } from '../../test-support/fake-dom.js';
+import { fakeKeeps } from '../../test-support/fake-keeps.js';
+import { flush } from '../../test-support/fakes.js';
 import { evictedNames, evictedNotice, restoreAll } from './evicted.js';
 
 let dom;
