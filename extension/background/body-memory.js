@@ -7,7 +7,7 @@ let encodeBuf = new Uint8Array(0);
  * sha256 of the UTF-8 of `text`, 64 lower-case hex digits: the host's `bodyHash`. Encodes into
  * a reused buffer (`encodeInto` is about twice as fast as `encode` on a 300K-char body).
  */
-export async function textHash(text, subtle = globalThis.crypto?.subtle) {
+async function textHash(text, subtle = globalThis.crypto?.subtle) {
   const need = text.length * 3;
   if (encodeBuf.length < need) encodeBuf = new Uint8Array(need);
   const { written } = new TextEncoder().encodeInto(text, encodeBuf);
@@ -23,7 +23,7 @@ export async function textHash(text, subtle = globalThis.crypto?.subtle) {
  * `held` in UTF-16 code units. Returns null when an op is malformed or out of range, or when
  * the result is not `length` units long.
  */
-export function applyBodyDelta(held, ops, length) {
+function applyBodyDelta(held, ops, length) {
   if (typeof held !== 'string' || !Array.isArray(ops)) return null;
   const parts = [];
   let n = 0;

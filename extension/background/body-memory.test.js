@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 
-import { BodyMemory, applyBodyDelta, textHash } from './body-memory.js';
+import { BodyMemory } from './body-memory.js';
 
 const sha256 = (t) => createHash('sha256').update(t, 'utf8').digest('hex');
 
@@ -20,27 +20,47 @@ function prose(seed, chars) {
   return out;
 }
 
-test('applyBodyDelta: UTF-16 slices and literals; anything out of range → null', () => {
+/**
+ * What BodyMemory makes of `ops` against a held text `held` (null: nothing held): the spliced
+ * text, or null when the delta does not apply.
+ */
+function spliced(held, ops, length) {
+  const m = new BodyMemory();
+  if (held !== null) m.take({ bodyText: held, bodyHash: 'h0', bodyLength: held.length }, m.snapshot());
+  const got = m.take({ bodyDelta: { since: m.hash, ops }, bodyHash: 'h1', bodyLength: length }, m.snapshot());
+  return got === null ? null : got.text;
+}
+
+/** Whether BodyMemory's check accepts `text` received whole under the hash `hash`. */
+async function verifies(text, hash) {
+  const m = new BodyMemory();
+  m.take({ bodyText: 'x', bodyHash: 'h0', bodyLength: 1 }, m.snapshot());
+  const got = m.take({ bodyDelta: { since: 'h0', ops: text === '' ? [] : [text] }, bodyHash: hash, bodyLength: text.length }, m.snapshot());
+  return got.check();
+}
+
+test('a delta: UTF-16 slices of the held text and literals; anything out of range → null', () => {
   const held = 'ab😀cd中';
-  assert.equal(applyBodyDelta(held, [[0, 2], 'X', [2, 4], [4, 7]], 8), 'abX😀cd中');
-  assert.equal(applyBodyDelta(held, [], 0), '');
-  assert.equal(applyBodyDelta(held, ['only'], 4), 'only');
-  assert.equal(applyBodyDelta(held, [[0, 8]], 8), null, 'past the end');
-  assert.equal(applyBodyDelta(held, [[3, 3]], 0), null, 'empty range');
-  assert.equal(applyBodyDelta(held, [[-1, 2]], 3), null);
-  assert.equal(applyBodyDelta(held, [[0, 1.5]], 1.5), null);
-  assert.equal(applyBodyDelta(held, [[0, 2, 3]], 2), null);
-  assert.equal(applyBodyDelta(held, [{ a: 1 }], 0), null);
-  assert.equal(applyBodyDelta(held, [[0, 2]], 3), null, 'wrong length');
-  assert.equal(applyBodyDelta(null, [[0, 1]], 1), null);
-  assert.equal(applyBodyDelta(held, 'ops', 0), null);
+  assert.equal(spliced(held, [[0, 2], 'X', [2, 4], [4, 7]], 8), 'abX😀cd中');
+  assert.equal(spliced(held, [], 0), '');
+  assert.equal(spliced(held, ['only'], 4), 'only');
+  assert.equal(spliced(held, [[0, 8]], 8), null, 'past the end');
+  assert.equal(spliced(held, [[3, 3]], 0), null, 'empty range');
+  assert.equal(spliced(held, [[-1, 2]], 3), null);
+  assert.equal(spliced(held, [[0, 1.5]], 1.5), null);
+  assert.equal(spliced(held, [[0, 2, 3]], 2), null);
+  assert.equal(spliced(held, [{ a: 1 }], 0), null);
+  assert.equal(spliced(held, [[0, 2]], 3), null, 'wrong length');
+  assert.equal(spliced(null, [[0, 1]], 1), null, 'nothing held');
+  assert.equal(spliced(held, 'ops', 0), null);
 });
 
-test('textHash is the sha256 hex of the UTF-8, as the host computes it', async () => {
-  assert.equal(await textHash(''), 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
-  assert.equal(await textHash('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+test('the check is the sha256 hex of the UTF-8, as the host computes it', async () => {
+  assert.equal(await verifies('', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'), true);
+  assert.equal(await verifies('abc', 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'), true);
   const t = prose(3, 5000);
-  assert.equal(await textHash(t), sha256(t));
+  assert.equal(await verifies(t, sha256(t)), true);
+  assert.equal(await verifies(t, sha256(t + ' ')), false);
 });
 
 test('BodyMemory.take: full text kept; a delta applied, kept, checked; a bad delta → null; old shape → undefined', async () => {
@@ -92,34 +112,29 @@ test('splice + verify + parse of a 60-entry ~300K-char body (timings)', async (t
   const keptTo = oldT.length - 2;
   // the two oldest trimmed off the front, one pair appended: what the host sends
   const ops = [[0, head.length], [keptFrom, keptTo], `,${msgs[60]},${msgs[61]}`, [keptTo, oldT.length]];
-  assert.equal(applyBodyDelta(oldT, ops, newT.length), newT);
   const hash = sha256(newT);
   const m = new BodyMemory();
   const runs = { splice: [], hash: [], parse: [], all: [] };
   for (let i = 0; i < 21; i++) {
-    let t0 = performance.now();
-    const text = applyBodyDelta(oldT, ops, newT.length);
+    m.text = oldT;
+    m.hash = 'h0';
+    const t0 = performance.now();
+    const got = m.take({ bodyDelta: { since: 'h0', ops }, bodyHash: hash, bodyLength: newT.length }, m.snapshot());
     const t1 = performance.now();
-    const h = await textHash(text);
+    const ok = await got.check();
     const t2 = performance.now();
-    JSON.parse(text);
+    const body = JSON.parse(got.text);
     const t3 = performance.now();
-    assert.equal(h, hash);
+    assert.equal(got.text, newT);
+    assert.ok(ok && body.messages.length === 61);
     runs.splice.push(t1 - t0);
     runs.hash.push(t2 - t1);
     runs.parse.push(t3 - t2);
-    m.text = oldT;
-    m.hash = 'h0';
-    t0 = performance.now();
-    const got = m.take({ bodyDelta: { since: 'h0', ops }, bodyHash: hash, bodyLength: newT.length }, m.snapshot());
-    const ok = await got.check();
-    const body = JSON.parse(got.text);
-    runs.all.push(performance.now() - t0);
-    assert.ok(ok && body.messages.length === 61);
+    runs.all.push(t3 - t0);
   }
   const med = (v) => v.sort((a, b) => a - b)[v.length >> 1].toFixed(2);
   t.diagnostic(
     `body ${newT.length} UTF-16 units: splice ${med(runs.splice)} ms, sha256 ${med(runs.hash)} ms, ` +
-      `JSON.parse ${med(runs.parse)} ms; BodyMemory take + check + parse ${med(runs.all)} ms (medians of 21)`,
+      `JSON.parse ${med(runs.parse)} ms; take + check + parse ${med(runs.all)} ms (BodyMemory; medians of 21)`,
   );
 });

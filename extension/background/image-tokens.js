@@ -23,7 +23,7 @@ export function parseDataUrl(url) {
 const TOKEN_RE = /^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\d+)$/;
 
 /** An image reference or a turn placeholder (the whole string). */
-export function isImageToken(s) {
+function isImageToken(s) {
   return typeof s === 'string' && TOKEN_RE.test(s);
 }
 

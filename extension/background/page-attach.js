@@ -7,9 +7,9 @@ import { codeError, errorInfo } from './errors.js';
 import { pickProvider } from './provider.js';
 
 /** Text extracted from a page is cut here (the host accepts far more; auto-summary condenses). */
-export const MAX_PAGE_CHARS = 3_000_000;
+const MAX_PAGE_CHARS = 3_000_000;
 
-export function videoPlatform(url) {
+function videoPlatform(url) {
   let host = '';
   try {
     host = new URL(url).hostname.toLowerCase();
@@ -22,7 +22,7 @@ export function videoPlatform(url) {
 }
 
 /** Display string for `ctx.changedSince` (local `YYYY-MM-DD HH:MM`). */
-export function formatChangedSince(ts) {
+function formatChangedSince(ts) {
   const d = new Date(Number(ts));
   if (Number.isNaN(d.getTime())) return '';
   const p = (n) => String(n).padStart(2, '0');
@@ -30,7 +30,7 @@ export function formatChangedSince(ts) {
 }
 
 /** `history.attach` arguments for a page extracted by `extractReadablePage`. */
-export function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince } = {}) {
+function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince } = {}) {
   const rawUrl = (typeof tabUrl === 'string' && tabUrl) || page?.url || '';
   const url = redactUrl(rawUrl);
   const title = (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;

@@ -8,7 +8,7 @@ export const STREAM_KINDS = Object.freeze(['chat', 'responses', 'anthropic']);
 
 /** Output cap sent to Anthropic, which requires `max_tokens` (4096 fits every Claude model; longer
  * replies get the continuation pass). */
-export const ANTHROPIC_MAX_TOKENS = 4096;
+const ANTHROPIC_MAX_TOKENS = 4096;
 
 /** Not a string, or only white space. */
 export function isBlank(s) {

@@ -12,7 +12,7 @@ export const TURN_SETTING_KEYS = Object.freeze([
 ]);
 
 /** Writes that may change turn settings: a page's call of one, relayed by this worker, forgets them. */
-export const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import']);
+const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import']);
 
 /**
  * The turn settings (TURN_SETTING_KEYS) as last read, so a send does not wait for a

@@ -6,7 +6,7 @@
 import { bodyFieldsFor, isBlank } from './provider.js';
 import { codeError } from './errors.js';
 
-export const SUMMARY_MAX_TOKENS = 4096;
+const SUMMARY_MAX_TOKENS = 4096;
 /** At most this many summary calls run at once (N chunks are still all requested in parallel waves). */
 export const SUMMARY_CONCURRENCY = 6;
 
@@ -20,7 +20,7 @@ const FAMILY_RULES = {
   generic: 'Keep headings, names, numbers, dates, definitions, code identifiers and conclusions.',
 };
 
-export function summaryPrompts(family) {
+function summaryPrompts(family) {
   const rule = FAMILY_RULES[family] ?? FAMILY_RULES.generic;
   return {
     chunk:
@@ -36,18 +36,18 @@ export function summaryPrompts(family) {
 }
 
 /** The per-chunk user messages: one chunk → as is; N chunks → `[Segment i/N]\n<chunk>`. */
-export function summaryChunkMessages(chunks) {
+function summaryChunkMessages(chunks) {
   if (chunks.length === 1) return [chunks[0]];
   return chunks.map((c, i) => `[Segment ${i + 1}/${chunks.length}]\n${c}`);
 }
 
 /** The merge call's user message: summaries prefixed `[Segment i]\n`, joined by blank lines. */
-export function summaryMergeMessage(summaries) {
+function summaryMergeMessage(summaries) {
   return summaries.map((s, i) => `[Segment ${i + 1}]\n${s}`).join('\n\n');
 }
 
 /** A one-message request body in the provider's shape (no history). */
-export function simpleBody(provider, system, user, { maxTokens = SUMMARY_MAX_TOKENS } = {}) {
+function simpleBody(provider, system, user, { maxTokens = SUMMARY_MAX_TOKENS } = {}) {
   const fields = bodyFieldsFor(provider, { maxTokens });
   switch (provider.kind) {
     case 'anthropic':
@@ -66,7 +66,7 @@ export function simpleBody(provider, system, user, { maxTokens = SUMMARY_MAX_TOK
 }
 
 /** Run `fn` over `items` with at most `limit` calls in flight; results in order; first failure rejects. */
-export async function mapLimit(items, limit, fn) {
+async function mapLimit(items, limit, fn) {
   const out = new Array(items.length);
   let next = 0;
   let failed = null;

@@ -48,7 +48,7 @@ function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
-export const CONTINUATION_INSTRUCTION =
+const CONTINUATION_INSTRUCTION =
   'Your previous reply was cut off by the output length limit. Continue exactly where it stopped, ' +
   'without repeating anything and without any preamble.';
 
@@ -65,7 +65,7 @@ export function findUserEntryIndex(entries, text, hint) {
 }
 
 /** Error kinds after which an overflow rescue may be tried (§7.3: HTTP errors of rescuable kinds). */
-export function mayRescue(e, { kind, rescued, text }) {
+function mayRescue(e, { kind, rescued, text }) {
   return !rescued && e?.kind === 'http' && STREAM_KINDS.includes(kind) && isBlank(text) && !isBlank(e?.message);
 }
 
@@ -860,7 +860,6 @@ export function createTurns(deps) {
     async idle() {
       while (pending.size) await Promise.allSettled([...pending]);
     },
-    _streams: streams,
   };
 }
 

@@ -3,8 +3,8 @@
 // no chrome.*: the service worker, the side panel and lib/ modules import them from here.
 
 /** The page-context prefixes (§2.3): an attach entry's text starts with one of them. */
-export const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
-export const LEGACY_PREFIX = '[Page context attached by browsa]';
+const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
+const LEGACY_PREFIX = '[Page context attached by browsa]';
 
 /** Prefix of an image reference URL (storage-model §1). */
 export const IMAGE_REF_PREFIX = 'keepsake-image:sha256:';
@@ -31,7 +31,7 @@ export function entryText(entry) {
 }
 
 /** True when `text` starts with either page-context prefix. */
-export function startsWithPrefix(text) {
+function startsWithPrefix(text) {
   return typeof text === 'string' && (text.startsWith(PAGE_CONTEXT_PREFIX) || text.startsWith(LEGACY_PREFIX));
 }
 

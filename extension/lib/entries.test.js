@@ -7,28 +7,17 @@
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  IMAGE_REF_PREFIX,
-  LEGACY_PREFIX,
-  PAGE_CONTEXT_PREFIX,
-  entryText,
-  isAttachEntry,
-  isImageRef,
-  newestVideoSrc,
-  redactUrl,
-  startsWithPrefix,
-} from './entries.js';
+import { IMAGE_REF_PREFIX, entryText, isAttachEntry, isImageRef, newestVideoSrc, redactUrl } from './entries.js';
+
+// the host's texts (src/domain/entry.rs), written out here on purpose
+const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
+const LEGACY_PREFIX = '[Page context attached by browsa]';
 
 const REF = IMAGE_REF_PREFIX + 'a'.repeat(64);
 const attachText = `${PAGE_CONTEXT_PREFIX}\nURL: https://ex.com/a\nTitle: Example page\nMode: readable | markdown\n---\n\nHello body`;
 
-test('the prefixes and the image reference prefix are the host texts', () => {
-  assert.equal(PAGE_CONTEXT_PREFIX, '[Page context attached by Keepsake]');
-  assert.equal(LEGACY_PREFIX, '[Page context attached by browsa]');
+test('the image reference prefix is the host text', () => {
   assert.equal(IMAGE_REF_PREFIX, 'keepsake-image:sha256:');
-  assert.equal(startsWithPrefix(`${LEGACY_PREFIX}x`), true);
-  assert.equal(startsWithPrefix(` ${PAGE_CONTEXT_PREFIX}`), false);
-  assert.equal(startsWithPrefix(null), false);
 });
 
 test('entryText joins the string text of text and input_text parts only', () => {
@@ -50,6 +39,9 @@ test('attach detection uses the first text part and both prefixes', () => {
   assert.equal(isAttachEntry({ role: 'user', content: attachText }), true);
   assert.equal(isAttachEntry({ role: 'assistant', content: attachText }), false);
   assert.equal(isAttachEntry({ role: 'user', content: `${LEGACY_PREFIX}\nURL: x` }), true);
+  assert.equal(isAttachEntry({ role: 'user', content: `${LEGACY_PREFIX}x` }), true, 'a prefix, not a line');
+  assert.equal(isAttachEntry({ role: 'user', content: ` ${PAGE_CONTEXT_PREFIX}` }), false, 'at the very start');
+  assert.equal(isAttachEntry({ role: 'user', content: '[Page context attached by keepsake]' }), false, 'case matters');
   assert.equal(isAttachEntry({ role: 'user', content: [{ type: 'text', text: 'hello' }, { type: 'text', text: attachText }] }), false);
   assert.equal(isAttachEntry({ role: 'user', content: [{ type: 'image_url', image_url: { url: REF } }, { type: 'text', text: attachText }] }), true);
   assert.equal(isAttachEntry({ role: 'user', content: [{ type: 'input_text', text: attachText }] }), true);

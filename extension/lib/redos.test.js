@@ -109,7 +109,7 @@ const AUDIT = {
   'background/image-tokens.js': {
     '/^data:([^;,]+)((?:;[^;,]*)*?);base64,(.*)$/is': CASE('image-tokens.parseDataUrl'),
     '/^image\\//i': CASE('image-tokens.parseDataUrl'),
-    '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('image-tokens.isImageToken'),
+    '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('image-tokens.collectTokens'),
     '/"type"\\s*:\\s*"(?:image_url|input_image|image)"/': CASE('image-tokens.textHasImages'),
   },
   'background/page-attach.js': {

@@ -186,10 +186,10 @@ export const CASES = [
     load: async () => (await import('../background/image-tokens.js')).textHasImages,
   },
   {
-    name: 'image-tokens.isImageToken',
+    name: 'image-tokens.collectTokens',
     shapes: SHORT,
-    where: 'background/image-tokens.js TOKEN_RE: strings of request bodies',
-    load: async () => (await import('../background/image-tokens.js')).isImageToken,
+    where: 'background/image-tokens.js TOKEN_RE (isImageToken): strings of request bodies',
+    load: async () => (await import('../background/image-tokens.js')).collectTokens,
   },
   {
     name: 'page-attach.extractReadablePage',
