@@ -52,12 +52,12 @@ export function countValues(v) {
 
 const encoder = new TextEncoder();
 /** UTF-8 bytes of `v` as JSON. */
-export function jsonBytes(v) {
+function jsonBytes(v) {
   return encoder.encode(JSON.stringify(v)).length;
 }
 
 /** Every image hash `v` references. */
-export function imageRefs(v, out = new Set()) {
+function imageRefs(v, out = new Set()) {
   const stack = [v];
   while (stack.length) {
     const x = stack.pop();

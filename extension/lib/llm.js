@@ -131,7 +131,7 @@ function baseOf(provider) {
  * @param {string} [path] override the final path (e.g. '/models')
  * @returns {string}
  */
-export function endpointFor(provider, path) {
+function endpointFor(provider, path) {
   const base = baseOf(provider);
   if (provider.kind === 'anthropic') {
     const root = base.toLowerCase().endsWith('/v1') ? base : base + '/v1';
@@ -166,7 +166,7 @@ export function headersFor(provider, streaming = true) {
  * @param {object} body the host-built request body
  * @returns {{url: string, headers: Record<string, string>, body: object}}
  */
-export function buildStreamRequest(provider, body) {
+function buildStreamRequest(provider, body) {
   const b = { ...(body && typeof body === 'object' ? body : {}) };
   if (provider.model) b.model = provider.model;
   b.stream = true;

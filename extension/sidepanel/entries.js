@@ -2,12 +2,12 @@
 // No DOM, no chrome.* — tested in node. The rules the worker shares (entryText, attach detection,
 // newestVideoSrc, image references) are in lib/entries.js.
 
-import { entryText, isAttachEntry, isTextPart } from '../lib/entries.js';
+import { entryText, isTextPart } from '../lib/entries.js';
 
 const isImagePart = (p) => p && typeof p === 'object' && p.type === 'image_url';
 
 /** URL of an image part (object or bare-string form), or ''. */
-export function imagePartUrl(part) {
+function imagePartUrl(part) {
   if (!isImagePart(part)) return '';
   const iu = part.image_url;
   if (typeof iu === 'string') return iu;
@@ -100,11 +100,3 @@ export function lastAssistantIndex(entries) {
   return -1;
 }
 
-/** For regenerate: the nearest user entry before `index` that is not an attach entry, or -1. */
-export function precedingUserIndex(entries, index) {
-  for (let i = Math.min(index, entries.length) - 1; i >= 0; i--) {
-    const e = entries[i];
-    if (e && e.role === 'user' && !isAttachEntry(e)) return i;
-  }
-  return -1;
-}

@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  entryImages, displayParts, describeAttach, lastAssistantIndex, precedingUserIndex, imagePartUrl,
+  entryImages, displayParts, describeAttach, lastAssistantIndex,
 } from './entries.js';
 import { entryText } from '../lib/entries.js';
 
@@ -11,7 +11,7 @@ const attachText = '[Page context attached by Keepsake]\nURL: https://ex.com/a\n
 test('images in both part forms', () => {
   const e = { role: 'user', content: [{ type: 'image_url', image_url: { url: REF } }, { type: 'image_url', image_url: 'data:image/png;base64,AA==' }] };
   assert.deepEqual(entryImages(e), [REF, 'data:image/png;base64,AA==']);
-  assert.equal(imagePartUrl({ type: 'text', text: 'x' }), '');
+  assert.deepEqual(entryImages({ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url' }, { type: 'image_url', image_url: { url: 5 } }] }), []);
 });
 
 test('displayParts carries originals: a thumbnail part names its original, a label part becomes a label that does', () => {
@@ -47,7 +47,7 @@ test('describeAttach reads title, url, mode and body chars', () => {
   assert.equal(raw.chars, '[Page context attached by Keepsake]\nno structure'.length);
 });
 
-test('regenerate source and last assistant', () => {
+test('last assistant', () => {
   const entries = [
     { role: 'user', content: 'q1' },
     { role: 'assistant', content: 'a1' },
@@ -57,8 +57,5 @@ test('regenerate source and last assistant', () => {
     { role: 'user', content: attachText },
   ];
   assert.equal(lastAssistantIndex(entries), 4);
-  assert.equal(precedingUserIndex(entries, 4), 3);
-  assert.equal(precedingUserIndex(entries, 1), 0);
-  assert.equal(precedingUserIndex([{ role: 'user', content: attachText }, { role: 'assistant', content: 'x' }], 1), -1);
   assert.equal(lastAssistantIndex([]), -1);
 });
