@@ -58,7 +58,7 @@ export function senderAllowed(sender, from, self) {
  * @param {unknown} err
  * @returns {{code: string, message: string, browserMessage: string|null}}
  */
-export function errorToWire(err) {
+function errorToWire(err) {
   if (err && typeof err === 'object' && typeof err.code === 'string') {
     const e = HostError.from(err);
     return { code: e.code, message: e.message, browserMessage: e.browserMessage ?? null };

@@ -1,7 +1,7 @@
 import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { registerHandler, dispatchMessage, senderAllowed, errorToWire, _resetHandlersForTests } from './handlers.js';
+import { registerHandler, dispatchMessage, senderAllowed, _resetHandlersForTests } from './handlers.js';
 import { HostError } from '../lib/protocol.js';
 
 const SELF = { id: 'ejaedcjldiggibmnammkkoekohjgefkk', origin: 'chrome-extension://ejaedcjldiggibmnammkkoekohjgefkk/' };
@@ -61,7 +61,13 @@ test('registerHandler refuses duplicates and bad input', () => {
   assert.throws(() => registerHandler('b', null), TypeError);
 });
 
-test('errorToWire', () => {
-  assert.deepEqual(errorToWire({ code: 'busy', message: 'm' }), { code: 'busy', message: 'm', browserMessage: null });
-  assert.equal(errorToWire('text').code, 'internal');
+test('the wire shape of what a handler throws: anything with a code keeps it; anything else is internal', async () => {
+  registerHandler('x.coded', () => {
+    throw { code: 'busy', message: 'm' }; // eslint-disable-line no-throw-literal
+  });
+  registerHandler('x.text', async () => {
+    throw 'text'; // eslint-disable-line no-throw-literal
+  });
+  assert.deepEqual(await dispatchMessage({ kind: 'x.coded' }, PAGE, SELF), { ok: false, error: { code: 'busy', message: 'm', browserMessage: null } });
+  assert.deepEqual(await dispatchMessage({ kind: 'x.text' }, PAGE, SELF), { ok: false, error: { code: 'internal', message: 'text', browserMessage: null } });
 });

@@ -17,7 +17,7 @@ export const SITE_KEY_PREFIX = 'site:';
  * @param {number} tabId
  * @returns {string}
  */
-export function siteKey(tabId) {
+function siteKey(tabId) {
   return `${SITE_KEY_PREFIX}${tabId}`;
 }
 
@@ -37,7 +37,7 @@ export function tabIdOfKey(key) {
  * @param {string|null|undefined} url
  * @returns {string|null}
  */
-export function pageUrl(url) {
+function pageUrl(url) {
   if (typeof url !== 'string' || !url) return null;
   const i = url.indexOf('#');
   return i < 0 ? url : url.slice(0, i);
@@ -50,7 +50,7 @@ export function pageUrl(url) {
  * @param {string|null|undefined} currentUrl
  * @returns {boolean}
  */
-export function navigatedAway(storedUrl, currentUrl) {
+function navigatedAway(storedUrl, currentUrl) {
   const now = pageUrl(currentUrl);
   return Boolean(storedUrl && now && storedUrl !== now);
 }

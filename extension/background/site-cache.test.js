@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createSiteCache, siteKey, tabIdOfKey, pageUrl, navigatedAway } from './site-cache.js';
+import { createSiteCache } from './site-cache.js';
 import { deferred, fakeChrome, flush } from '../test-support/fakes.js';
 
 const tab = (id, url = `https://example.com/${id}`) => [id, { id, url }];
@@ -11,15 +11,26 @@ function listenerCounts(c) {
   return [c.tabs.onRemoved.size, c.tabs.onUpdated.size, c.tabs.onReplaced.size];
 }
 
-test('keys', () => {
-  assert.equal(siteKey(12), 'site:12');
-  assert.equal(tabIdOfKey('site:12'), 12);
-  assert.equal(tabIdOfKey('site:x'), null);
-  assert.equal(tabIdOfKey('other'), null);
-  assert.equal(pageUrl('https://a/b?c#d'), 'https://a/b?c');
-  assert.equal(navigatedAway('https://a/1', 'https://a/1#t=3'), false);
-  assert.equal(navigatedAway('https://a/1', 'https://a/2'), true);
-  assert.equal(navigatedAway(null, 'https://a/2'), false);
+test('keys and URLs: site:<tabId> only; pages compared without the fragment; an unknown URL is no change', async () => {
+  const c = fakeChrome({
+    tabs: new Map([tab(12, 'https://a/1#t=3'), tab(13, 'https://a/2'), tab(14, 'https://a/anything'), tab(15, null)]),
+    session: new Map([
+      ['site:12', stored('same page', 'https://a/1')],
+      ['site:13', stored('moved', 'https://a/1')],
+      ['site:14', stored('no url', null)],
+      ['site:15', stored('tab url unknown', 'https://a/3')],
+      ['site:x', 'not a tab'],
+      ['other', 'kept'],
+    ]),
+  });
+  const cache = createSiteCache({ chrome: c, now: () => 7 });
+  assert.equal(await cache.get(12), 'same page');
+  assert.equal(await cache.get(13), null);
+  assert.equal(await cache.get(14), 'no url');
+  assert.equal(await cache.get(15), 'tab url unknown');
+  assert.deepEqual([...c.sessionData.keys()].sort(), ['other', 'site:12', 'site:14', 'site:15', 'site:x']);
+  await cache.put(12, 'd', { url: 'https://a/b?c#d' });
+  assert.deepEqual(c.sessionData.get('site:12'), { data: 'd', url: 'https://a/b?c', at: 7 });
 });
 
 test('put stores one session key per tab and get returns it', async () => {

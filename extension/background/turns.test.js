@@ -14,34 +14,12 @@ import { fileURLToPath } from 'node:url';
 
 import { createHash } from 'node:crypto';
 
-import {
-  BodyMemory,
-  ImageCache,
-  SettingsMemory,
-  TURN_SETTING_KEYS,
-  applyBodyDelta,
-  attachArgsFor,
-  bodyHasImages,
-  collectTokens,
-  createTurns,
-  entryText,
-  errorInfo,
-  fillImageTokens,
-  findUserEntryIndex,
-  installTurnHandlers,
-  mapLimit,
-  newestVideoSrc,
-  pickProvider,
-  redactUrl,
-  simpleBody,
-  stripChoiceBlocks,
-  summaryChunkMessages,
-  summaryMergeMessage,
-  textHash,
-  videoPlatform,
-} from './turns.js';
+import { createTurns, findUserEntryIndex, installTurnHandlers } from './turns.js';
+import { BodyMemory } from './body-memory.js';
+import { SettingsMemory, TURN_SETTING_KEYS } from './settings-memory.js';
+import { bodyHasImages, collectTokens } from './image-tokens.js';
+import { entryText, newestVideoSrc } from '../lib/entries.js';
 import { createStorage } from '../lib/storage.js';
-import { Prng } from '../test-support/fuzz.js';
 
 const PREFIX = '[Page context attached by Keepsake]';
 // 1×1 PNGs (valid base64, canonical)
@@ -489,139 +467,7 @@ function setup({ script = [], settings = PROVIDERS, host: hostOpts = {}, chrome,
 // Pure helpers
 
 describe('pure helpers', () => {
-  test('pickProvider: active card, model override, labels; errors', () => {
-    const p = pickProvider({ ...PROVIDERS, activeProvider: 'p2', activeModel: 'c-4' });
-    assert.deepEqual(p.provider, { kind: 'anthropic', baseUrl: 'https://api.anthropic.example', apiKey: 'k2', model: 'c-4' });
-    assert.equal(p.label, 'Claude · c-4');
-    assert.deepEqual(p.key, { name: 'Claude', model: 'c-4' });
-    assert.equal(pickProvider({ ...PROVIDERS, activeProvider: 'gone', activeModel: '' }).provider.model, 'gpt-x');
-    assert.throws(() => pickProvider({}), { code: 'no_provider' });
-    assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'agent', baseUrl: 'x' }] }), { code: 'unsupported' });
-    assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'chat', baseUrl: '' }] }), { code: 'no_provider' });
-  });
-
-  test('pickProvider: a key the host could not read from the secret store is named, not sent empty', () => {
-    const card = { id: 'a', name: 'Cloud', kind: 'chat', baseUrl: 'https://x.example/v1', apiKey: '', apiKeyUnavailable: 'the Secret Service (D-Bus) cannot be read now: locked' };
-    assert.throws(() => pickProvider({ providers: [card] }), (e) => e.code === 'no_provider' && /secret store/.test(e.message) && /locked/.test(e.message));
-    // a key typed since (or a local server without one) is used as it is
-    assert.equal(pickProvider({ providers: [{ ...card, apiKey: 'sk-new' }] }).provider.apiKey, 'sk-new');
-    assert.equal(pickProvider({ providers: [{ ...card, apiKeyUnavailable: undefined }] }).provider.apiKey, '');
-  });
-
-  test('fillImageTokens fills data URLs and Anthropic base64 sources', () => {
-    const map = new Map([
-      ['keepsake-turn-image:0', { mime: 'image/png', data: RED }],
-      ['keepsake-image:sha256:' + 'a'.repeat(64), { mime: 'image/jpeg', data: BLUE }],
-    ]);
-    const v = {
-      a: [{ type: 'image_url', image_url: { url: 'keepsake-turn-image:0' } }],
-      b: { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: 'keepsake-image:sha256:' + 'a'.repeat(64) } },
-      c: 'keepsake-turn-image:0 is not a token when embedded',
-    };
-    const f = fillImageTokens(v, map);
-    assert.equal(f.a[0].image_url.url, png(RED));
-    assert.equal(f.b.source.data, BLUE);
-    assert.equal(f.b.source.media_type, 'image/jpeg');
-    assert.equal(f.c, v.c);
-    assert.equal(collectTokens(f).size, 0);
-    assert.throws(() => fillImageTokens({ x: 'keepsake-turn-image:9' }, map), { code: 'image_unavailable' });
-  });
-
-  test('stripChoiceBlocks removes only trailing choice blocks', () => {
-    assert.equal(stripChoiceBlocks('Answer.\n\n```choices\n["a","b"]\n```\n'), 'Answer.\n');
-    assert.equal(stripChoiceBlocks('Answer.\n<choices>\n- a\n</choices>'), 'Answer.');
-    const keep = 'Code:\n```js\nx()\n```';
-    assert.equal(stripChoiceBlocks(keep), keep);
-    const mid = '```choices\n[1]\n```\nthen text';
-    assert.equal(stripChoiceBlocks(mid), mid);
-  });
-
-  test('stripChoiceBlocks: the cases its regexes decided, pinned (issue 18 rewrote it as a scanner)', () => {
-    const cases = [
-      // any fence of 3+ backticks or tildes, info `choices` / `keepsake-choices` in any case, then anything
-      ['A\n~~~~ Keepsake-Choices extra\n- x\n~~~~', 'A'],
-      ['A\n```CHOICES\n1\n```  \n\t\n', 'A'],
-      ['A\n  \t```choices\n1\n  ```', 'A'],
-      // the fence need not start a line: the cut keeps what precedes it on the line
-      ['Answer ```choices\n1\n```', 'Answer'],
-      // `choices` must end the word; `keepsake-` only as a prefix
-      ['A\n```choicesx\n1\n```', 'A\n```choicesx\n1\n```'],
-      ['A\n```choices-1\n1\n```', 'A'],
-      ['A\n```keepsake-choice\n1\n```', 'A\n```keepsake-choice\n1\n```'],
-      // the closing fence is the opening one exactly, alone on the last line
-      ['A\n```choices\n1\n````', 'A\n```choices\n1\n````'],
-      ['A\n```choices\n1\n~~~', 'A\n```choices\n1\n~~~'],
-      ['A\n```choices\n1\n``` x', 'A\n```choices\n1\n``` x'],
-      ['A\n```choices\n```', 'A\n```choices\n```'], // no line between: no body newline
-      ['A\n```choices\n\n```', 'A'],
-      // a longer opening run pairs with a shorter closing one from inside the run
-      ['````choices\nx\n```', '`'],
-      // the leftmost opening that pairs with the end wins: earlier blocks go too
-      ['T\n```choices\n1\n```\nmid\n```choices\n2\n```', 'T'],
-      // blocks of different kinds come off one after another, tagged ones too
-      ['T\n~~~choices\nx\n~~~\n```choices\ny\n```\n<choices a="1">z</choices>\n', 'T'],
-      // tags: `<choices` ending the word, its first `>` before the closing tag
-      ['T <CHOICES>x</Choices>\u00a0', 'T'],
-      ['T\n<choices>x</choices> y', 'T\n<choices>x</choices> y'],
-      ['T\n<choicesx>x</choices>', 'T\n<choicesx>x</choices>'],
-      ['T\n<choices</choices>', 'T\n<choices</choices>'],
-      ['T\n<choices></choices>', 'T'],
-      // ASCII case folding only (no `u` flag): the Kelvin sign is not a k
-      ['T\n```\u212aeepsake-choices\n1\n```', 'T\n```\u212aeepsake-choices\n1\n```'],
-      ['', ''],
-    ];
-    for (const [input, want] of cases) assert.equal(stripChoiceBlocks(input), want, JSON.stringify(input));
-    assert.equal(stripChoiceBlocks(null), '');
-  });
-
-  test('stripChoiceBlocks gives what its old regexes gave, on random and block-shaped texts', () => {
-    // The regexes it replaced (issue 18: cubic backtracking), as the oracle on short texts.
-    const legacy = (text) => {
-      const fenced = /\n?[ \t]*(`{3,}|~{3,})[ \t]*(?:keepsake-)?choices\b[^\n]*\n[\s\S]*?\n[ \t]*\1[ \t]*\s*$/i;
-      const tagged = /\n?[ \t]*<choices\b[^>]*>[\s\S]*?<\/choices>\s*$/i;
-      let out = text;
-      for (;;) {
-        const next = out.replace(fenced, '').replace(tagged, '');
-        if (next === out) return out;
-        out = next;
-      }
-    };
-    const rng = new Prng(18);
-    const TOKENS = ['```', '````', '~~~', '`', '~', 'choices', 'CHOICES', 'keepsake-', 'keepsake-choices', '<choices', '</choices>',
-      '>', '<', '\n', '\n', ' ', '\t', 'x', '_', '1', '-', '\r', '\u00a0', '\u2028', '\u212a', '\ufeff'];
-    const some = (max) => Array.from({ length: rng.int(0, max) }, () => rng.pick(TOKENS)).join('');
-    const ws = () => rng.pick(['', ' ', '\t', '\n', '\n ']);
-    const fence = () => (rng.chance(0.5) ? '`' : '~').repeat(rng.int(2, 6));
-    const block = () => {
-      if (rng.chance(0.3)) {
-        return ws() + rng.pick(['<choices', '<CHOICES', '<choicesx', '<choices ']) + some(3) + rng.pick(['>', '', '>>']) + some(4) +
-          rng.pick(['</choices>', '</CHOICES>', '</choices', '']) + rng.pick(['', '\n', ' \u00a0', 'x']);
-      }
-      const f = fence();
-      return ws() + f + rng.pick(['', ' ', '\t']) + rng.pick(['', 'keepsake-', 'KeepSake-']) +
-        rng.pick(['choices', 'CHOICES', 'choice', 'choicesx', 'choices-1']) + some(2) + rng.pick(['\n', '', '\n\n']) + some(5) +
-        rng.pick(['\n', '', ' ']) + rng.pick(['', ' ', '\t']) + (rng.chance(0.6) ? f : fence()) + rng.pick(['', ' ', '\n', '\n\n ', 'x']);
-    };
-    let stripped = 0;
-    for (let i = 0; i < 20_000; i++) {
-      let text = some(i % 2 ? 30 : 6);
-      if (i % 2 === 0) for (let k = rng.int(1, 5); k > 0; k--) text += block() + (rng.chance(0.3) ? some(3) : '');
-      const want = legacy(text);
-      if (want !== text) stripped++;
-      assert.equal(stripChoiceBlocks(text), want, JSON.stringify(text));
-    }
-    assert.ok(stripped > 1000, `the generator makes texts that lose blocks (${stripped})`);
-  });
-
-  test('stripChoiceBlocks on the crafted reply of issue 18 (its work is bounded in lib/redos.test.js, shape choicesFences)', () => {
-    // "```choices\n" × n, "\n```", k spaces and "x": 8.4 KB held the worker for about a minute
-    const crafted = '```choices\n'.repeat(250) + '\n```' + ' '.repeat(5600) + 'x';
-    assert.equal(stripChoiceBlocks(crafted), crafted);
-    const tail = crafted + '\n```';
-    assert.equal(stripChoiceBlocks(tail), '');
-  });
-
-  test('findUserEntryIndex, newestVideoSrc, entryText', () => {
+  test('findUserEntryIndex', () => {
     const entries = [
       { role: 'user', content: 'q' },
       { role: 'user', content: `${PREFIX}\nURL: u`, videoSrc: { platform: 'youtube', url: 'u', tabId: 1 } },
@@ -632,74 +478,6 @@ describe('pure helpers', () => {
     assert.equal(findUserEntryIndex(entries, 'q', 1), 3);
     assert.equal(findUserEntryIndex(entries.slice(0, 3), 'q', 5), 0);
     assert.equal(findUserEntryIndex(entries, 'nope', 0), -1);
-    assert.deepEqual(newestVideoSrc(entries), { platform: 'html5', url: 'v', tabId: 2 });
-    assert.equal(newestVideoSrc([{ role: 'user', content: 'x' }]), null);
-  });
-
-  test('attach args: redaction, video, changedSince', () => {
-    assert.equal(redactUrl('https://user:pw@example.com/a?b#c'), 'https://example.com/a?b#c');
-    assert.equal(videoPlatform('https://www.youtube.com/watch?v=1'), 'youtube');
-    assert.equal(videoPlatform('https://www.bilibili.com/video/BV1'), 'bilibili');
-    assert.equal(videoPlatform('https://example.com/v.mp4'), 'html5');
-    const a = attachArgsFor(
-      { title: ' T ', url: 'https://x/', text: 'body', hasVideo: true },
-      { tabId: 7, tabUrl: 'https://u:p@www.youtube.com/watch?v=1', changedSince: '2024-01-01 10:00' },
-    );
-    assert.deepEqual(a, {
-      ctx: { url: 'https://www.youtube.com/watch?v=1', title: 'T', mode: 'full', body: 'body', changedSince: '2024-01-01 10:00' },
-      videoSrc: { platform: 'youtube', url: 'https://www.youtube.com/watch?v=1', tabId: 7 },
-    });
-    assert.equal(attachArgsFor({ title: '', text: '' }, { tabUrl: 'https://e/' }).ctx.title, 'https://e/');
-  });
-
-  test('summary messages and simple bodies', () => {
-    assert.deepEqual(summaryChunkMessages(['only']), ['only']);
-    assert.deepEqual(summaryChunkMessages(['a', 'b']), ['[Segment 1/2]\na', '[Segment 2/2]\nb']);
-    assert.equal(summaryMergeMessage(['x', 'y']), '[Segment 1]\nx\n\n[Segment 2]\ny');
-    assert.deepEqual(simpleBody({ kind: 'anthropic', model: 'm' }, 'S', 'U'), {
-      model: 'm',
-      stream: true,
-      max_tokens: 4096,
-      system: 'S',
-      messages: [{ role: 'user', content: 'U' }],
-    });
-    assert.deepEqual(simpleBody({ kind: 'responses', model: 'm' }, 'S', 'U').input, [{ role: 'user', content: 'U' }]);
-    assert.equal(simpleBody({ kind: 'chat', model: 'm' }, 'S', 'U').messages[0].role, 'system');
-  });
-
-  test('errorInfo codes', () => {
-    assert.deepEqual(errorInfo(llmError('http', 'bad', { status: 400 })), { code: 'http_400', message: 'bad', kind: 'http', status: 400 });
-    assert.equal(errorInfo(llmError('aborted', 'x'), { stopped: true }).code, 'stopped');
-    assert.equal(errorInfo(hostError('busy')).kind, 'storage');
-    // a provider redirect (issue 18): its own code, never rescued as an HTTP error
-    assert.deepEqual(errorInfo(llmError('redirect', 'moved', { status: 307 })), { code: 'redirect', message: 'moved', kind: 'redirect', status: 307 });
-  });
-
-  test('ImageCache hashes canonical data URLs into image references, LRU-bounded', async () => {
-    const c = new ImageCache({ maxChars: RED.length + BLUE.length });
-    const r1 = await c.addDataUrl(png(RED));
-    assert.match(r1, /^keepsake-image:sha256:[0-9a-f]{64}$/);
-    assert.deepEqual(c.get(r1), { mime: 'image/png', data: RED });
-    assert.equal(await c.addDataUrl('https://x/y.png'), null);
-    const r2 = await c.addDataUrl(png(BLUE));
-    await c.addDataUrl(png(RED)); // touch
-    c.put('keepsake-image:sha256:' + 'b'.repeat(64), { mime: 'image/png', data: 'AAAA' });
-    assert.ok(c.get(r1) && !c.get(r2), 'least recently used dropped');
-  });
-
-  test('mapLimit keeps order and bounds concurrency', async () => {
-    let active = 0;
-    let peak = 0;
-    const out = await mapLimit([1, 2, 3, 4, 5], 2, async (x) => {
-      active++;
-      peak = Math.max(peak, active);
-      await tick();
-      active--;
-      return x * 2;
-    });
-    assert.deepEqual(out, [2, 4, 6, 8, 10]);
-    assert.equal(peak, 2);
-    await assert.rejects(mapLimit([1, 2], 2, async (x) => { if (x === 2) throw new Error('boom'); return x; }), /boom/);
   });
 });
 
@@ -761,67 +539,6 @@ function speakDeltas(host) {
 }
 
 describe('request bodies as deltas', () => {
-  test('applyBodyDelta: UTF-16 slices and literals; anything out of range → null', () => {
-    const held = 'ab😀cd中';
-    assert.equal(applyBodyDelta(held, [[0, 2], 'X', [2, 4], [4, 7]], 8), 'abX😀cd中');
-    assert.equal(applyBodyDelta(held, [], 0), '');
-    assert.equal(applyBodyDelta(held, ['only'], 4), 'only');
-    assert.equal(applyBodyDelta(held, [[0, 8]], 8), null, 'past the end');
-    assert.equal(applyBodyDelta(held, [[3, 3]], 0), null, 'empty range');
-    assert.equal(applyBodyDelta(held, [[-1, 2]], 3), null);
-    assert.equal(applyBodyDelta(held, [[0, 1.5]], 1.5), null);
-    assert.equal(applyBodyDelta(held, [[0, 2, 3]], 2), null);
-    assert.equal(applyBodyDelta(held, [{ a: 1 }], 0), null);
-    assert.equal(applyBodyDelta(held, [[0, 2]], 3), null, 'wrong length');
-    assert.equal(applyBodyDelta(null, [[0, 1]], 1), null);
-    assert.equal(applyBodyDelta(held, 'ops', 0), null);
-  });
-
-  test('textHash is the sha256 hex of the UTF-8, as the host computes it', async () => {
-    assert.equal(await textHash(''), 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
-    assert.equal(await textHash('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
-    const t = prose(3, 5000);
-    assert.equal(await textHash(t), sha256(t));
-  });
-
-  test('BodyMemory.take: full text kept; a delta applied, kept, checked; a bad delta → null; old shape → undefined', async () => {
-    const m = new BodyMemory();
-    const t1 = JSON.stringify({ messages: [{ role: 'user', content: 'é😀 one' }] });
-    const full = m.take({ bodyText: t1, bodyHash: sha256(t1), bodyLength: t1.length }, m.snapshot());
-    assert.equal(full.text, t1);
-    assert.equal(await full.check(), true);
-    assert.deepEqual(m.snapshot(), { text: t1, hash: sha256(t1) });
-    const t2 = t1.replace(']}', ',{"role":"assistant","content":"two"}]}');
-    const cut = t1.length - 2;
-    const good = {
-      bodyDelta: { since: sha256(t1), ops: [[0, cut], ',{"role":"assistant","content":"two"}', [cut, t1.length]] },
-      bodyHash: sha256(t2),
-      bodyLength: t2.length,
-    };
-    const snap = m.snapshot();
-    const got = m.take(good, snap);
-    assert.equal(got.text, t2);
-    assert.equal(m.hash, sha256(t2), 'kept at once');
-    assert.equal(await got.check(), true);
-    assert.equal(got.check(), got.check(), 'checked once');
-    for (const bad of [
-      { ...good, bodyLength: t2.length + 1 },
-      { ...good, bodyDelta: { ...good.bodyDelta, since: 'other' } },
-      { ...good, bodyDelta: { ...good.bodyDelta, ops: [[0, t1.length + 5]] } },
-    ]) {
-      assert.equal(m.take(bad, snap), null);
-    }
-    assert.equal(m.hash, sha256(t2), 'a delta that does not apply changes nothing held');
-    // a wrong hash is found by the check, which forgets the text
-    const wrong = m.take({ ...good, bodyHash: '0'.repeat(64) }, snap);
-    assert.equal(wrong.text, t2);
-    assert.equal(await wrong.check(), false);
-    assert.deepEqual(m.snapshot(), { text: null, hash: null });
-    assert.equal(m.take({ body: { a: 1 } }, snap), undefined);
-    assert.deepEqual(m.stats, { full: 1, delta: 2, rejected: 4 });
-    assert.equal(new BodyMemory({ subtle: null }).enabled, false);
-  });
-
   test('the second send names the held body and receives a delta; the model gets the same body', async () => {
     const memory = new BodyMemory();
     const { host, llm, turns } = setup({ script: [reply(['A1']), reply(['A2'])], deps: { bodyMemory: memory } });
@@ -948,48 +665,6 @@ describe('request bodies as deltas', () => {
     assert.equal('since' in off.host.ops('request.build')[0].args, false);
   });
 
-  test('splice + verify + parse of a 60-entry ~300K-char body (timings)', async (t) => {
-    const head = '{"model":"gpt-x","stream":true,"messages":[{"role":"system","content":"Be brief."},';
-    const msgs = Array.from({ length: 62 }, (_, i) =>
-      JSON.stringify({ role: i % 2 ? 'assistant' : 'user', content: prose(i + 10, 4900) }),
-    );
-    const oldT = `${head}${msgs.slice(0, 60).join(',')}]}`;
-    const newT = `${head}${msgs.slice(2, 62).join(',')}]}`;
-    const keptFrom = head.length + msgs[0].length + msgs[1].length + 2;
-    const keptTo = oldT.length - 2;
-    // the two oldest trimmed off the front, one pair appended: what the host sends
-    const ops = [[0, head.length], [keptFrom, keptTo], `,${msgs[60]},${msgs[61]}`, [keptTo, oldT.length]];
-    assert.equal(applyBodyDelta(oldT, ops, newT.length), newT);
-    const hash = sha256(newT);
-    const m = new BodyMemory();
-    const runs = { splice: [], hash: [], parse: [], all: [] };
-    for (let i = 0; i < 21; i++) {
-      let t0 = performance.now();
-      const text = applyBodyDelta(oldT, ops, newT.length);
-      const t1 = performance.now();
-      const h = await textHash(text);
-      const t2 = performance.now();
-      JSON.parse(text);
-      const t3 = performance.now();
-      assert.equal(h, hash);
-      runs.splice.push(t1 - t0);
-      runs.hash.push(t2 - t1);
-      runs.parse.push(t3 - t2);
-      m.text = oldT;
-      m.hash = 'h0';
-      t0 = performance.now();
-      const got = m.take({ bodyDelta: { since: 'h0', ops }, bodyHash: hash, bodyLength: newT.length }, m.snapshot());
-      const ok = await got.check();
-      const body = JSON.parse(got.text);
-      runs.all.push(performance.now() - t0);
-      assert.ok(ok && body.messages.length === 61);
-    }
-    const med = (v) => v.sort((a, b) => a - b)[v.length >> 1].toFixed(2);
-    t.diagnostic(
-      `body ${newT.length} UTF-16 units: splice ${med(runs.splice)} ms, sha256 ${med(runs.hash)} ms, ` +
-        `JSON.parse ${med(runs.parse)} ms; BodyMemory take + check + parse ${med(runs.all)} ms (medians of 21)`,
-    );
-  });
 });
 
 // ---------------------------------------------------------------------------------------------

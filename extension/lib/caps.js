@@ -15,14 +15,12 @@
 // (`urlCharsFor(mime, byteLength)`), which only the caller knows — pass `urlChars` when refs are possible.
 // Trim: Unicode White_Space plus U+FEFF, as the host's `js_trim` (JavaScript's trim plus U+0085).
 
+import { isImageRef } from './entries.js';
+
 /** At most this many images per turn (§6.4). */
 export const TURN_MAX_IMAGES = 8;
 /** At most this many URL chars of images per turn (§6.4). */
 export const TURN_IMAGE_BUDGET = 3 * 1024 * 1024;
-/** Prefix of an image reference URL (storage-model §1). */
-export const IMAGE_REF_PREFIX = 'keepsake-image:sha256:';
-
-const IMAGE_REF_RE = /^keepsake-image:sha256:[0-9a-f]{64}$/;
 const SHAPE_RE = /^(?:https?:\/\/|data:image\/)/i; // no `u` flag: /i folds ASCII only here
 
 /** Unicode White_Space ∪ {U+FEFF} (the host's js_trim set). */
@@ -57,15 +55,6 @@ export function hostTrim(s) {
 }
 
 /**
- * True for an image reference `keepsake-image:sha256:<64 lower-case hex>`.
- * @param {unknown} s
- * @returns {boolean}
- */
-export function isImageRef(s) {
-  return typeof s === 'string' && IMAGE_REF_RE.test(s);
-}
-
-/**
  * The §6.4 shape gate.
  * @param {unknown} url
  * @returns {boolean}
@@ -73,7 +62,7 @@ export function isImageRef(s) {
 export function imageShapeOk(url) {
   if (typeof url !== 'string') return false;
   const t = hostTrim(url);
-  return SHAPE_RE.test(t) || IMAGE_REF_RE.test(t);
+  return SHAPE_RE.test(t) || isImageRef(t);
 }
 
 /**

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { NativePort } from './native-port.js';
 import { createStorage } from './storage.js';
 import { countValues, HOST_MAX_VALUES } from './import-pieces.js';
-import { importWithPreview } from '../sidepanel/import-confirm.js';
+import { importWithPreview } from './ui/import-confirm.js';
 import { HOST_SKIP as SKIP, ProcessPort, cleanUpHosts, spawnHost, tempDir } from '../test-support/process-port.js';
 
 after(cleanUpHosts);

@@ -15,6 +15,8 @@
 //
 // Pure: no DOM, no chrome.*.
 
+import { IMAGE_REF_PREFIX, isImageRef } from './entries.js';
+
 /** The host's per-frame value limit (src/protocol/limits.rs MAX_FRAME_VALUES). */
 export const HOST_MAX_VALUES = 100_000;
 /** Values per piece: half the host's limit, leaving room for the envelope and any miscount. */
@@ -25,7 +27,6 @@ export const PIECE_BYTES = 16 * 1024 * 1024;
 export const FRAME_BYTES = 64 * 1024 * 1024 - 64 * 1024;
 
 const EXPORT_FORMAT = 'keepsake.sessions';
-const IMAGE_REF = /^keepsake-image:sha256:([0-9a-f]{64})$/;
 
 /**
  * JSON values in `v` as the host counts them: every string (object keys included), number,
@@ -51,18 +52,17 @@ export function countValues(v) {
 
 const encoder = new TextEncoder();
 /** UTF-8 bytes of `v` as JSON. */
-export function jsonBytes(v) {
+function jsonBytes(v) {
   return encoder.encode(JSON.stringify(v)).length;
 }
 
 /** Every image hash `v` references. */
-export function imageRefs(v, out = new Set()) {
+function imageRefs(v, out = new Set()) {
   const stack = [v];
   while (stack.length) {
     const x = stack.pop();
     if (typeof x === 'string') {
-      const m = IMAGE_REF.exec(x);
-      if (m) out.add(m[1]);
+      if (isImageRef(x)) out.add(x.slice(IMAGE_REF_PREFIX.length));
     } else if (Array.isArray(x)) {
       for (const y of x) stack.push(y);
     } else if (x && typeof x === 'object') {

@@ -5,7 +5,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { countValues, imageRefs, jsonBytes, splitImport, mergeResults, HOST_MAX_VALUES } from './import-pieces.js';
+import { countValues, splitImport, mergeResults, HOST_MAX_VALUES } from './import-pieces.js';
+
+/** UTF-8 bytes of `v` as JSON (what one message carries). */
+const jsonBytes = (v) => Buffer.byteLength(JSON.stringify(v), 'utf8');
+/** The image hashes `v` references, found in its JSON text. */
+const imageRefs = (v) => new Set([...JSON.stringify(v).matchAll(/"keepsake-image:sha256:([0-9a-f]{64})"/g)].map((m) => m[1]));
 
 const sha = (i) => i.toString(16).padStart(64, '0');
 const ref = (i) => `keepsake-image:sha256:${sha(i)}`;

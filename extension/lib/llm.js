@@ -131,7 +131,7 @@ function baseOf(provider) {
  * @param {string} [path] override the final path (e.g. '/models')
  * @returns {string}
  */
-export function endpointFor(provider, path) {
+function endpointFor(provider, path) {
   const base = baseOf(provider);
   if (provider.kind === 'anthropic') {
     const root = base.toLowerCase().endsWith('/v1') ? base : base + '/v1';
@@ -166,7 +166,7 @@ export function headersFor(provider, streaming = true) {
  * @param {object} body the host-built request body
  * @returns {{url: string, headers: Record<string, string>, body: object}}
  */
-export function buildStreamRequest(provider, body) {
+function buildStreamRequest(provider, body) {
   const b = { ...(body && typeof body === 'object' ? body : {}) };
   if (provider.model) b.model = provider.model;
   b.stream = true;
@@ -489,7 +489,7 @@ function makeHandler(kind, st, emit) {
  * @param {object} [args.body] the host-built request body (request.build `.body`)
  * @param {string} [args.bodyText] instead of `body`: its JSON text, sent as it is. It must already
  *   hold what buildStreamRequest sets (`model`, `stream: true`, Anthropic's `max_tokens`), as a
- *   body built with request.build's `bodyFields` from turns.js's bodyFieldsFor does.
+ *   body built with request.build's `bodyFields` from background/provider.js's bodyFieldsFor does.
  * @param {AbortSignal} [args.signal] abort → LlmError kind 'aborted' with `partial`
  * @param {(delta: string, text: string) => void} [args.onDelta] each text delta and the text so far
  * @param {(evt: {type: string, data?: any, delta?: string}) => void} [args.onEvent] every parsed stream event,

@@ -6,15 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 
 import { startMockLlm } from '../../tests/e2e/mock-llm.mjs';
-import {
-  LlmError,
-  buildStreamRequest,
-  createSseParser,
-  endpointFor,
-  extractError,
-  ping,
-  streamReply,
-} from './llm.js';
+import { LlmError, createSseParser, extractError, ping, streamReply } from './llm.js';
 
 let mock;
 before(async () => {
@@ -59,31 +51,53 @@ async function expectLlmError(promise, check) {
 
 // ------------------------------------------------------------------------------------------------ request shape
 
-test('endpoints and headers', () => {
-  assert.equal(endpointFor({ kind: 'chat', baseUrl: 'https://api.openai.com/v1/' }), 'https://api.openai.com/v1/chat/completions');
-  assert.equal(endpointFor({ kind: 'chat', baseUrl: 'http://localhost:11434/v1' }), 'http://localhost:11434/v1/chat/completions');
-  assert.equal(endpointFor({ kind: 'responses', baseUrl: 'https://api.openai.com/v1' }), 'https://api.openai.com/v1/responses');
-  assert.equal(endpointFor({ kind: 'anthropic', baseUrl: 'https://api.anthropic.com' }), 'https://api.anthropic.com/v1/messages');
-  assert.equal(endpointFor({ kind: 'anthropic', baseUrl: 'https://api.anthropic.com/' }), 'https://api.anthropic.com/v1/messages');
-  assert.equal(endpointFor({ kind: 'anthropic', baseUrl: 'https://api.anthropic.com/v1' }), 'https://api.anthropic.com/v1/messages');
-  assert.equal(endpointFor({ kind: 'anthropic', baseUrl: 'https://proxy.example/anthropic/v1/' }), 'https://proxy.example/anthropic/v1/messages');
-  assert.equal(endpointFor({ kind: 'anthropic', baseUrl: '' }), 'https://api.anthropic.com/v1/messages');
-  assert.equal(endpointFor({ kind: 'chat' }), 'https://api.openai.com/v1/chat/completions');
-  assert.equal(endpointFor({ kind: 'chat', baseUrl: 'https://x/v1' }, '/models'), 'https://x/v1/models');
+/** What streamReply sends for `provider` and `body`: `{url, headers, body}` (the fetch is stopped there). */
+async function sent(provider, body) {
+  let req = null;
+  const fetchImpl = async (url, init) => {
+    req = { url, headers: { ...init.headers }, body: JSON.parse(init.body) };
+    throw new TypeError('stop here');
+  };
+  await assert.rejects(streamReply({ provider, body, fetchImpl }), (e) => e.kind === 'network');
+  return req;
+}
 
-  const a = buildStreamRequest({ kind: 'anthropic', apiKey: 'k', model: 'claude' }, { messages: [], max_tokens: 100 });
+/** The first URL ping asks for `provider`. */
+async function pinged(provider) {
+  let first = null;
+  await ping(provider, async (url) => {
+    first ??= url;
+    throw new TypeError('stop here');
+  });
+  return first;
+}
+
+test('endpoints and headers', async () => {
+  const url = async (provider) => (await sent(provider, {})).url;
+  assert.equal(await url({ kind: 'chat', baseUrl: 'https://api.openai.com/v1/' }), 'https://api.openai.com/v1/chat/completions');
+  assert.equal(await url({ kind: 'chat', baseUrl: 'http://localhost:11434/v1' }), 'http://localhost:11434/v1/chat/completions');
+  assert.equal(await url({ kind: 'responses', baseUrl: 'https://api.openai.com/v1' }), 'https://api.openai.com/v1/responses');
+  assert.equal(await url({ kind: 'anthropic', baseUrl: 'https://api.anthropic.com' }), 'https://api.anthropic.com/v1/messages');
+  assert.equal(await url({ kind: 'anthropic', baseUrl: 'https://api.anthropic.com/' }), 'https://api.anthropic.com/v1/messages');
+  assert.equal(await url({ kind: 'anthropic', baseUrl: 'https://api.anthropic.com/v1' }), 'https://api.anthropic.com/v1/messages');
+  assert.equal(await url({ kind: 'anthropic', baseUrl: 'https://proxy.example/anthropic/v1/' }), 'https://proxy.example/anthropic/v1/messages');
+  assert.equal(await url({ kind: 'anthropic', baseUrl: '' }), 'https://api.anthropic.com/v1/messages');
+  assert.equal(await url({ kind: 'chat' }), 'https://api.openai.com/v1/chat/completions');
+  assert.equal(await pinged({ kind: 'chat', baseUrl: 'https://x/v1' }), 'https://x/v1/models');
+
+  const a = await sent({ kind: 'anthropic', apiKey: 'k', model: 'claude' }, { messages: [], max_tokens: 100 });
   assert.deepEqual(a.body, { messages: [], max_tokens: 100, model: 'claude', stream: true });
   assert.equal(a.headers['x-api-key'], 'k');
   assert.equal(a.headers['anthropic-version'], '2023-06-01');
   assert.equal(a.headers['anthropic-dangerous-direct-browser-access'], 'true');
   assert.equal(a.headers.authorization, undefined);
-  assert.equal(buildStreamRequest({ kind: 'anthropic' }, {}).body.max_tokens, 4096);
-  assert.equal(buildStreamRequest({ kind: 'anthropic' }, {}).headers['x-api-key'], undefined);
-  const c = buildStreamRequest({ kind: 'chat', apiKey: '', model: '' }, { model: 'from-body', messages: [] });
+  assert.equal((await sent({ kind: 'anthropic' }, {})).body.max_tokens, 4096);
+  assert.equal((await sent({ kind: 'anthropic' }, {})).headers['x-api-key'], undefined);
+  const c = await sent({ kind: 'chat', apiKey: '', model: '' }, { model: 'from-body', messages: [] });
   assert.equal(c.headers.authorization, undefined);
   assert.equal(c.body.model, 'from-body');
   assert.equal(c.body.max_tokens, undefined);
-  assert.equal(buildStreamRequest({ kind: 'chat', apiKey: 'sk' }, {}).headers.authorization, 'Bearer sk');
+  assert.equal((await sent({ kind: 'chat', apiKey: 'sk' }, {})).headers.authorization, 'Bearer sk');
 });
 
 test('extractError', () => {

@@ -41,7 +41,7 @@ function defaultLastError() {
  * @param {string[]} pieces
  * @returns {string}
  */
-export function joinChunks(pieces) {
+function joinChunks(pieces) {
   return pieces.join('');
 }
 

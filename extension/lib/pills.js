@@ -119,15 +119,6 @@ export function splitPills(text) {
 }
 
 /**
- * True when `text` holds at least one pill (e.g. to decide on a timestampRewrite pass, storage-model §8.7).
- * @param {string} text
- * @returns {boolean}
- */
-export function hasPills(text) {
-  return splitPills(text).some((p) => p.type === 'pill');
-}
-
-/**
  * Seek the page's main video. Self-contained (no closures, no imports) so it can be passed as
  * `chrome.scripting.executeScript({target: {tabId}, func: seekScript, args: [seconds]})`; run it with
  * `allFrames: true` to reach players inside iframes (each frame answers for itself).

@@ -103,24 +103,27 @@ const AUDIT = {
   'background/site-cache.js': {
     '/^\\d+$/': CASE('site-cache.tabIdOfKey'),
   },
-  'background/turns.js': {
-    '/^data:([^;,]+)((?:;[^;,]*)*?);base64,(.*)$/is': CASE('turns.parseDataUrl'),
-    '/^image\\//i': CASE('turns.parseDataUrl'),
-    '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('turns.isImageToken'),
-    '/"type"\\s*:\\s*"(?:image_url|input_image|image)"/': CASE('turns.textHasImages'),
-    '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('turns.redactUrl'),
-    '/\\r\\n?/g': CASE('turns.extractReadablePage'),
-    '/[^\\S\\n]+/g': CASE('turns.extractReadablePage'),
-    '/ ?\\n ?/g': CASE('turns.extractReadablePage'),
-    '/\\n{3,}/g': CASE('turns.extractReadablePage'),
+  'background/image-cache.js': {
     '/^[A-Za-z0-9+/]*={0,2}$/': SAFE('base64 of image bytes the host returned; one anchored character class, linear'),
   },
+  'background/image-tokens.js': {
+    '/^data:([^;,]+)((?:;[^;,]*)*?);base64,(.*)$/is': CASE('image-tokens.parseDataUrl'),
+    '/^image\\//i': CASE('image-tokens.parseDataUrl'),
+    '/^(?:keepsake-image:sha256:[0-9a-f]{64}|keepsake-turn-image:\\d+)$/': CASE('image-tokens.collectTokens'),
+    '/"type"\\s*:\\s*"(?:image_url|input_image|image)"/': CASE('image-tokens.textHasImages'),
+  },
+  'background/page-attach.js': {
+    '/\\r\\n?/g': CASE('page-attach.extractReadablePage'),
+    '/[^\\S\\n]+/g': CASE('page-attach.extractReadablePage'),
+    '/ ?\\n ?/g': CASE('page-attach.extractReadablePage'),
+    '/\\n{3,}/g': CASE('page-attach.extractReadablePage'),
+  },
   'lib/caps.js': {
-    '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('caps.imageShapeOk'),
     '/^(?:https?:\\/\\/|data:image\\/)/i': CASE('caps.imageShapeOk'),
   },
-  'lib/import-pieces.js': {
-    '/^keepsake-image:sha256:([0-9a-f]{64})$/': SAFE('anchored, one fixed-length class: at most 86 characters examined per string'),
+  'lib/entries.js': {
+    '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('entries.isImageRef'),
+    '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('entries.redactUrl'),
   },
   'lib/markdown.js': {
     '/^\\s$/u': CASE('markdown.parseInline'),
@@ -153,6 +156,9 @@ const AUDIT = {
     '/error when communicating with the native messaging host/i': SAFE("the browser's own error text, a literal"),
     '/exceeded maximum allowed size/i': SAFE("the browser's own error text, a literal"),
   },
+  'lib/ui/format.js': {
+    '/\\B(?=(\\d{3})+(?!\\d))/g': SAFE('the digits of one number (at most 16); quadratic in that length only'),
+  },
   'options/options.js': {
     '/api\\.openai\\.com/': SAFE('a literal on the typed base URL, linear'),
     '/^OK:?\\s*/': SAFE('the ping detail made by llm.ping; anchored, linear'),
@@ -170,7 +176,6 @@ const AUDIT = {
   },
   'sidepanel/entries.js': {
     '/ \\(fallback to full\\)$/': CASE('entries.describeAttach'),
-    '/^[0-9a-f]{64}$/': CASE('entries.isImageRef'),
   },
   'sidepanel/export-name.js': {
     '/[^A-Za-z0-9\\u4E00-\\u9FFF]+/gu': CASE('export-name.slugify'),
@@ -179,15 +184,11 @@ const AUDIT = {
     '/[\\\\/:*?"<>|\\u0000-\\u001f]+/g': CASE('export-name.safeFilename'),
     '/^[.\\s-]$/': CASE('export-name.safeFilename'),
   },
-  'sidepanel/format.js': {
-    '/\\B(?=(\\d{3})+(?!\\d))/g': SAFE('the digits of one number (at most 16); quadratic in that length only'),
-  },
   'sidepanel/images.js': {
     '/^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/is': CASE('images.splitDataUrl'),
     '/^https?:\\/\\//i': SAFE('anchored literal'),
   },
   'sidepanel/pixels.js': {
-    '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('pixels.redactUrl'),
     '/^data:image\\//i': SAFE('anchored literal'),
   },
   'sidepanel/snippet.js': {

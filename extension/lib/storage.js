@@ -15,7 +15,7 @@ function defaultNewId() {
  * @param {unknown} err
  * @returns {boolean}
  */
-export function isRetryableWriteError(err) {
+function isRetryableWriteError(err) {
   return RETRYABLE.has(err?.code);
 }
 
@@ -25,7 +25,7 @@ export function isRetryableWriteError(err) {
  * @param {() => string} newId
  * @returns {object}
  */
-export function withClientRequestId(args, newId) {
+function withClientRequestId(args, newId) {
   const a = args ?? {};
   if (typeof a.clientRequestId === 'string' && a.clientRequestId) return a;
   return { ...a, clientRequestId: newId() };

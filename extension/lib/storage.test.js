@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createStorage, isRetryableWriteError, withClientRequestId } from './storage.js';
+import { createStorage } from './storage.js';
 import { OPS, READ_OPS, WRITE_OPS, HostError } from './protocol.js';
 
 /** A recording `call` transport; `script` decides each answer. */
@@ -113,10 +113,20 @@ test('reads are never retried', async () => {
   assert.equal(calls.length, 1);
 });
 
-test('helpers', () => {
-  assert.equal(isRetryableWriteError(new HostError('timeout')), true);
-  assert.equal(isRetryableWriteError(new HostError('busy')), false);
-  assert.equal(isRetryableWriteError(undefined), false);
-  assert.deepEqual(withClientRequestId(undefined, () => 'x'), { clientRequestId: 'x' });
-  assert.deepEqual(withClientRequestId({ clientRequestId: '' }, () => 'x'), { clientRequestId: 'x' });
+test('a write that throws something without a code is not retried', async () => {
+  const { call, calls } = recorder(() => {
+    throw undefined; // eslint-disable-line no-throw-literal
+  });
+  const s = createStorage(call, { newId: () => 'id' });
+  await assert.rejects(s.history.clear(), (e) => e === undefined);
+  assert.equal(calls.length, 1);
+});
+
+test('a write with no args, null args or an empty clientRequestId gets a new id', async () => {
+  const { call, calls } = recorder();
+  const s = createStorage(call, { newId: () => 'x' });
+  await s.history.clear();
+  await s.history.clear(null);
+  await s.history.clear({ clientRequestId: '' });
+  assert.deepEqual(calls.map((c) => c.args), [{ clientRequestId: 'x' }, { clientRequestId: 'x' }, { clientRequestId: 'x' }]);
 });

@@ -6,11 +6,11 @@ import { hostCall, workerCall as rawWorkerCall, onWorkerEvent } from '../lib/bri
 import { createStorage } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, PROTOCOL_VERSION, OPS } from '../lib/protocol.js';
 import { ping } from '../lib/llm.js';
-import { h, replaceChildren } from '../sidepanel/dom.js';
-import { createBanner, isConnectionError } from '../sidepanel/banner.js';
-import { describeImportResult, grouped } from '../sidepanel/format.js';
-import { askImportSettings, importWithPreview } from '../sidepanel/import-confirm.js';
-import { evictedNames, evictedNotice } from '../sidepanel/evicted.js';
+import { h, replaceChildren } from '../lib/ui/dom.js';
+import { createBanner, isConnectionError } from '../lib/ui/banner.js';
+import { describeImportResult, grouped } from '../lib/ui/format.js';
+import { askImportSettings, importWithPreview } from '../lib/ui/import-confirm.js';
+import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import {
   KINDS, PRESETS, OPTION_KEYS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
   parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, insecureBaseUrlWarning,

@@ -25,7 +25,7 @@ export function cardFromPreset(presetId, newId, existingNames = []) {
 }
 
 /** "OpenAI", "OpenAI 2", "OpenAI 3"… avoiding names already used. */
-export function uniqueName(base, existing) {
+function uniqueName(base, existing) {
   const used = new Set(existing.map((n) => String(n).trim().toLowerCase()));
   if (!used.has(base.toLowerCase())) return base;
   for (let i = 2; ; i++) if (!used.has(`${base} ${i}`.toLowerCase())) return `${base} ${i}`;
@@ -73,7 +73,7 @@ export function validateCard(card, others = []) {
  * Loopback hosts, where plain http never leaves the machine: `localhost` (and `*.localhost`),
  * 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z). `hostname` as `URL` gives it (IPv6 in brackets).
  */
-export function isLoopbackHost(hostname) {
+function isLoopbackHost(hostname) {
   let h = String(hostname ?? '').toLowerCase();
   if (h.endsWith('.')) h = h.slice(0, -1);
   if (h === 'localhost' || h.endsWith('.localhost')) return true;
@@ -103,7 +103,7 @@ export function insecureBaseUrlWarning(baseUrl, { hasKey = true } = {}) {
 }
 
 /** Stored providers list, read defensively (defaults hold no LLM cards, storage-model §9). */
-export function readProviders(value) {
+function readProviders(value) {
   if (!Array.isArray(value)) return [];
   return value.filter((p) => p && typeof p === 'object' && typeof p.id === 'string' && p.id);
 }

@@ -1,8 +1,8 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  PRESETS, cardFromPreset, uniqueName, normalizeCard, validateCard, readProviders, upsertCard, afterDelete,
-  isLoopbackHost, insecureBaseUrlWarning,
+  PRESETS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
+  insecureBaseUrlWarning,
   parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS,
 } from './providers.js';
 
@@ -24,7 +24,8 @@ test('cards from presets get unique names and ids', () => {
   assert.deepEqual(a, { id: 'id-1', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', apiKey: '', model: 'llama3.2' });
   const b = cardFromPreset('ollama', newId, ['ollama']);
   assert.equal(b.name, 'Ollama 2');
-  assert.equal(uniqueName('X', ['x', 'X 2']), 'X 3');
+  assert.equal(cardFromPreset('ollama', newId, ['OLLAMA', 'Ollama 2']).name, 'Ollama 3', 'case-insensitive; the first free number');
+  assert.equal(cardFromPreset('ollama', newId, [' ollama 3 ', 'Ollama']).name, 'Ollama 2');
   assert.equal(cardFromPreset('nope', newId).name, 'Custom');
 });
 
@@ -39,8 +40,8 @@ test('normalize and validate', () => {
 });
 
 test('list helpers', () => {
-  assert.deepEqual(readProviders([{ id: 'a' }, null, { id: '' }, 'x', { name: 'no id' }]), [{ id: 'a' }]);
-  assert.deepEqual(readProviders('x'), []);
+  assert.deepEqual(withDefaults({ providers: [{ id: 'a' }, null, { id: '' }, 'x', { name: 'no id' }] }).providers, [{ id: 'a' }]);
+  assert.deepEqual(withDefaults({ providers: 'x' }).providers, []);
   assert.deepEqual(upsertCard([{ id: 'a', v: 1 }], { id: 'a', v: 2 }), [{ id: 'a', v: 2 }]);
   assert.deepEqual(upsertCard([{ id: 'a' }], { id: 'b' }), [{ id: 'a' }, { id: 'b' }]);
   const list = [{ id: 'a', model: 'ma' }, { id: 'b', model: 'mb' }];
@@ -105,8 +106,9 @@ test('plain http to anything but loopback is warned about (issue 18)', () => {
   assert.match(insecureBaseUrlWarning('http://10.0.0.2/v1', { hasKey: false }), /Every message would cross/);
   // the presets are https or loopback
   for (const p of PRESETS) assert.equal(insecureBaseUrlWarning(p.baseUrl), '', p.id);
-  assert.equal(isLoopbackHost('127.0.0.1'), true);
-  assert.equal(isLoopbackHost('127.300.0.1'), false);
-  assert.equal(isLoopbackHost('128.0.0.1'), false);
-  assert.equal(isLoopbackHost('[::1]'), true);
+  // loopback hosts are not warned about; look-alikes are
+  assert.equal(insecureBaseUrlWarning('http://127.0.0.1/v1'), '');
+  assert.equal(insecureBaseUrlWarning('http://[::1]:8080/v1'), '');
+  assert.notEqual(insecureBaseUrlWarning('http://127.0.0.1.example/v1'), '');
+  assert.notEqual(insecureBaseUrlWarning('http://128.0.0.1/v1'), '');
 });

@@ -3,7 +3,7 @@
 // page asks, naming them (sessions.evictionPlan), and afterwards it says which went (with Undo).
 // No DOM here: `ask(question, rows)` is the page's confirm.
 
-import { evictionQuestion } from '../sidepanel/keeps.js';
+import { evictionQuestion } from '../lib/ui/keeps.js';
 
 /**
  * saveSettings({storage, map, ask}) → {saved: true, evicted: [ids]} | {saved: false, cancelled: true}

@@ -4,7 +4,7 @@
 // composer until the worker confirmed it; on any failure nothing is lost.
 
 import { pickTurnImages } from '../lib/caps.js';
-import { h, iconButton, replaceChildren, debounce, readAsDataUrl } from './dom.js';
+import { h, iconButton, replaceChildren, debounce, readAsDataUrl } from '../lib/ui/dom.js';
 import { DRAFT_KEY, draftToStore, draftFromStore, draftAfterSend, canSend, refusalNote } from './draft.js';
 
 const sessionStore = () => globalThis.chrome?.storage?.session;

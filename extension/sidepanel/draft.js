@@ -52,7 +52,7 @@ export function canSend(draft) {
 }
 
 /** Why the attach-time gate (lib/caps.js, storage-model §6.4) refused an image, for the composer note. */
-export function refusalText(reason) {
+function refusalText(reason) {
   const mb = (TURN_IMAGE_BUDGET / (1024 * 1024)).toFixed(0);
   switch (reason) {
     case 'count': return `Not added: one message can carry at most ${TURN_MAX_IMAGES} images.`;

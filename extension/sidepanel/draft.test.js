@@ -32,14 +32,15 @@ test('canSend needs text or an image', () => {
   assert.equal(canSend({ text: '', images: ['data:image/png;base64,AA=='] }), true);
 });
 
-import { refusalText, refusalNote } from './draft.js';
+import { refusalNote } from './draft.js';
 
 test('refusal notes name the cap that was hit', () => {
-  assert.match(refusalText('count'), /at most 8 images/);
-  assert.match(refusalText('size'), /alone is larger than the 3 MB/);
-  assert.match(refusalText('budget'), /together/);
-  assert.match(refusalText('shape'), /not an image/);
+  assert.match(refusalNote(['count']), /^Not added: .*at most 8 images/);
+  assert.match(refusalNote(['size']), /alone is larger than the 3 MB/);
+  assert.match(refusalNote(['budget']), /together/);
+  assert.match(refusalNote(['shape']), /not an image/);
+  assert.match(refusalNote(['what']), /over the per-message image limit/);
   assert.equal(refusalNote([]), '');
-  assert.equal(refusalNote([null, 'count']), refusalText('count'));
+  assert.equal(refusalNote([null, 'count']), refusalNote(['count']), 'one refusal: no count in front');
   assert.match(refusalNote(['count', 'count', 'size']), /^3 images were not added\. .*8 images.* 3 MB/);
 });

@@ -4,12 +4,12 @@
 // export (Markdown / JSON), import (asks before taking any setting: import-confirm.js), and the
 // "Recently deleted" view: the trash, with Restore, Delete for good and Empty trash.
 
-import { h, icon, iconButton, replaceChildren, debounce, downloadText, readAsText } from './dom.js';
+import { h, icon, iconButton, replaceChildren, debounce, downloadText, readAsText } from '../lib/ui/dom.js';
 import { highlightSegments, normalizeQuery } from './snippet.js';
 import { exportFilename, safeFilename, mimeForFormat } from './export-name.js';
-import { describeImportResult, formatWhen } from './format.js';
-import { trashRowText, messagesText } from './keeps.js';
-import { askImportSettings, importWithPreview } from './import-confirm.js';
+import { describeImportResult, formatWhen } from '../lib/ui/format.js';
+import { trashRowText, messagesText } from '../lib/ui/keeps.js';
+import { askImportSettings, importWithPreview } from '../lib/ui/import-confirm.js';
 
 // Larger files go to the host in pieces (lib/import-pieces.js); past this the side panel would
 // hold the file's text and its parsed copy at once, so the terminal is the better way in.

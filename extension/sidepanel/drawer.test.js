@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { installFakeDom, fire, byTestId, allByTestId } from '../test-support/fake-dom.js';
 import { fakeKeeps } from '../test-support/fake-keeps.js';
 import { flush } from '../test-support/fakes.js';
-import { h } from './dom.js';
+import { h } from '../lib/ui/dom.js';
 import { createDrawer } from './drawer.js';
 
 let dom;

@@ -5,7 +5,7 @@
 // version switch may move it back, another chat resets it). What it holds is always the entries
 // just ahead of the window: body positions `offset − entries.length` … `offset − 1`.
 
-import { EARLIER_PAGE, nextEarlierPage } from './keeps.js';
+import { EARLIER_PAGE, nextEarlierPage } from '../lib/ui/keeps.js';
 
 /**
  * createEarlier({storage, show, page}) → {sync({sessionId, offset}), loadMore(), beforeId(), fetchBefore(), state}

@@ -1,27 +1,17 @@
-// Pure helpers over stored history entries (storage-model §2). No DOM, no chrome.* — tested in node.
+// What the panel shows of a stored history entry (storage-model §2): parts, images, attach chips.
+// No DOM, no chrome.* — tested in node. The rules the worker shares (entryText, attach detection,
+// newestVideoSrc, image references) are in lib/entries.js.
 
-export const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
-export const LEGACY_PREFIX = '[Page context attached by browsa]';
-export const IMAGE_REF_PREFIX = 'keepsake-image:sha256:';
+import { entryText, isTextPart } from '../lib/entries.js';
 
-const isTextPart = (p) => p && typeof p === 'object' && (p.type === 'text' || p.type === 'input_text') && typeof p.text === 'string';
 const isImagePart = (p) => p && typeof p === 'object' && p.type === 'image_url';
 
 /** URL of an image part (object or bare-string form), or ''. */
-export function imagePartUrl(part) {
+function imagePartUrl(part) {
   if (!isImagePart(part)) return '';
   const iu = part.image_url;
   if (typeof iu === 'string') return iu;
   if (iu && typeof iu.url === 'string') return iu.url;
-  return '';
-}
-
-/** entryText (§2.1, §11.3): string content, or every text/input_text part joined with \n. */
-export function entryText(entry) {
-  if (!entry || typeof entry !== 'object') return '';
-  const c = entry.content;
-  if (typeof c === 'string') return c;
-  if (Array.isArray(c)) return c.filter(isTextPart).map((p) => p.text).join('\n');
   return '';
 }
 
@@ -68,26 +58,6 @@ export function displayParts(entry) {
   return out;
 }
 
-/** Attach text for the prefix test (§2.3): string content or the first text part's text. */
-function attachHead(entry) {
-  const c = entry && entry.content;
-  if (typeof c === 'string') return c;
-  if (Array.isArray(c)) {
-    const first = c.find(isTextPart);
-    return first ? first.text : '';
-  }
-  return '';
-}
-
-export function startsWithPrefix(text) {
-  return typeof text === 'string' && (text.startsWith(PAGE_CONTEXT_PREFIX) || text.startsWith(LEGACY_PREFIX));
-}
-
-/** §2.3: a user entry whose attach text starts with a page-context prefix. */
-export function isAttachEntry(entry) {
-  return !!entry && entry.role === 'user' && startsWithPrefix(attachHead(entry));
-}
-
 /**
  * What an attach chip shows: {attachId, title, url, mode, chars, summarized, images}.
  * chars = length of the body part (the page text) when the §2.4 header can be found, else of the whole text.
@@ -130,24 +100,3 @@ export function lastAssistantIndex(entries) {
   return -1;
 }
 
-/** For regenerate: the nearest user entry before `index` that is not an attach entry, or -1. */
-export function precedingUserIndex(entries, index) {
-  for (let i = Math.min(index, entries.length) - 1; i >= 0; i--) {
-    const e = entries[i];
-    if (e && e.role === 'user' && !isAttachEntry(e)) return i;
-  }
-  return -1;
-}
-
-/** videoSrc of the newest entry carrying one (what the next reply will be stamped with), or null. */
-export function newestVideoSrc(entries) {
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const v = entries[i] && entries[i].videoSrc;
-    if (v && typeof v === 'object') return v;
-  }
-  return null;
-}
-
-export function isImageRef(url) {
-  return typeof url === 'string' && url.startsWith(IMAGE_REF_PREFIX) && /^[0-9a-f]{64}$/.test(url.slice(IMAGE_REF_PREFIX.length));
-}

@@ -1,24 +1,17 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  entryText, entryImages, displayParts, isAttachEntry, describeAttach, lastAssistantIndex,
-  precedingUserIndex, newestVideoSrc, isImageRef, imagePartUrl,
+  entryImages, displayParts, describeAttach, lastAssistantIndex,
 } from './entries.js';
+import { entryText } from '../lib/entries.js';
 
 const REF = 'keepsake-image:sha256:' + 'a'.repeat(64);
 const attachText = '[Page context attached by Keepsake]\nURL: https://ex.com/a\nTitle: Example page\nMode: readable | markdown\n---\n\nHello body';
 
-test('entryText joins text and input_text parts only', () => {
-  assert.equal(entryText({ role: 'user', content: 'hi' }), 'hi');
-  assert.equal(entryText({ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image_url', image_url: { url: REF } }, { type: 'input_text', text: 'b' }, { type: 'other', text: 'x' }] }), 'a\nb');
-  assert.equal(entryText(null), '');
-  assert.equal(entryText({ content: 5 }), '');
-});
-
 test('images in both part forms', () => {
   const e = { role: 'user', content: [{ type: 'image_url', image_url: { url: REF } }, { type: 'image_url', image_url: 'data:image/png;base64,AA==' }] };
   assert.deepEqual(entryImages(e), [REF, 'data:image/png;base64,AA==']);
-  assert.equal(imagePartUrl({ type: 'text', text: 'x' }), '');
+  assert.deepEqual(entryImages({ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url' }, { type: 'image_url', image_url: { url: 5 } }] }), []);
 });
 
 test('displayParts carries originals: a thumbnail part names its original, a label part becomes a label that does', () => {
@@ -46,14 +39,6 @@ test('displayParts merges adjacent text and numbers images', () => {
   assert.deepEqual(displayParts({ content: '' }), []);
 });
 
-test('attach detection uses the first text part and both prefixes', () => {
-  assert.equal(isAttachEntry({ role: 'user', content: attachText }), true);
-  assert.equal(isAttachEntry({ role: 'assistant', content: attachText }), false);
-  assert.equal(isAttachEntry({ role: 'user', content: '[Page context attached by browsa]\nURL: x' }), true);
-  assert.equal(isAttachEntry({ role: 'user', content: [{ type: 'text', text: 'hello' }, { type: 'text', text: attachText }] }), false);
-  assert.equal(isAttachEntry({ role: 'user', content: [{ type: 'image_url', image_url: { url: REF } }, { type: 'text', text: attachText }] }), true);
-});
-
 test('describeAttach reads title, url, mode and body chars', () => {
   const d = describeAttach({ role: 'user', content: attachText, attachId: 'id-1', summarized: true });
   assert.deepEqual(d, { attachId: 'id-1', title: 'Example page', url: 'https://ex.com/a', mode: 'readable', chars: 'Hello body'.length, summarized: true, images: 0 });
@@ -62,7 +47,7 @@ test('describeAttach reads title, url, mode and body chars', () => {
   assert.equal(raw.chars, '[Page context attached by Keepsake]\nno structure'.length);
 });
 
-test('regenerate source and last assistant', () => {
+test('last assistant', () => {
   const entries = [
     { role: 'user', content: 'q1' },
     { role: 'assistant', content: 'a1' },
@@ -72,17 +57,5 @@ test('regenerate source and last assistant', () => {
     { role: 'user', content: attachText },
   ];
   assert.equal(lastAssistantIndex(entries), 4);
-  assert.equal(precedingUserIndex(entries, 4), 3);
-  assert.equal(precedingUserIndex(entries, 1), 0);
-  assert.equal(precedingUserIndex([{ role: 'user', content: attachText }, { role: 'assistant', content: 'x' }], 1), -1);
   assert.equal(lastAssistantIndex([]), -1);
-});
-
-test('newestVideoSrc and isImageRef', () => {
-  const v = { platform: 'youtube', url: 'u', tabId: 3 };
-  assert.equal(newestVideoSrc([{ videoSrc: { tabId: 1 } }, { videoSrc: v }, {}]), v);
-  assert.equal(newestVideoSrc([{}]), null);
-  assert.equal(isImageRef(REF), true);
-  assert.equal(isImageRef('keepsake-image:sha256:abc'), false);
-  assert.equal(isImageRef('data:image/png;base64,AA=='), false);
 });

@@ -12,7 +12,7 @@ export function slugify(name) {
 }
 
 /** YYYY-MM-DD in local time. */
-export function localDate(date = new Date()) {
+function localDate(date = new Date()) {
   const d = date instanceof Date ? date : new Date(date);
   const pad = (n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;

@@ -1,6 +1,6 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { slugify, exportFilename, safeFilename, localDate, mimeForFormat } from './export-name.js';
+import { slugify, exportFilename, safeFilename, mimeForFormat } from './export-name.js';
 
 const date = new Date(2026, 0, 5, 12, 0, 0);
 
@@ -14,7 +14,8 @@ test('slug keeps ASCII alphanumerics and CJK ideographs', () => {
 });
 
 test('filenames per format and count', () => {
-  assert.equal(localDate(date), '2026-01-05');
+  // the date is local time, zero-padded: 5 January 2026, just after midnight here
+  assert.equal(exportFilename({ name: 'a', format: 'json', date: new Date(2026, 0, 5, 0, 0, 1) }), 'keepsake-a-2026-01-05.json');
   assert.equal(exportFilename({ name: 'My chat', format: 'markdown', date }), 'keepsake-My-chat-2026-01-05.md');
   assert.equal(exportFilename({ name: 'My chat', format: 'json', date }), 'keepsake-My-chat-2026-01-05.json');
   assert.equal(exportFilename({ name: 'x', format: 'json', count: 3, date }), 'keepsake-sessions-2026-01-05.json');

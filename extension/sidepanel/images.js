@@ -3,7 +3,7 @@
 // over THUMB_ABOVE base64 chars are shown through `images.thumbnail` (display size), the original is
 // fetched again only when the user opens it.
 
-import { isImageRef } from './entries.js';
+import { isImageRef } from '../lib/entries.js';
 
 /** Base64/data-URL chars above which a picture is displayed through a host thumbnail. */
 export const THUMB_ABOVE = 1_500_000;
@@ -13,7 +13,7 @@ export const DISPLAY_EDGE = 1024;
  * Standard base64 → bytes: `Uint8Array.fromBase64` where the engine has it (one native pass: 3 ms
  * for a 1.4 MB picture in Chromium 156, against 27 ms for the atob + charCodeAt loop), else that loop.
  */
-export function base64ToBytes(b64) {
+function base64ToBytes(b64) {
   if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(b64);
   const bin = atob(b64);
   const bytes = new Uint8Array(bin.length);

@@ -1,21 +1,29 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { base64ToBytes, createImageCache } from './images.js';
+import { createImageCache } from './images.js';
 
 const REF = `keepsake-image:sha256:${'ab'.repeat(32)}`;
 const bytes = Uint8Array.from({ length: 300 }, (_, i) => (i * 37) & 255);
 const b64 = Buffer.from(bytes).toString('base64');
 
-test('base64ToBytes: Uint8Array.fromBase64 when the engine has it, the atob loop otherwise', () => {
+/** The bytes of the Blob URL a fresh cache shows for a reference whose stored bytes are `data`. */
+async function shownBytes(data) {
+  const storage = { images: { get: async () => ({ mime: 'image/png', bytes: data }) } };
+  const d = await createImageCache({ storage }).display(REF);
+  const blob = await (await import('node:buffer')).resolveObjectURL(d.src);
+  return new Uint8Array(await blob.arrayBuffer());
+}
+
+test('decoding: Uint8Array.fromBase64 when the engine has it, the atob loop otherwise', async () => {
   const had = Object.getOwnPropertyDescriptor(Uint8Array, 'fromBase64');
   try {
     delete Uint8Array.fromBase64;
-    assert.deepEqual(base64ToBytes(b64), bytes);
-    assert.deepEqual(base64ToBytes(''), new Uint8Array(0));
+    assert.deepEqual(await shownBytes(b64), bytes);
+    assert.deepEqual(await shownBytes(''), new Uint8Array(0));
     let calls = 0;
     Uint8Array.fromBase64 = (s) => { calls += 1; return new Uint8Array(Buffer.from(s, 'base64')); };
-    assert.deepEqual(base64ToBytes(b64), bytes);
+    assert.deepEqual(await shownBytes(b64), bytes);
     assert.equal(calls, 1);
   } finally {
     delete Uint8Array.fromBase64;

@@ -3,15 +3,14 @@
 // renderMarkdown (DOM nodes), user text through text nodes.
 
 import { renderMarkdown } from '../lib/markdown.js';
-import { h, icon, iconButton, replaceChildren } from './dom.js';
+import { h, icon, iconButton, replaceChildren } from '../lib/ui/dom.js';
 import { entryKey, planReconcile } from './mirror.js';
-import {
-  displayParts, isAttachEntry, describeAttach, entryText, lastAssistantIndex, newestVideoSrc,
-} from './entries.js';
-import { formatChars, shortUrl } from './format.js';
+import { displayParts, describeAttach, lastAssistantIndex } from './entries.js';
+import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
+import { formatChars, shortUrl } from '../lib/ui/format.js';
 import {
   forksByIndex, stepVersion, versionLabel, keptAsVersionText, failedOf, failedText, lastUserIndex, earlierText,
-} from './keeps.js';
+} from '../lib/ui/keeps.js';
 
 function providerText(entry) {
   if (typeof entry.providerLabel === 'string' && entry.providerLabel) return entry.providerLabel;

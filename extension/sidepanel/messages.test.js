@@ -4,7 +4,7 @@
 import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { installFakeDom, byTestId, allByTestId } from '../test-support/fake-dom.js';
-import { h } from './dom.js';
+import { h } from '../lib/ui/dom.js';
 import { createMessageList } from './messages.js';
 
 let dom;

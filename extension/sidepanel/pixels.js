@@ -22,36 +22,25 @@
 
 import { NativePort } from '../lib/native-port.js';
 import { createStorage } from '../lib/storage.js';
+import { redactUrl } from '../lib/entries.js';
 import { explainHostError } from '../lib/protocol.js';
 
 /** `ctx.mode` and `ctx.body` of a screenshot attach (storage-model §2.4). */
-export const SCREENSHOT_MODE = 'screenshot';
-export const SCREENSHOT_BODY = '(screenshot)';
+const SCREENSHOT_MODE = 'screenshot';
+const SCREENSHOT_BODY = '(screenshot)';
 /** The panel's port closes after this long with nothing pending (the worker's uses the same). */
 export const PANEL_IDLE_MS = 60_000;
 /** How long an attach waits for its own `changed` event after the reply (it is the next frame). */
-export const ANNOUNCE_WAIT_MS = 1_000;
+const ANNOUNCE_WAIT_MS = 1_000;
 /** The BroadcastChannel on which panels pass their own port's `changed` events to each other. */
 export const CHANGES_CHANNEL = 'keepsake.changes';
-
-/**
- * Credentials never reach stored text (storage-model §2.4). The same rule as
- * background/turns.js `redactUrl` (a test checks they agree); a copy, so the panel does not load
- * the worker's turn module.
- * @param {unknown} url
- * @returns {string}
- */
-export function redactUrl(url) {
-  if (typeof url !== 'string') return '';
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#@]*@/i, '$1');
-}
 
 /**
  * `history.attach` arguments of a screenshot of the tab at `url` titled `title`.
  * @param {{dataUrl: string, url?: string, title?: string}} shot
  * @returns {{ctx: object, images: string[], placement: 'end'}}
  */
-export function screenshotAttachArgs({ dataUrl, url, title }) {
+function screenshotAttachArgs({ dataUrl, url, title }) {
   const u = redactUrl(url);
   const t = (typeof title === 'string' && title.trim()) || u;
   return {

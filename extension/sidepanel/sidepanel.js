@@ -6,19 +6,20 @@
 import { hostCall, workerCall as rawWorkerCall, onWorkerEvent, replyToResult } from '../lib/bridge.js';
 import { createStorage } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
-import { icon, copyText } from './dom.js';
-import { createBanner, isConnectionError } from './banner.js';
+import { icon, copyText } from '../lib/ui/dom.js';
+import { createBanner, isConnectionError } from '../lib/ui/banner.js';
 import { createMessageList } from './messages.js';
 import { createComposer } from './composer.js';
 import { createDrawer } from './drawer.js';
 import { createImageCache } from './images.js';
-import { entryImages, entryText } from './entries.js';
+import { entryImages } from './entries.js';
+import { entryText } from '../lib/entries.js';
 import { entryKey } from './mirror.js';
-import { formatChars, progressText } from './format.js';
+import { formatChars, progressText } from '../lib/ui/format.js';
 import { createChangeFilter, onPanelChanges, panelPixels, screenshotToConversation } from './pixels.js';
 import { createEarlier } from './earlier.js';
-import { evictedNames, evictedNotice } from './evicted.js';
-import { unplacedForks } from './keeps.js';
+import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
+import { unplacedForks } from '../lib/ui/keeps.js';
 import { createTurnActions } from './turn-actions.js';
 
 const $ = (id) => document.getElementById(id);

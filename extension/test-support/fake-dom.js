@@ -1,7 +1,7 @@
 // A small DOM for node --test suites of the page modules (drawer, transcript, confirms): elements,
 // text nodes, attributes, dataset, classList, events that bubble, and querySelector(All) over simple
 // selectors (tag, #id, .class, [attr], [attr="v"], :not(…) of those, descendant and child
-// combinators). Enough for `sidepanel/dom.js`'s `h()` and the modules built on it; not a browser.
+// combinators). Enough for `lib/ui/dom.js`'s `h()` and the modules built on it; not a browser.
 // Not loaded by the extension.
 
 class FakeEvent {

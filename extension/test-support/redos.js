@@ -168,41 +168,35 @@ const uniq = (...groups) => [...new Set(groups.flat())];
  */
 export const CASES = [
   {
-    name: 'turns.stripChoiceBlocks',
+    name: 'choices.stripChoiceBlocks',
     shapes: uniq(WS, CHOICES),
-    where: 'background/turns.js: final replies (choice blocks)',
-    load: async () => (await import('../background/turns.js')).stripChoiceBlocks,
+    where: 'background/choices.js: final replies (choice blocks)',
+    load: async () => (await import('../background/choices.js')).stripChoiceBlocks,
   },
   {
-    name: 'turns.parseDataUrl',
+    name: 'image-tokens.parseDataUrl',
     shapes: uniq(SHORT, DATA_URLS),
-    where: 'background/turns.js: pasted / page image data URLs',
-    load: async () => (await import('../background/turns.js')).parseDataUrl,
+    where: 'background/image-tokens.js: pasted / page image data URLs',
+    load: async () => (await import('../background/image-tokens.js')).parseDataUrl,
   },
   {
-    name: 'turns.textHasImages',
+    name: 'image-tokens.textHasImages',
     shapes: uniq(SHORT, ['typeKey', 'typeKeyColon']),
-    where: 'background/turns.js IMAGE_PART_TEXT: request body text (page text, replies)',
-    load: async () => (await import('../background/turns.js')).textHasImages,
+    where: 'background/image-tokens.js IMAGE_PART_TEXT: request body text (page text, replies)',
+    load: async () => (await import('../background/image-tokens.js')).textHasImages,
   },
   {
-    name: 'turns.redactUrl',
-    shapes: uniq(SHORT, URLS),
-    where: 'background/turns.js: page URLs',
-    load: async () => (await import('../background/turns.js')).redactUrl,
-  },
-  {
-    name: 'turns.isImageToken',
+    name: 'image-tokens.collectTokens',
     shapes: SHORT,
-    where: 'background/turns.js TOKEN_RE: strings of request bodies',
-    load: async () => (await import('../background/turns.js')).isImageToken,
+    where: 'background/image-tokens.js TOKEN_RE (isImageToken): strings of request bodies',
+    load: async () => (await import('../background/image-tokens.js')).collectTokens,
   },
   {
-    name: 'turns.extractReadablePage',
+    name: 'page-attach.extractReadablePage',
     shapes: uniq(WS, ['dashesSpaces', 'hrLines', 'quoteLines']),
-    where: 'background/turns.js extractReadablePage clean(): page text (runs in the page)',
+    where: 'background/page-attach.js extractReadablePage clean(): page text (runs in the page)',
     load: async () => {
-      const { extractReadablePage } = await import('../background/turns.js');
+      const { extractReadablePage } = await import('../background/page-attach.js');
       return (text) => {
         const saved = { document: globalThis.document, location: globalThis.location };
         globalThis.document = { title: 't', body: { innerText: text }, querySelector: () => null, querySelectorAll: () => [] };
@@ -285,7 +279,7 @@ export const CASES = [
   {
     name: 'caps.imageShapeOk',
     shapes: uniq(SHORT, URLS, DATA_URLS),
-    where: 'lib/caps.js SHAPE_RE, IMAGE_REF_RE: image URLs',
+    where: 'lib/caps.js SHAPE_RE (and lib/entries.js IMAGE_REF_RE): image URLs',
     load: async () => (await import('../lib/caps.js')).imageShapeOk,
   },
   {
@@ -298,11 +292,17 @@ export const CASES = [
     },
   },
   {
+    name: 'entries.redactUrl',
+    shapes: uniq(SHORT, URLS),
+    where: 'lib/entries.js: page URLs (attach) and tab URLs of screenshots',
+    load: async () => (await import('../lib/entries.js')).redactUrl,
+  },
+  {
     name: 'entries.isImageRef',
     shapes: SHORT,
-    where: 'sidepanel/entries.js: image part URLs',
+    where: 'lib/entries.js IMAGE_REF_RE: image part URLs, strings of import documents',
     load: async () => {
-      const { isImageRef } = await import('../sidepanel/entries.js');
+      const { isImageRef } = await import('../lib/entries.js');
       return (text) => isImageRef('keepsake-image:sha256:' + text);
     },
   },
@@ -311,12 +311,6 @@ export const CASES = [
     shapes: uniq(SHORT, DATA_URLS),
     where: 'sidepanel/images.js: data URLs shown in the panel',
     load: async () => (await import('../sidepanel/images.js')).splitDataUrl,
-  },
-  {
-    name: 'pixels.redactUrl',
-    shapes: uniq(SHORT, URLS),
-    where: 'sidepanel/pixels.js: tab URLs of screenshots',
-    load: async () => (await import('../sidepanel/pixels.js')).redactUrl,
   },
   {
     name: 'snippet.highlightSegments',

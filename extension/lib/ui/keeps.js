@@ -125,12 +125,12 @@ const REASONS = {
 };
 
 /** A trash item's `reason` in words. */
-export function reasonText(reason) {
+function reasonText(reason) {
   return REASONS[reason] || (typeof reason === 'string' && reason ? reason : 'Removed');
 }
 
 /** "in 12 days" (whole days from now, rounded up), "within a day", or "soon" when past. */
-export function inDays(ms, now = Date.now()) {
+function inDays(ms, now = Date.now()) {
   const left = Number(ms) - now;
   if (!(left > 0)) return 'soon';
   const days = Math.ceil(left / DAY);
@@ -192,7 +192,7 @@ export function evictionQuestion(rows) {
 export const GUARDED_SETTINGS = Object.freeze(['providers', 'activeProvider', 'systemPrompt']);
 
 /** A setting's (already masked) value as one short line. */
-export function settingValueText(value, max = 120) {
+function settingValueText(value, max = 120) {
   let s;
   if (typeof value === 'string') s = JSON.stringify(value);
   else {

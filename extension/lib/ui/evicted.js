@@ -19,7 +19,7 @@ export async function evictedNames(storage, ids) {
  * Restore every id (a missing one is skipped: already restored or purged).
  * → `{restored: [ids], failed: [{id, error}]}`.
  */
-export async function restoreAll(storage, ids) {
+async function restoreAll(storage, ids) {
   const restored = [];
   const failed = [];
   for (const id of ids) {

@@ -1,7 +1,7 @@
 // Host status banner: what is wrong (explainHostError), the browser's own text, the one command that
 // fixes it, and a Retry button. Shared by the side panel and the options page.
 
-import { explainHostError } from '../lib/protocol.js';
+import { explainHostError } from '../protocol.js';
 import { h, replaceChildren, copyText, iconButton } from './dom.js';
 
 /** Codes that mean "the host connection or the database is not usable" (banner, not a toast). */

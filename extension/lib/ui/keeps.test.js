@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   forksByIndex, unplacedForks, stepVersion, versionLabel, keptAsVersionText, failedOf, failedText, lastUserIndex,
-  nextEarlierPage, earlierText, reasonText, inDays, trashRowText, evictedText, namesOf, nameList, evictionQuestion,
-  settingValueText, previewSettings, previewSummary, messagesText,
+  nextEarlierPage, earlierText, trashRowText, evictedText, namesOf, nameList, evictionQuestion,
+  previewSettings, previewSummary, messagesText,
 } from './keeps.js';
 
 const e = (role, entryId, extra = {}) => ({ role, content: entryId, entryId, ...extra });
@@ -63,14 +63,16 @@ test('earlier pages: nearest the window first, down to the start', () => {
 
 test('trash rows in words', () => {
   const now = new Date(2026, 5, 1, 12, 0).getTime();
-  assert.equal(reasonText('evicted'), 'Moved out by the chat limit');
-  assert.equal(reasonText('cleared'), 'Removed by Clear all');
-  assert.equal(reasonText('undo-attach'), 'Attachment removed');
-  assert.equal(reasonText('regenerated'), 'Replaced by Regenerate');
-  assert.equal(reasonText('someday'), 'someday');
-  assert.equal(inDays(now + 29.2 * 864e5, now), 'in 30 days');
-  assert.equal(inDays(now + 3600e3, now), 'within a day');
-  assert.equal(inDays(now - 1, now), 'soon');
+  const row = (item) => trashRowText({ kind: 'session', name: 'S', entryCount: 1, trashedAt: now, expiresAt: now + 864e5, ...item }, now);
+  assert.equal(row({ reason: 'evicted' }).reason, 'Moved out by the chat limit');
+  assert.equal(row({ reason: 'cleared' }).reason, 'Removed by Clear all');
+  assert.equal(row({ reason: 'undo-attach' }).reason, 'Attachment removed');
+  assert.equal(row({ reason: 'regenerated' }).reason, 'Replaced by Regenerate');
+  assert.equal(row({ reason: 'someday' }).reason, 'someday');
+  assert.equal(row({ reason: undefined }).reason, 'Removed');
+  assert.equal(row({ expiresAt: now + 29.2 * 864e5 }).expires, 'Gone for good in 30 days');
+  assert.equal(row({ expiresAt: now + 3600e3 }).expires, 'Gone for good within a day');
+  assert.equal(row({ expiresAt: now - 1 }).expires, 'Gone for good soon');
   const t = trashRowText({ id: 'x', kind: 'entries', name: '', reason: 'deleted', trashedAt: new Date(2026, 5, 1, 9, 5).getTime(), expiresAt: now + 10 * 864e5, entryCount: 1, from: { sessionId: 's', sessionName: 'Tides', position: 0 } }, now);
   assert.deepEqual(t, { name: '(untitled)', reason: 'Deleted', deleted: 'Deleted 09:05', expires: 'Gone for good in 10 days', count: '1 message', from: 'From “Tides”, message 1' });
   assert.equal(trashRowText({ kind: 'session', name: 'S', entryCount: 3, trashedAt: now, expiresAt: now }, now).from, '');
@@ -99,7 +101,9 @@ test('import preview: settings with masked values and what they would change', (
     ['maxSessions', '2', 'differs from yours (yours stays)'],
     ['theme', '"dark"', 'same as yours'],
   ]);
-  assert.equal(settingValueText('x'.repeat(300)).length, 120);
+  const [long] = previewSettings({ settings: [{ key: 'systemPrompt', value: 'x'.repeat(300), current: 'absent' }] });
+  assert.equal(long.value.length, 120);
+  assert.ok(long.value.endsWith('…'));
   assert.deepEqual(previewSettings(null), []);
   assert.equal(previewSummary({ sessionsNew: 1, sessionsSkipped: 2, liveEntries: 0 }), 'This file has 1 new chat, 2 already here.');
 });

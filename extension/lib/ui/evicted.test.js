@@ -1,9 +1,9 @@
 import { test, beforeEach, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { installFakeDom, byTestId } from '../test-support/fake-dom.js';
-import { fakeKeeps } from '../test-support/fake-keeps.js';
-import { flush } from '../test-support/fakes.js';
-import { evictedNames, evictedNotice, restoreAll } from './evicted.js';
+import { installFakeDom, byTestId } from '../../test-support/fake-dom.js';
+import { fakeKeeps } from '../../test-support/fake-keeps.js';
+import { flush } from '../../test-support/fakes.js';
+import { evictedNames, evictedNotice } from './evicted.js';
 
 let dom;
 beforeEach(() => { dom = installFakeDom(); });
@@ -34,13 +34,29 @@ test('the notice names the chats that went and Undo brings them back', async () 
   assert.deepEqual(host.state.sessions.map((s) => s.id).sort(), ['s1', 's2', 's3', 's4']);
 });
 
-test('restoreAll skips what is no longer in the trash and reports other failures', async () => {
+/** Click Undo on a notice for `ids` and let it settle → {el, restored (what onRestored got)}. */
+async function undo(storage, ids) {
+  const restored = [];
+  const el = evictedNotice({ storage, ids, onRestored: (r) => restored.push(...r), explain: (e) => `explained ${e.code}` });
+  document.body.append(el);
+  byTestId(el, 'evicted-undo').click();
+  for (let i = 0; i < 6; i++) await flush();
+  return { el, restored };
+}
+
+test('Undo skips what is no longer in the trash and reports other failures', async () => {
   const { host, ids } = await evictTwo();
   await host.storage.trash.purge({ id: ids[0] });
-  const r = await restoreAll(host.storage, ids);
-  assert.deepEqual(r, { restored: ['s3'], failed: [] });
+  const done = await undo(host.storage, ids);
+  assert.deepEqual(done.restored, ['s3'], 'the purged one is skipped, not a failure');
+  assert.equal(byTestId(done.el, 'evicted-text').textContent, 'Brought back 1 chat.');
+
   const boom = Object.assign(new Error('disk'), { code: 'disk_full' });
   const failing = { trash: { restore: async () => { throw boom; } } };
-  assert.deepEqual(await restoreAll(failing, ['x']), { restored: [], failed: [{ id: 'x', error: boom }] });
+  const bad = await undo(failing, ['x']);
+  assert.deepEqual(bad.restored, []);
+  assert.equal(byTestId(bad.el, 'evicted-undo').disabled, false, 'Undo can be tried again');
+  assert.equal(bad.el.querySelector('.notice-detail').textContent, 'Could not bring back 1: explained disk_full');
+  assert.equal(bad.el.dataset.restored, undefined);
   assert.deepEqual(await evictedNames({ trash: { list: async () => { throw boom; } } }, ['x']), []);
 });

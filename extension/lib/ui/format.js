@@ -11,14 +11,6 @@ export function formatChars(n) {
   return `${grouped(n)} ${Math.trunc(Number(n) || 0) === 1 ? 'char' : 'chars'}`;
 }
 
-export function formatBytes(n) {
-  const v = Number(n) || 0;
-  if (v < 1024) return `${v} B`;
-  if (v < 1024 * 1024) return `${(v / 1024).toFixed(1)} KiB`;
-  if (v < 1024 * 1024 * 1024) return `${(v / (1024 * 1024)).toFixed(1)} MiB`;
-  return `${(v / (1024 * 1024 * 1024)).toFixed(2)} GiB`;
-}
-
 /** Host of a URL for compact display, or the input when it does not parse. */
 export function shortUrl(url) {
   try {
@@ -62,11 +54,6 @@ export function describeImportResult(r) {
   for (const w of warnings.slice(0, 20)) lines.push(`Warning: ${w}`);
   if (warnings.length > 20) lines.push(`… and ${warnings.length - 20} more warnings.`);
   return lines;
-}
-
-/** True when an import changed nothing (a re-run). */
-export function importWasNoop(r) {
-  return !!r && !(Number(r.sessionsImported) || Number(r.settingsImported) || Number(r.imagesStored)) && (r.live === 'unchanged' || r.live === 'absent');
 }
 
 /** A human label for chat.progress stages. */

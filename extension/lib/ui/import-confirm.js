@@ -7,7 +7,7 @@
 
 import { h } from './dom.js';
 import { previewSettings, previewSummary } from './keeps.js';
-import { splitImport, mergePreviews, mergeResults } from '../lib/import-pieces.js';
+import { splitImport, mergePreviews, mergeResults } from '../import-pieces.js';
 
 /**
  * Preview, ask when the document carries settings, then import — in pieces when the document is

@@ -1,0 +1,143 @@
+// node --test extension/background/page-attach.test.js
+//
+// chat.attachPage through createPageAttach, with a fake chrome (the page's extracted text, the
+// tab) and a fake host that records what it is asked to attach. The auto-summary hand-off and
+// the real host are in turns.test.js.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { createPageAttach } from './page-attach.js';
+
+function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize } = {}) {
+  const attached = [];
+  const tracked = [];
+  const storage = {
+    attach: {
+      trackChange: async (args) => {
+        tracked.push(args);
+        if (change instanceof Error) throw change;
+        return change ?? { changed: false };
+      },
+    },
+    history: {
+      attach: async (args) => {
+        attached.push(args);
+        return { attachId: 'att-1', index: 0, length: 1, ...(summaryNeeded ? { summary: { needed: true } } : {}) };
+      },
+    },
+  };
+  const chrome = {
+    scripting: {
+      executeScript: async ({ target, func }) => {
+        assert.equal(func.name, 'extractReadablePage');
+        assert.equal(target.tabId, 7);
+        if (page instanceof Error) throw page;
+        return [{ result: page }];
+      },
+    },
+    tabs: {
+      get: async (tabId) => {
+        if (tabFails) throw new Error('No tab with id');
+        return tab ? { id: tabId, ...tab } : { id: tabId };
+      },
+    },
+  };
+  const attachPage = createPageAttach({
+    storage,
+    chrome,
+    readSettings: async () => settings,
+    summarize: summarize ?? (async () => assert.fail('no summary expected')),
+  });
+  return { attach: (args = { tabId: 7 }) => attachPage(args), attached, tracked };
+}
+
+test("the tab's URL, credentials redacted, and the page's trimmed title; the text as the body", async () => {
+  const s = setup({
+    page: { title: ' T ', url: 'https://x/', text: 'body', hasVideo: false },
+    tab: { url: 'https://u:p@example.com/a?b#c', title: 'Tab title' },
+  });
+  const r = await s.attach();
+  assert.deepEqual(s.attached, [{ ctx: { url: 'https://example.com/a?b#c', title: 'T', mode: 'full', body: 'body' } }]);
+  assert.deepEqual(s.tracked, [{ mode: 'full', url: 'https://example.com/a?b#c', text: 'body' }]);
+  assert.deepEqual(r, { attachId: 'att-1', index: 0, length: 1, title: 'T', url: 'https://example.com/a?b#c', chars: 4, summarized: false });
+});
+
+test('without a page title the tab title, then the URL; without the tab the URL the page reports', async () => {
+  let s = setup({ page: { title: '  ', text: '' }, tab: { url: 'https://e/', title: 'Tab title' } });
+  await s.attach();
+  assert.equal(s.attached[0].ctx.title, 'Tab title');
+  s = setup({ page: { title: '', text: '' }, tab: { url: 'https://e/' } });
+  await s.attach();
+  assert.equal(s.attached[0].ctx.title, 'https://e/');
+  s = setup({ page: { title: '', url: 'https://a:b@page.example/x', text: 'x' }, tabFails: true });
+  await s.attach();
+  assert.deepEqual(s.attached[0].ctx, { url: 'https://page.example/x', title: 'https://page.example/x', mode: 'full', body: 'x' });
+});
+
+test('a page with a video: videoSrc names its platform, the redacted URL and the tab', async () => {
+  const cases = [
+    ['https://u:p@www.youtube.com/watch?v=1', 'youtube', 'https://www.youtube.com/watch?v=1'],
+    ['https://youtu.be/x', 'youtube', 'https://youtu.be/x'],
+    ['https://www.bilibili.com/video/BV1', 'bilibili', 'https://www.bilibili.com/video/BV1'],
+    ['https://b23.tv/x', 'bilibili', 'https://b23.tv/x'],
+    ['https://example.com/v.mp4', 'html5', 'https://example.com/v.mp4'],
+    ['https://notyoutube.com/v', 'html5', 'https://notyoutube.com/v'],
+    ['not a url', 'html5', 'not a url'],
+  ];
+  for (const [url, platform, redacted] of cases) {
+    const s = setup({ page: { title: 'V', text: 'b', hasVideo: true }, tab: { url } });
+    await s.attach();
+    assert.deepEqual(s.attached[0].videoSrc, { platform, url: redacted, tabId: 7 }, url);
+  }
+});
+
+test('a page that changed since its last attach says since when (local time)', async () => {
+  const at = new Date(2024, 0, 5, 9, 7).getTime();
+  const s = setup({ page: { title: 'T', text: 'new' }, tab: { url: 'https://e/' }, change: { changed: true, previousAttachedAt: at } });
+  await s.attach();
+  assert.equal(s.attached[0].ctx.changedSince, '2024-01-05 09:07');
+  // the change note is optional: a failing trackChange attaches without it
+  const f = setup({ page: { title: 'T', text: 'new' }, tab: { url: 'https://e/' }, change: new Error('unknown op') });
+  await f.attach();
+  assert.equal('changedSince' in f.attached[0].ctx, false);
+});
+
+test('the body is cut at 3,000,000 characters', async () => {
+  const s = setup({ page: { title: 'T', text: 'x'.repeat(3_000_005) }, tab: { url: 'https://e/' } });
+  const r = await s.attach();
+  assert.equal(s.attached[0].ctx.body.length, 3_000_000);
+  assert.equal(r.chars, 3_000_000);
+});
+
+test('a page that cannot be read, or a bad tab id: attach_failed / bad_request, nothing attached', async () => {
+  let s = setup({ page: new Error('Cannot access a chrome:// URL') });
+  await assert.rejects(s.attach(), (e) => e.code === 'attach_failed' && /chrome:\/\//.test(e.message));
+  s = setup({ page: null });
+  await assert.rejects(s.attach(), (e) => e.code === 'attach_failed');
+  await assert.rejects(s.attach({ tabId: 'x' }), (e) => e.code === 'bad_request');
+  assert.deepEqual(s.attached, []);
+});
+
+test('a planned summary goes to the active provider unless turned off; its failure is reported, the attach kept', async () => {
+  const settings = { providers: [{ id: 'p', name: 'P', kind: 'chat', baseUrl: 'https://x.example', apiKey: 'k', model: 'm' }] };
+  const asked = [];
+  let s = setup({
+    page: { title: 'T', text: 'long' },
+    summaryNeeded: true,
+    settings,
+    summarize: async (attachId, provider) => {
+      asked.push([attachId, provider]);
+      return true;
+    },
+  });
+  assert.equal((await s.attach()).summarized, true);
+  assert.deepEqual(asked, [['att-1', { kind: 'chat', baseUrl: 'https://x.example', apiKey: 'k', model: 'm' }]]);
+  s = setup({ page: { title: 'T', text: 'long' }, summaryNeeded: true, settings: { ...settings, autoSummarizeAttachments: false } });
+  assert.equal((await s.attach()).summarized, false);
+  s = setup({ page: { title: 'T', text: 'long' }, summaryNeeded: true, settings: {} });
+  const r = await s.attach();
+  assert.equal(r.summarized, false);
+  assert.equal(r.summaryError.code, 'no_provider');
+  assert.equal(s.attached.length, 1);
+});

@@ -1,0 +1,63 @@
+// Which provider a turn goes to and the body fields it needs: the active card of the `providers`
+// setting (storage-model §3) and what request.build is asked to add for it.
+
+import { codeError } from './errors.js';
+
+/** Provider kinds the worker streams itself (runs/agent are not offered in the UI). */
+export const STREAM_KINDS = Object.freeze(['chat', 'responses', 'anthropic']);
+
+/** Output cap sent to Anthropic, which requires `max_tokens` (4096 fits every Claude model; longer
+ * replies get the continuation pass). */
+const ANTHROPIC_MAX_TOKENS = 4096;
+
+/** Not a string, or only white space. */
+export function isBlank(s) {
+  return typeof s !== 'string' || s.trim() === '';
+}
+
+function isObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/**
+ * The active provider card and the labels stamped on its replies.
+ * `activeProvider` names a card by id (or by name); a stale id falls back to the first card.
+ * @returns {{provider: {kind, baseUrl, apiKey, model}, label: string, key: {name, model}}}
+ */
+export function pickProvider(settings = {}) {
+  const cards = Array.isArray(settings.providers) ? settings.providers.filter(isObject) : [];
+  const want = settings.activeProvider;
+  const card =
+    cards.find((c) => want != null && c.id === want) ??
+    cards.find((c) => typeof want === 'string' && want !== '' && c.name === want) ??
+    cards[0];
+  if (!card) throw codeError('no_provider', 'No LLM provider is configured (Options → Providers).');
+  const kind = card.kind ?? 'chat';
+  if (!STREAM_KINDS.includes(kind)) {
+    throw codeError('unsupported', `Provider kind "${kind}" is not supported by this version.`);
+  }
+  if (isBlank(card.baseUrl)) throw codeError('no_provider', `Provider "${card.name ?? card.id}" has no base URL.`);
+  // the host keeps API keys in the system's secret store; one it could not read comes back empty
+  // with the reason (PROTOCOL.md "API keys"): say so instead of sending no key to the provider
+  if (isBlank(card.apiKey) && !isBlank(card.apiKeyUnavailable)) {
+    throw codeError('no_provider', `The API key of "${card.name ?? card.id}" is kept in the system's secret store, which could not be read: ${card.apiKeyUnavailable}`);
+  }
+  const model =
+    (typeof settings.activeModel === 'string' && settings.activeModel.trim()) ||
+    (typeof card.model === 'string' ? card.model.trim() : '');
+  const name = String(card.name ?? card.id ?? kind);
+  return {
+    provider: { kind, baseUrl: card.baseUrl, apiKey: card.apiKey ?? '', model },
+    label: model ? `${name} · ${model}` : name,
+    key: { name, model },
+  };
+}
+
+/** Extra top-level body fields for request.build (llm.js sets model/stream again; harmless). */
+export function bodyFieldsFor(provider, { maxTokens = ANTHROPIC_MAX_TOKENS, stream = true } = {}) {
+  const f = {};
+  if (provider.model) f.model = provider.model;
+  f.stream = stream;
+  if (provider.kind === 'anthropic') f.max_tokens = maxTokens;
+  return f;
+}
