@@ -4,16 +4,11 @@
 // thumbnails, and a digest scan for search. The rules mirror the host's (storage-model §4.1 trim,
 // §6.2–§6.5 images, §7.1 aging, §8.2 the chat body) so both ways produce the same body.
 
-import {
-  TURN_SETTING_KEYS,
-  bodyFieldsFor,
-  entryText,
-  isAttachEntry,
-  isBlank,
-  parseDataUrl,
-  pickProvider,
-  stripChoiceBlocks,
-} from '../background/turns.js';
+import { TURN_SETTING_KEYS } from '../background/settings-memory.js';
+import { bodyFieldsFor, isBlank, pickProvider } from '../background/provider.js';
+import { parseDataUrl } from '../background/image-tokens.js';
+import { stripChoiceBlocks } from '../background/choices.js';
+import { entryText, isAttachEntry } from '../lib/entries.js';
 import { streamReply } from '../lib/llm.js';
 
 const local = () => chrome.storage.local;

@@ -7,7 +7,11 @@
 // the request body string was handed over and answers a short SSE stream, so a turn's time is its
 // storage and request work only. Both ways stream through the same lib/llm.js.
 
-import * as turnsModule from '../background/turns.js';
+import { createTurns } from '../background/turns.js';
+import { BodyMemory } from '../background/body-memory.js';
+import { ImageCache } from '../background/image-cache.js';
+import { parseDataUrl } from '../background/image-tokens.js';
+import { IMAGE_REF_PREFIX } from '../lib/entries.js';
 import { NativePort } from '../lib/native-port.js';
 import * as baseline from './baseline.js';
 import { chatHistory, imageSlots, mixedText, rng, savedSession, sessionsDocument } from './gen.js';
@@ -37,11 +41,10 @@ async function fakeFetch(_url, init) {
   return new Response(sse(provider.reply), { status: 200, headers: { 'content-type': 'text/event-stream' } });
 }
 
-const { IMAGE_REF_PREFIX, ImageCache, createTurns, parseDataUrl } = turnsModule;
 /** Image bytes this worker holds (pictures it sent or showed), as turns.js keeps them. */
 const imageCache = new ImageCache();
 /** The last body turns.js holds, when it builds bodies as deltas (its counts go into the report). */
-const bodyMemory = turnsModule.BodyMemory ? new turnsModule.BodyMemory() : undefined;
+const bodyMemory = new BodyMemory();
 /** The argument names of the last `request.build` turns.js made (shows whether it asks for deltas). */
 let lastBuildArgs = [];
 /**

@@ -3,7 +3,7 @@
 // component (sidepanel/messages.js, the same DOM as Keepsake's panel) with pictures as Blob URLs.
 
 import { createMessageList } from '../sidepanel/messages.js';
-import { parseDataUrl } from '../background/turns.js';
+import { parseDataUrl } from '../background/image-tokens.js';
 import { base64ToBytes, readHistory } from './baseline.js';
 
 /** Pictures for the transcript: a data URL becomes a Blob URL; nothing to fetch. */

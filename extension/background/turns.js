@@ -35,14 +35,6 @@ import { KEEPALIVE_MS, createKeepAlive } from './keep-alive.js';
 import { SUMMARY_CONCURRENCY, createSummarizer } from './summaries.js';
 import { createPageAttach } from './page-attach.js';
 
-// bench/ext (the benchmark's test build, outside extension/) imports these from this module.
-export { IMAGE_REF_PREFIX, entryText, isAttachEntry } from '../lib/entries.js';
-export { bodyFieldsFor, isBlank, pickProvider } from './provider.js';
-export { parseDataUrl } from './image-tokens.js';
-export { ImageCache } from './image-cache.js';
-export { BodyMemory } from './body-memory.js';
-export { TURN_SETTING_KEYS } from './settings-memory.js';
-export { stripChoiceBlocks } from './choices.js';
 
 function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
