@@ -227,11 +227,8 @@ fn every_cited_document_is_in_the_repository() {
             let mut parts: Vec<String> = Vec::new();
             for c in p.components() {
                 match c {
-                    std::path::Component::ParentDir => {
-                        if parts.pop().is_none() {
-                            return false;
-                        }
-                    }
+                    std::path::Component::ParentDir if parts.pop().is_none() => return false,
+                    std::path::Component::ParentDir => {}
                     std::path::Component::Normal(s) => parts.push(s.to_string_lossy().into_owned()),
                     _ => {}
                 }
@@ -274,11 +271,8 @@ fn every_cited_document_is_in_the_repository() {
                 // the file name the word ends with: "test('platform.md" → "platform.md"
                 let name = w[0].trim_end_matches(|c: char| "`)\"'*]".contains(c));
                 let keep = |c: char| c.is_ascii_alphanumeric() || "._/-".contains(c);
-                let start = name
-                    .char_indices()
-                    .filter(|&(_, c)| !keep(c))
-                    .last()
-                    .map_or(0, |(i, c)| i + c.len_utf8());
+                let start =
+                    name.char_indices().rfind(|&(_, c)| !keep(c)).map_or(0, |(i, c)| i + c.len_utf8());
                 let name = &name[start..];
                 let Some(sec) = w[1].strip_prefix('§') else { continue };
                 let named = name.ends_with(".md")
