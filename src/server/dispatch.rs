@@ -77,6 +77,7 @@ pub fn hello(ctx: &mut Ctx) -> Value {
             "maxTotalChars": crate::domain::history::MAX_TOTAL_CHARS,
         },
         "ops": op_names(),
+        "schemaHash": ops::schema_hash(),
     })
 }
 

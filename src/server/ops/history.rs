@@ -15,10 +15,10 @@ use crate::store::Store;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Get {
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub from: Option<Index>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub limit: Option<Index>,
     pub images: Option<ImagesMode>,
 }
@@ -238,7 +238,7 @@ impl Op for SwitchVersion {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MarkFailed {
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub index: Option<Index>,
     pub entry_id: Option<String>,
     pub code: String,

@@ -18,7 +18,7 @@ use crate::store::Store;
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BoundImages {
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub budget: Option<Index>,
     pub client_request_id: Option<ClientRequestId>,
 }
@@ -52,10 +52,10 @@ impl Op for Get {
 pub struct Thumbnail {
     pub data_url: String,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub max_edge: Option<Index>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub quality: Option<Index>,
 }
 

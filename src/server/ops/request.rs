@@ -78,10 +78,10 @@ pub struct Rescue {
 #[serde(rename_all = "camelCase", expecting = "an object {minUserTurnsAfter, minChars}")]
 pub struct Aging {
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub min_user_turns_after: Option<Index>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub min_chars: Option<Index>,
 }
 
@@ -94,7 +94,7 @@ pub struct Build {
     pub body_fields: Option<Map<String, Value>>,
     pub source: Option<Source>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub up_to: Option<Index>,
     /// `"first"` (default) or `{kind: "continuation" | "timestampRewrite", previousReply, instruction}`
     pub pass: Option<Value>,
@@ -106,7 +106,7 @@ pub struct Build {
     /// the bodyHash of a body this port received, or `""` (PROTOCOL.md "Body deltas")
     pub since: Option<String>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub retry: Option<Index>,
 }
 

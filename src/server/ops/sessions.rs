@@ -55,10 +55,10 @@ pub struct Get {
     pub id: String,
     pub images: Option<ImagesMode>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub from: Option<Index>,
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<Index>")]
+    #[schemars(with = "Index")]
     pub limit: Option<Index>,
 }
 
