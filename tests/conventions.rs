@@ -344,3 +344,125 @@ fn the_extension_never_parses_html_strings() {
         }
     }
 }
+
+/// The top-level argument names of one `{…}` shape from a PROTOCOL.md Args cell (`a?: t`,
+/// `b`, `c \| d` → a, b, c, d; nested shapes are skipped).
+fn shape_names(shape: &str) -> Vec<String> {
+    let inner = shape.trim().strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or("");
+    let (mut pieces, mut cur, mut depth, mut quoted) = (Vec::new(), String::new(), 0i32, false);
+    for c in inner.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '{' | '[' | '(' if !quoted => depth += 1,
+            '}' | ']' | ')' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                pieces.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    pieces.push(cur);
+    let mut names = Vec::new();
+    for piece in pieces {
+        let key = piece.split(':').next().unwrap_or("");
+        for part in key.split('|') {
+            let name = part.trim().trim_end_matches('?').trim();
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// PROTOCOL.md §7: op → (write, argument names) for every row naming an `area.op`.
+fn documented_contract() -> std::collections::BTreeMap<String, (bool, std::collections::BTreeSet<String>)> {
+    let doc = read("PROTOCOL.md");
+    let start = doc.find("\n## 7.").expect("PROTOCOL.md has §7");
+    let end = doc[start..].find("\n## 8.").map_or(doc.len(), |e| start + e);
+    let mut out = std::collections::BTreeMap::new();
+    for line in doc[start..end].lines().filter(|l| l.starts_with("| `")) {
+        let line = line.replace("\\|", "\u{1}");
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (op_cell, args_cell) = (cells[1], cells[2]);
+        let op = op_cell.split('`').nth(1).unwrap_or("");
+        if !op.contains('.') {
+            continue; // the request-body tables of §7 list kinds, not operations
+        }
+        let write = op_cell.ends_with(" W");
+        let mut names = std::collections::BTreeSet::new();
+        for (i, span) in args_cell.split('`').enumerate() {
+            if i % 2 == 1 && span.starts_with('{') {
+                names.extend(shape_names(&span.replace('\u{1}', "|")));
+            }
+        }
+        if let Some((w, prev)) = out.insert(op.to_owned(), (write, names.clone())) {
+            assert_eq!((w, &prev), (write, &names), "{op}: two PROTOCOL.md rows disagree");
+        }
+    }
+    out
+}
+
+/// extension/lib/protocol.js: `OP_ARGS` (op → argument names) and `WRITE_OPS`.
+fn extension_contract() -> std::collections::BTreeMap<String, (bool, std::collections::BTreeSet<String>)> {
+    let js = read("extension/lib/protocol.js");
+    let block = |head: &str| -> String {
+        let s = js.find(head).unwrap_or_else(|| panic!("protocol.js has `{head}`"));
+        let end = if head.ends_with('[') { "\n]);" } else { "\n});" };
+        let e = s + js[s..].find(end).expect("block end");
+        js[s + head.len()..e].to_owned()
+    };
+    let quoted =
+        |line: &str| -> Vec<String> { line.split('\'').skip(1).step_by(2).map(str::to_owned).collect() };
+    let writes: Vec<String> =
+        block("export const WRITE_OPS = Object.freeze([").lines().flat_map(quoted).collect();
+    let mut out = std::collections::BTreeMap::new();
+    for line in block("export const OP_ARGS = Object.freeze({").lines() {
+        let mut q = quoted(line);
+        if q.is_empty() {
+            continue;
+        }
+        let op = q.remove(0);
+        out.insert(op.clone(), (writes.contains(&op), q.into_iter().collect()));
+    }
+    out
+}
+
+#[test]
+fn protocol_md_the_extension_and_the_host_schema_agree_on_every_operation_and_argument() {
+    let schema = keepsake_host::server::ops::schema_document();
+    let mut host = std::collections::BTreeMap::new();
+    for op in schema["ops"].as_array().expect("ops") {
+        let name = op["name"].as_str().expect("name").to_owned();
+        let write = op["kind"] == "write";
+        let mut args: std::collections::BTreeSet<String> =
+            op["args"]["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        // a write's clientRequestId is what "W" (PROTOCOL.md) and WRITE_OPS (protocol.js) say
+        assert_eq!(args.remove("clientRequestId"), write, "{name}: clientRequestId iff a write");
+        host.insert(name, (write, args));
+    }
+    assert_eq!(
+        host.keys().collect::<Vec<_>>(),
+        op_names()
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .iter()
+            .collect::<Vec<_>>(),
+        "the schema lists every served op"
+    );
+    for (what, other) in
+        [("PROTOCOL.md §7", documented_contract()), ("extension/lib/protocol.js", extension_contract())]
+    {
+        for (op, (write, args)) in &host {
+            let Some((w, a)) = other.get(op) else { panic!("{op} is served but missing from {what}") };
+            assert_eq!(w, write, "{op}: read/write differs between the host schema and {what}");
+            assert_eq!(a, args, "{op}: arguments differ between the host schema (right) and {what} (left)");
+        }
+        for op in other.keys() {
+            assert!(host.contains_key(op), "{op} is in {what} but not in the host schema");
+        }
+    }
+}

@@ -9,7 +9,7 @@ fn hello_reports_versions_db_and_limits() {
     let mut h = Host::spawn(&db);
     let r = h.ok("host.hello", json!({}));
     assert_eq!(r["name"], "keepsake-host");
-    assert_eq!(r["protocolVersion"], 1);
+    assert_eq!(r["protocolVersion"], 2);
     assert_eq!(r["schemaVersion"], keepsake_host::store::migrate::LATEST);
     assert_eq!(r["dbPath"], db.display().to_string());
     assert_eq!(r["limits"]["maxOutboundFrame"], 1_048_576);
@@ -35,4 +35,21 @@ fn status_reports_sizes_counts_and_doctor_findings() {
     let db_check = checks.iter().find(|c| c["check"] == "database path").expect("database path check");
     assert_eq!(db_check["detail"], db.display().to_string());
     assert_eq!(h.err("host.status", json!({"doctor": "yes"})), "bad_request");
+}
+
+#[test]
+fn hello_schema_hash_is_the_sha256_of_the_printed_schema() {
+    use sha2::{Digest, Sha256};
+    let (_d, db) = temp_db();
+    let (code, out, err) = cli(&db, &["schema"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("schema is JSON");
+    let ops = doc["ops"].as_array().expect("ops");
+    assert!(ops.iter().any(|o| o["name"] == "history.append" && o["kind"] == "write"));
+    assert!(ops.iter().any(|o| o["name"] == "host.hello" && o["kind"] == "read"));
+    let hex: String = Sha256::digest(out.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let mut h = Host::spawn(&db);
+    let r = h.ok("host.hello", json!({}));
+    assert_eq!(r["schemaHash"], json!(hex));
+    h.close();
 }

@@ -187,65 +187,47 @@ export function createTurns(deps) {
     const withRefs = { ...args, imageRefs: imageCache.refs() };
     if (bodyMemory.enabled) {
       const snap = bodyMemory.snapshot();
-      let res = null;
-      try {
-        res = await storage.request.build({ ...withRefs, since: snap.hash ?? '' });
-      } catch (e) {
-        if (e?.code !== 'bad_request') throw e; // a host without `since`: the plain build below
+      let res = await storage.request.build({ ...withRefs, since: snap.hash ?? '' });
+      let got = bodyMemory.take(res, snap);
+      if (got && !deferCheck && !(await got.check())) got = null;
+      if (got === null) {
+        // a delta that does not apply or verify: one full body
+        bodyMemory.forget();
+        res = await storage.request.build({ ...withRefs, since: '' });
+        got = bodyMemory.take(res, { text: null, hash: null });
       }
-      if (res) {
-        let got = bodyMemory.take(res, snap);
-        if (got && !deferCheck && !(await got.check())) got = null;
-        if (got === null) {
-          // a delta that does not apply or verify: one full body
-          bodyMemory.forget();
-          res = await storage.request.build({ ...withRefs, since: '' });
-          got = bodyMemory.take(res, { text: null, hash: null });
-        }
-        if (got === undefined) return res;
-        const { bodyText, bodyDelta, ...rest } = res;
-        return deferCheck ? { ...rest, bodyText: got.text, check: got.check } : { ...rest, bodyText: got.text };
-      }
+      if (got === undefined) return res;
+      const { bodyText, bodyDelta, ...rest } = res;
+      return deferCheck ? { ...rest, bodyText: got.text, check: got.check } : { ...rest, bodyText: got.text };
     }
-    try {
-      return await storage.request.build(withRefs);
-    } catch (e) {
-      if (e?.code !== 'bad_request') throw e;
-      // a host without imageRefs (unknown argument): the inline build is the documented fallback
-      return storage.request.build(args);
-    }
+    return storage.request.build(withRefs);
   }
 
   /**
    * → {res, payload, userEntry, hasImages, check?}: `payload` is what llm.streamReply sends,
    * `{bodyText}` (the host's text as it came: no parse, no re-stringify) when the text holds no
-   * image token, else `{body}` with the tokens filled. Falls back to an inline build if a token
-   * cannot be filled. `check` only with `deferCheck` (see hostBuild).
+   * image token, else `{body}` with the tokens filled. `check` only with `deferCheck` (see
+   * hostBuild).
    */
   async function buildRequest(args, opts) {
     const { check, bodyText, ...res } = await hostBuild(args, opts);
-    try {
-      if (typeof bodyText === 'string' && !textHasTokens(bodyText)) {
-        const tokens = collectTokens(res.userEntry);
-        const userEntry = tokens.size ? fillImageTokens(res.userEntry, await resolveTokens(tokens, args.turn?.images)) : res.userEntry;
-        return { res, payload: { bodyText }, userEntry, hasImages: textHasImages(bodyText), check };
-      }
-      const body = typeof bodyText === 'string' ? JSON.parse(bodyText) : res.body;
-      const hasImages = bodyHasImages(body);
-      const tokens = new Set([...(res.imageRefs ?? []), ...collectTokens(body), ...collectTokens(res.userEntry)]);
-      if (tokens.size === 0) return { res, payload: { body }, userEntry: res.userEntry, hasImages, check };
-      const map = await resolveTokens(tokens, args.turn?.images);
-      return {
-        res,
-        payload: { body: fillImageTokens(body, map) },
-        userEntry: fillImageTokens(res.userEntry, map),
-        hasImages,
-        check,
-      };
-    } catch {
-      const inline = await storage.request.build(args);
-      return { res: inline, payload: { body: inline.body }, userEntry: inline.userEntry, hasImages: bodyHasImages(inline.body) };
+    if (typeof bodyText === 'string' && !textHasTokens(bodyText)) {
+      const tokens = collectTokens(res.userEntry);
+      const userEntry = tokens.size ? fillImageTokens(res.userEntry, await resolveTokens(tokens, args.turn?.images)) : res.userEntry;
+      return { res, payload: { bodyText }, userEntry, hasImages: textHasImages(bodyText), check };
     }
+    const body = typeof bodyText === 'string' ? JSON.parse(bodyText) : res.body;
+    const hasImages = bodyHasImages(body);
+    const tokens = new Set([...(res.imageRefs ?? []), ...collectTokens(body), ...collectTokens(res.userEntry)]);
+    if (tokens.size === 0) return { res, payload: { body }, userEntry: res.userEntry, hasImages, check };
+    const map = await resolveTokens(tokens, args.turn?.images);
+    return {
+      res,
+      payload: { body: fillImageTokens(body, map) },
+      userEntry: fillImageTokens(res.userEntry, map),
+      hasImages,
+      check,
+    };
   }
 
   function readSettings() {
@@ -545,28 +527,11 @@ export function createTurns(deps) {
     return finishSuccess(stream, text, finishReason);
   }
 
-  /** The old way, for a host without `copyVideoSrc`: read where the reply lands. */
-  async function videoSrcFor(stream) {
-    try {
-      if (stream.bg && stream.originSessionId) {
-        try {
-          const s = await storage.sessions.get({ id: stream.originSessionId, images: 'ref' });
-          return newestVideoSrc(s.entries);
-        } catch {
-          /* gone: it will land live */
-        }
-      }
-      const h = await storage.history.get({ images: 'ref' });
-      return newestVideoSrc(h.entries);
-    } catch {
-      return null;
-    }
-  }
+
 
   /**
    * Append through the stream's routing: live history, or sessions.appendTo for a hand-off. With
-   * `copyVideoSrc` the host copies the newest `videoSrc` of where the entry lands (§9 "Turns");
-   * a host that does not know the argument (`bad_request`) gets it copied here, as before.
+   * `copyVideoSrc` the host copies the newest `videoSrc` of where the entry lands (§9 "Turns").
    */
   async function route(stream, entry, { markImagesSeen = false, copyVideoSrc = false } = {}) {
     if (stream.replaceAt) {
@@ -582,14 +547,7 @@ export function createTurns(deps) {
       if (handoff) return storage.sessions.appendTo({ id: origin, entry: e, ...flags });
       return storage.history.append({ entry: e, ...flags });
     };
-    let r;
-    try {
-      r = await append(entry, copyVideoSrc);
-    } catch (e) {
-      if (!copyVideoSrc || e?.code !== 'bad_request') throw e;
-      const videoSrc = await videoSrcFor(stream);
-      r = await append(videoSrc ? { ...entry, videoSrc } : entry, false);
-    }
+    const r = await append(entry, copyVideoSrc);
     if (handoff) {
       return { index: r.index, length: r.length, target: r.target, sessionId: r.target === 'live' ? undefined : r.sessionId };
     }

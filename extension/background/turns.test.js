@@ -72,7 +72,7 @@ function stubFor(e) {
 
 class FakeHost {
   constructor({ settings = {}, threshold = 100_000, chunkSize = 12_000, copiesVideoSrc = true } = {}) {
-    this.copiesVideoSrc = copiesVideoSrc; // false: a host from before `copyVideoSrc` (bad_request)
+    this.copiesVideoSrc = copiesVideoSrc; // false: a host that refuses `copyVideoSrc` (bad_request)
     this.live = []; // the live window (tests set it up directly)
     this.prefix = []; // the live chat's entries ahead of the window (trimmed off it)
     this.binding = '';
@@ -641,23 +641,19 @@ describe('request bodies as deltas', () => {
     assert.deepEqual(memory.stats, { full: 2, delta: 1, rejected: 1 });
   });
 
-  test('a host that refuses since → the build without it (imageRefs kept); no digest → no since', async () => {
+  test('a bad_request from request.build fails the turn (no second build); no digest → no since', async () => {
     const { host, llm, turns } = setup({ script: [reply(['A1'])] });
     const plain = host.storage.request.build;
     host.storage.request.build = async (args) => {
-      if ('since' in args) {
-        await plain(args);
-        throw hostError('bad_request', 'unknown argument "since"');
-      }
-      return plain(args);
+      await plain(args);
+      throw hostError('bad_request', 'unknown argument "since"');
     };
-    await turns.send({ text: 'q1' });
+    await turns.send({ text: 'q1' }).catch(() => {});
     await turns.idle();
     const builds = host.ops('request.build');
-    assert.equal(builds.length, 2);
-    assert.equal('since' in builds[1].args, false);
-    assert.deepEqual(builds[1].args.imageRefs, []);
-    assert.deepEqual(llm.calls[0].body.messages.map((m) => m.content), ['Be brief.', 'q1']);
+    assert.equal(builds.length, 1, 'no retry without since or imageRefs');
+    assert.equal(builds[0].args.since, '');
+    assert.equal(llm.calls.length, 0, 'nothing was sent to the model');
 
     const off = setup({ script: [reply(['A1'])], deps: { bodyMemory: new BodyMemory({ subtle: null }) } });
     await off.turns.send({ text: 'q1' });
@@ -1859,19 +1855,17 @@ describe('against the real keepsake-host', { skip: !existsSync(BIN) && 'target/d
   });
 });
 
-describe('videoSrc with a host from before copyVideoSrc', () => {
-  test('the worker copies it itself after the bad_request, and the reply is stored once', async () => {
+describe('videoSrc: the host copies it (copyVideoSrc), the worker never does', () => {
+  test('a bad_request for copyVideoSrc is not retried without the flag', async () => {
     const { host, turns } = setup({ script: [reply(['ok'])], host: { copiesVideoSrc: false } });
     const v = { platform: 'youtube', url: 'v', tabId: 3 };
     host.live.push({ role: 'user', content: 'watch', videoSrc: v });
-    await turns.send({ text: 'hi' });
+    await turns.send({ text: 'hi' }).catch(() => {});
     await turns.idle();
-    assert.equal(host.live.length, 3);
-    assert.deepEqual(host.live[2].videoSrc, v);
-    assert.equal(host.live[2].content, 'ok');
     assert.deepEqual(host.ops('history.append').map((c) => c.args.copyVideoSrc), [undefined], 'the user entry');
-    // the reply goes to the turn's session (live here): refused with the flag, then without it
+    // the reply goes to the turn's session (live here) with the flag, once
     const replies = host.ops('sessions.appendTo').map((c) => c.args.copyVideoSrc);
-    assert.deepEqual(replies, [true, undefined], 'refused reply, reply');
+    assert.deepEqual(replies, [true], 'one refused reply, no copy by the worker');
+    assert.ok(host.live.every((e) => e.content !== 'ok' || !e.videoSrc), 'the worker set no videoSrc itself');
   });
 });

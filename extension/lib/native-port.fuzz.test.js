@@ -56,7 +56,7 @@ const SCHEDULES = runSize(1000, 20_000, 'KEEPSAKE_T23_SCHEDULES');
 const ONLY = process.env.KEEPSAKE_T23_ONLY ? Number(process.env.KEEPSAKE_T23_ONLY) : null;
 const SEED = seedFromEnv();
 
-const HELLO = Object.freeze({ name: 'keepsake-host', version: '0.1.0', protocolVersion: 1, dbPath: '/tmp/k.db', dbError: null });
+const HELLO = Object.freeze({ name: 'keepsake-host', version: '0.1.0', protocolVersion: 2, dbPath: '/tmp/k.db', dbError: null });
 
 /** Every message Chrome gives in onDisconnect (platform.md §7), and the code the port must report. */
 const DISCONNECTS = [
@@ -269,7 +269,7 @@ async function runSchedule(index, seed, totals, tracker, { mutant = null } = {})
     const result =
       w.op === 'host.hello'
         ? !drain && rng.chance(0.03)
-          ? { ...HELLO, protocolVersion: 2 }
+          ? { ...HELLO, protocolVersion: 3 }
           : { ...HELLO }
         : { k: w.args.k, a: w.args._a, wid: w.id, op: w.op, body: randomText(rng, rng.pick([3, 40, 400])) };
     return { id: w.id, ok: true, result };

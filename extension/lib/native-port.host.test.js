@@ -45,13 +45,13 @@ function nextEvent(np, name, pred = () => true, ms = 10_000) {
   });
 }
 
-test('hello over real pipes: protocol 1, our database, every operation known to both sides', { skip: SKIP }, async () => {
+test('hello over real pipes: protocol 2, our database, every operation known to both sides', { skip: SKIP }, async () => {
   const { np, db } = realHost();
   try {
     const hello = await np.open();
     assert.equal(np.state, 'open');
     assert.equal(hello.name, 'keepsake-host');
-    assert.equal(hello.protocolVersion, 1);
+    assert.equal(hello.protocolVersion, 2);
     assert.equal(hello.dbPath, db);
     assert.equal(hello.dbError, null);
     assert.deepEqual([...hello.ops].sort(), [...OPS].sort(), 'host ops == protocol.js ops');

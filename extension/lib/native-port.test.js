@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { NativePort, HostError } from './native-port.js';
 import { FakeClock, FakeNativePort, flush } from '../test-support/fakes.js';
 
-const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: 1, dbPath: '/tmp/k.db', dbError: null };
+const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: 2, dbPath: '/tmp/k.db', dbError: null };
 const BROWSER = {
   notFound: 'Specified native messaging host not found.',
   forbidden: 'Access to the specified native messaging host is forbidden.',
@@ -86,7 +86,7 @@ test('hello failure surfaces as state error and rejects the waiting request', as
 });
 
 test('hello with another protocol version is a protocol_mismatch error', async () => {
-  const { np } = setup({ hello: { ...HELLO, protocolVersion: 2 } });
+  const { np } = setup({ hello: { ...HELLO, protocolVersion: 3 } });
   const out = await settle(np.request('history.meta'));
   assert.equal(out.error.code, 'protocol_mismatch');
   assert.equal(np.state, 'error');

@@ -7,7 +7,7 @@
 export const HOST_NAME = 'dev.keepsake.host';
 
 /** Wire protocol version this extension speaks (`host.hello` → `protocolVersion`). */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 /** Operations that change nothing (PROTOCOL.md §7 rows without "W"); they refuse `clientRequestId`. */
 export const READ_OPS = Object.freeze([
@@ -65,6 +65,60 @@ export const WRITE_OPS = Object.freeze([
 
 /** Every operation name. */
 export const OPS = Object.freeze([...READ_OPS, ...WRITE_OPS]);
+
+/**
+ * Each operation's argument names (a write's `clientRequestId` is implied by WRITE_OPS). The host's
+ * typed contract (`keepsake-host schema`) is the source; nothing generates this list, and
+ * tests/conventions.rs fails when it, PROTOCOL.md §7 and the host's schema disagree.
+ */
+export const OP_ARGS = Object.freeze({
+  'host.hello': Object.freeze([]),
+  'host.status': Object.freeze(['doctor']),
+  'settings.get': Object.freeze(['keys']),
+  'settings.set': Object.freeze(['map']),
+  'settings.remove': Object.freeze(['keys']),
+  'history.get': Object.freeze(['from', 'limit', 'images']),
+  'history.meta': Object.freeze([]),
+  'history.setBinding': Object.freeze(['id']),
+  'history.append': Object.freeze(['entry', 'markImagesSeen', 'copyVideoSrc', 'fallbackName']),
+  'history.replace': Object.freeze(['entries', 'fallbackName']),
+  'history.clear': Object.freeze(['saveCurrent']),
+  'history.removeAt': Object.freeze(['index']),
+  'history.truncateFrom': Object.freeze(['index']),
+  'history.removeByAttachId': Object.freeze(['attachId']),
+  'history.removeLastPageContext': Object.freeze([]),
+  'history.markImagesSeen': Object.freeze([]),
+  'history.branch': Object.freeze(['index', 'entry', 'markImagesSeen']),
+  'history.switchVersion': Object.freeze(['forkEntryId', 'version']),
+  'history.markFailed': Object.freeze(['index', 'entryId', 'code', 'message']),
+  'history.boundImages': Object.freeze(['budget']),
+  'history.attach': Object.freeze(['ctx', 'images', 'placement', 'summarySource', 'paper', 'videoSrc', 'fallbackName']),
+  'attach.trackChange': Object.freeze(['mode', 'url', 'text']),
+  'attach.summaryPlan': Object.freeze(['attachId']),
+  'attach.applySummary': Object.freeze(['attachId', 'summary']),
+  'images.get': Object.freeze(['ref']),
+  'images.thumbnail': Object.freeze(['dataUrl', 'maxEdge', 'quality']),
+  'sessions.save': Object.freeze(['id', 'name', 'fallbackName']),
+  'sessions.list': Object.freeze(['query']),
+  'sessions.get': Object.freeze(['id', 'images', 'from', 'limit']),
+  'sessions.load': Object.freeze(['id', 'saveCurrent']),
+  'sessions.rename': Object.freeze(['id', 'name']),
+  'sessions.pin': Object.freeze(['id', 'pinned']),
+  'sessions.delete': Object.freeze(['id']),
+  'sessions.clearAll': Object.freeze([]),
+  'sessions.appendTo': Object.freeze(['id', 'entry', 'copyVideoSrc', 'fallbackName', 'markImagesSeen']),
+  'sessions.export': Object.freeze(['ids', 'format']),
+  'sessions.evictionPlan': Object.freeze(['cap']),
+  'trash.list': Object.freeze([]),
+  'trash.restore': Object.freeze(['id']),
+  'trash.purge': Object.freeze(['id', 'all']),
+  'storage.import': Object.freeze(['document', 'settings']),
+  'storage.importPreview': Object.freeze(['document']),
+  'changes.since': Object.freeze(['seq']),
+  'request.isContextOverflow': Object.freeze(['message']),
+  'request.build': Object.freeze(['kind', 'turn', 'systemPrompt', 'bodyFields', 'source', 'upTo', 'pass', 'rescue', 'backfill', 'aging', 'imageRefs', 'since', 'retry']),
+  'request.commitRescue': Object.freeze(['attachIds', 'sessionId']),
+});
 
 const WRITE_SET = new Set(WRITE_OPS);
 

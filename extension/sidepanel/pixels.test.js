@@ -53,7 +53,7 @@ function fakePixels({ tabs } = {}) {
     connect: () => {
       const p = new FakeNativePort();
       p.onPost = (msg) => {
-        if (msg.op === 'host.hello') queueMicrotask(() => p.reply(msg.id, { protocolVersion: 1, version: 'test', dbError: null }));
+        if (msg.op === 'host.hello') queueMicrotask(() => p.reply(msg.id, { protocolVersion: 2, version: 'test', dbError: null }));
       };
       ports.push(p);
       return p;

@@ -86,6 +86,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the typed contract of the wire protocol: every operation's name, whether it is a
+    /// read or a write, and the JSON Schema of its arguments (`host.hello` reports its sha256 as
+    /// `schemaHash`)
+    Schema,
     /// Check the installation and the database; one line per finding
     Doctor {
         #[arg(long)]
@@ -356,6 +360,10 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 ),
                 (Some(r), false) => print_recovery(&db, &r),
             }
+            Ok(0)
+        }
+        Command::Schema => {
+            print!("{}", crate::server::ops::schema_text());
             Ok(0)
         }
         Command::Doctor { json, user_data_dirs } => Ok(doctor::run(&db, json, &user_data_dirs)),

@@ -2,9 +2,9 @@
 //! then announce the change. A poller thread announces commits made by other host processes
 //! within 1 s. Stdin EOF is a normal shutdown.
 
-pub mod args;
 pub mod bodies;
 pub mod dispatch;
+pub mod ops;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -173,7 +173,7 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
         }
     };
     let started = std::time::Instant::now();
-    let outcome = dispatch_with(ctx, bodies, &req.op, &req.args);
+    let outcome = dispatch_with(ctx, bodies, &req.op, req.args);
     let (reply, event, followup) = match outcome {
         Ok(r) => (payload_reply(&req.id, &r.result), r.event, r.followup),
         Err(e) => {

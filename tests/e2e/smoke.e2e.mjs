@@ -24,7 +24,7 @@ test('smoke: worker ready, host.hello through the bridge', { timeout: 90_000 }, 
     const hello = await hostCall(panel, 'host.hello');
     assert.equal(hello.name, 'keepsake-host');
     assert.match(hello.version, /^\d+\.\d+\.\d+/);
-    assert.equal(hello.protocolVersion, 1);
+    assert.equal(hello.protocolVersion, 2);
     assert.equal(hello.dbError, null);
     assert.equal(path.dirname(hello.dbPath), k.dataDir, 'dbPath must be inside the temp data dir');
     assert.equal(hello.dbPath, k.dbPath);
