@@ -97,25 +97,6 @@ impl Store {
             Ok(v)
         })
     }
-
-    /// Online backup through SQLite's backup API (never a file copy) to a new 0600 file.
-    pub fn backup_to(&self, dest: &Path) -> HostResult<()> {
-        if dest.exists() {
-            return Err(HostError::conflict(format!("{} already exists; choose a new file", dest.display())));
-        }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        opts.open(dest).map_err(|e| HostError::internal(format!("cannot create {}: {e}", dest.display())))?;
-        self.conn()
-            .backup(MAIN_DB, dest, None)
-            .map_err(|e| HostError::internal(format!("backup failed: {e}")))?;
-        Ok(())
-    }
 }
 
 /// What `keepsake-host backup` made.
