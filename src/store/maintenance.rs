@@ -12,6 +12,7 @@ use super::Store;
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::parse_image_ref;
 use crate::protocol::{HostError, HostResult};
+use crate::util::paths::sidecar;
 
 fn count(conn: &Connection, table: &str) -> HostResult<i64> {
     Ok(conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
@@ -19,13 +20,6 @@ fn count(conn: &Connection, table: &str) -> HostResult<i64> {
 
 fn file_size(p: &Path) -> Option<u64> {
     std::fs::metadata(p).ok().map(|m| m.len())
-}
-
-/// Sidecar path (`-wal`, `-shm`).
-pub fn sidecar(db: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut s = db.as_os_str().to_owned();
-    s.push(suffix);
-    s.into()
 }
 
 impl Store {

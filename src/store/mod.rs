@@ -532,7 +532,7 @@ impl Store {
     /// starts the file over (`journal_size_limit` then cuts it back to 4 MiB). The write has
     /// committed: a checkpoint that fails is only logged.
     fn bound_wal(&self) {
-        let wal = maintenance::sidecar(&self.path, "-wal");
+        let wal = crate::util::paths::sidecar(&self.path, "-wal");
         if std::fs::metadata(wal).map_or(0, |m| m.len()) <= WAL_RESTART_BYTES {
             return;
         }
