@@ -6,8 +6,8 @@ use rusqlite::{Connection, MAIN_DB};
 use serde_json::{json, Value};
 
 use super::blobs::get_blob;
-use super::history::{binding, live_len};
 use super::migrate::{self, LATEST};
+use super::window::{binding, live_len};
 use super::Store;
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::parse_image_ref;
