@@ -11,11 +11,10 @@ use serde_json::{json, Value};
 use super::browsers::{self, Env, Platform, MANIFEST_FILE, NOT_FOUND};
 use super::install;
 
-use crate::store::maintenance::sidecar;
 use crate::store::migrate::LATEST;
 use crate::store::salvage;
 use crate::store::{Severity, Store};
-use crate::util::paths::log_path_for;
+use crate::util::paths::{log_path_for, sidecar};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Status {

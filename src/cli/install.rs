@@ -20,8 +20,7 @@ use serde_json::{json, Value};
 use super::browsers::{self, Env, Platform, EXTENSION_ID, HOST_NAME, MANIFEST_FILE};
 use super::proof;
 use super::CliError;
-use crate::store::maintenance::sidecar;
-use crate::util::paths::{absolute, log_path_for, DEBUG_MARKER, RECEIPT_FILE};
+use crate::util::paths::{absolute, log_path_for, sidecar, DEBUG_MARKER, RECEIPT_FILE};
 
 const FIX: &str = "keepsake-host install (or ./install.sh)";
 

@@ -107,11 +107,6 @@ pub fn base64_encode(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
-/// Strict standard base64 (exports carry padded standard base64).
-pub fn base64_decode_strict(s: &str) -> Option<Vec<u8>> {
-    forgiving_base64_decode(s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

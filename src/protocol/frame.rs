@@ -3,8 +3,6 @@
 
 use std::io::{self, IoSlice, Read, Write};
 
-use byteorder::{NativeEndian, ReadBytesExt};
-
 use super::limits::MAX_OUTBOUND_FRAME;
 
 /// Why no frame could be read.
@@ -93,11 +91,6 @@ pub fn write_frames(w: &mut impl Write, bodies: &[&[u8]]) -> io::Result<()> {
         }
     }
     w.flush()
-}
-
-/// Read a frame's length prefix only (used by tests and tools).
-pub fn read_len(r: &mut impl Read) -> io::Result<u32> {
-    r.read_u32::<NativeEndian>()
 }
 
 #[cfg(test)]

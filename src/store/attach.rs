@@ -5,8 +5,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::blobs;
-use super::history::{append_entries, live_entries, update_live};
-use super::sessions::session_known;
+use super::bodies::rewrite_entry;
+use super::history::{append_entries, update_live};
+use super::rows::session_known;
+use super::window::{binding, live_entries};
 use super::{setting_value, Store, WriteOutcome};
 use crate::domain::attach::{
     apply_summary, attach_content, summary_decision, summary_is_blank, Ctx, SummaryInputs,
@@ -187,9 +189,7 @@ impl Store {
     ) -> HostResult<WriteOutcome> {
         self.write("request.commitRescue", crid, |w| {
             let target = match session.filter(|s| !s.is_empty()) {
-                Some(s) if session_known(&w.tx, s)? && super::history::binding(&w.tx)? != s => {
-                    Some(s.to_owned())
-                }
+                Some(s) if session_known(&w.tx, s)? && binding(&w.tx)? != s => Some(s.to_owned()),
                 _ => None,
             };
             let mut committed = 0;
@@ -205,7 +205,7 @@ impl Store {
                 Some(sid) => {
                     for (row, e) in super::entries::path_rows(&w.tx, sid, 0, None)? {
                         if let Some(stubbed) = rescue_entry(&e, ids) {
-                            super::sessions::rewrite_entry(w, row, &e, &stubbed)?;
+                            rewrite_entry(w, row, &e, &stubbed)?;
                             committed += 1;
                         }
                     }

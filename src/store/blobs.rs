@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
-use super::salvage::content_damage;
+use super::salvage::marker::content_damage;
 use super::WriteTx;
 use crate::domain::dataurl::canonical_data_url;
 use crate::domain::entry::{for_each_image_url_mut, parse_image_ref, referenced_blobs};

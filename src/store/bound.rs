@@ -11,7 +11,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::blobs::insert_blob;
-use super::history::{live_entries, update_live};
+use super::history::update_live;
+use super::rows::row_entry;
+use super::window::live_entries;
 use super::{Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::url_chars_for;
 use crate::domain::entry::{image_part_url, image_ref_url, is_image_part, parse_image_ref};
@@ -197,7 +199,7 @@ fn apply(w: &mut WriteTx, plan: &[Rewrite]) -> HostResult<usize> {
                 )?;
             }
         }
-        let old = super::sessions::row_entry(&w.tx, r.row)?;
+        let old = row_entry(&w.tx, r.row)?;
         update_live(w, r.row, &old, &r.entry)?;
         total += r.rewritten;
     }

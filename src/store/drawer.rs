@@ -14,9 +14,27 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
 use super::search::{int_col, text_col, utf8};
-use super::sessions::{drawer_row, ORDER, ROW_COLS};
 use crate::domain::sessions::DrawerRow;
 use crate::protocol::{HostError, HostResult};
+
+/// The columns [`drawer_row`] reads, from the `sessions` table aliased `s`.
+pub(super) const ROW_COLS: &str = "s.id, s.name, s.created_at, s.pinned, s.entry_count";
+
+/// A drawer row from [`ROW_COLS`] at the start of `r`.
+pub(super) fn drawer_row(r: &rusqlite::Row) -> rusqlite::Result<DrawerRow> {
+    Ok(DrawerRow {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        created_at: r.get(2)?,
+        pinned: r.get::<_, i64>(3)? != 0,
+        entry_count: r.get(4)?,
+        content_match: None,
+        snippet: None,
+    })
+}
+
+/// The drawer's order: pinned first, then newest first (`insert_seq` breaks ties).
+const ORDER: &str = "ORDER BY s.pinned DESC, s.created_at DESC, s.insert_seq DESC";
 
 /// Every saved session in the drawer's order, as of one database state.
 pub(super) struct Drawer {

@@ -8,14 +8,14 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::blobs::{add_refs, replace_refs};
+use super::salvage::marker::content_damage;
 use crate::domain::entry::{attach_id, content_chars, entry_id, image_part_count, role, ENTRY_ID};
 use crate::protocol::HostResult;
 
 /// Parse a stored entry. Only the host writes these rows, always as JSON, so an unreadable one
 /// was damaged on disk: `db_corrupt`, never silently `[]`.
 pub(super) fn parse_entry(raw: &str, what: &str) -> HostResult<Value> {
-    serde_json::from_str(raw)
-        .map_err(|e| super::salvage::content_damage(format!("a stored {what} no longer parses: {e}")))
+    serde_json::from_str(raw).map_err(|e| content_damage(format!("a stored {what} no longer parses: {e}")))
 }
 
 /// A new entryId (a random UUID, like every id the host makes).

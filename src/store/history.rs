@@ -1,167 +1,31 @@
 //! The live history (docs/keeps.md "The live window"): a window onto the bound session's chosen
-//! path, from `live_state.live_from` on. Writes that add entries to an unbound (empty) live history
-//! first create the session that keeps them (auto-keep). Trimming moves `live_from`; removals move
-//! entries to the trash (`trash.rs`); nothing here deletes an entry.
+//! path, from `live_state.live_from` on (`window.rs`). Writes that add entries to an unbound
+//! (empty) live history first create the session that keeps them (auto-keep). Trimming moves
+//! `live_from`; removals move entries to the trash (`trash.rs`); nothing here deletes an entry.
 
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::blobs::{self, Inliner};
+use super::bodies::{append_to_path, create_kept, rewrite_entry};
 use super::changes::current_seq;
-use super::entries::{path_chars, path_row_at, path_rows};
-use super::sessions::{self, session_exists};
-use super::trash;
-use super::{Store, WriteOutcome, WriteTx};
-use crate::domain::entry::{
-    entry_text, is_image_bearing, is_last_page_context_candidate, same_entries, same_entry,
-    validate_new_entry,
+use super::entries::path_rows;
+use super::rows::{path_len, row_entry, session_exists};
+use super::window::{
+    binding, live_entries, live_len, live_row_at, live_state, set_window, trim, unbind, window_start,
+    with_video_src,
 };
-use crate::domain::history::trim_count;
+use super::{trash, versions, Store, WriteOutcome, WriteTx};
+use crate::domain::entry::{
+    is_image_bearing, is_last_page_context_candidate, same_entries, same_entry, validate_new_entry,
+};
 use crate::domain::trash::Reason;
 use crate::protocol::{HostError, HostResult};
 
-pub(super) use super::entries::parse_entry;
-
-/// The session the live history belongs to (`''` = none; then the live history is empty).
-pub(super) fn binding(conn: &Connection) -> HostResult<String> {
-    Ok(live_state(conn)?.0)
-}
-
-/// `(binding, live_from)`.
-pub(super) fn live_state(conn: &Connection) -> HostResult<(String, usize)> {
-    conn.prepare_cached("SELECT active_session_id, live_from FROM live_state WHERE id = 1")?
-        .query_row([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?.max(0) as usize)))
-        .optional()?
-        .ok_or_else(|| super::salvage::content_damage("the live_state row (the session binding) is missing"))
-}
-
-/// Point the live window at session `id` from body position `from` (`''` unbinds: an empty
-/// window). Records a binding change and a history change when they happen.
-pub(super) fn set_window(w: &mut WriteTx, id: &str, from: usize) -> HostResult<()> {
-    let (old, old_from) = live_state(&w.tx)?;
-    if old == id && old_from == from {
-        return Ok(());
-    }
-    let from = if id.is_empty() { 0 } else { from };
-    w.tx.execute(
-        "UPDATE live_state SET active_session_id = ?1, live_from = ?2,
-             bound_at = CASE WHEN ?1 = active_session_id THEN bound_at WHEN ?1 = '' THEN NULL ELSE ?3 END
-         WHERE id = 1",
-        params![id, from as i64, w.now],
-    )?;
-    if old != id {
-        w.changes.binding = true;
-    }
-    // the window shows other entries unless it was empty and stays empty
-    let shown_before = !old.is_empty() && sessions::path_len(&w.tx, &old)? > old_from;
-    let shown_after = !id.is_empty() && sessions::path_len(&w.tx, id)? > from;
-    if shown_before || shown_after {
-        w.changes.history = true;
-    }
-    Ok(())
-}
-
-/// Unbind: the live history is empty again ("New chat"); every entry stays in its session.
-pub(super) fn unbind(w: &mut WriteTx) -> HostResult<()> {
-    set_window(w, "", 0)
-}
-
-/// Where the live window of session `sid` starts when it is loaded: the longest suffix of its
-/// chosen path that satisfies the trim rule (60 entries, 300,000 chars, one oversized entry kept).
-pub(super) fn window_start(conn: &Connection, sid: &str) -> HostResult<usize> {
-    let chars: Vec<usize> = path_chars(conn, sid, 0)?.into_iter().map(|(_, c)| c).collect();
-    Ok(trim_count(&chars))
-}
-
-pub(super) fn live_len(conn: &Connection) -> HostResult<usize> {
-    let (sid, from) = live_state(conn)?;
-    if sid.is_empty() {
-        return Ok(0);
-    }
-    Ok(sessions::path_len(conn, &sid)?.saturating_sub(from))
-}
-
-/// `(row id, entry)` of the live window, in order.
-pub(super) fn live_entries(conn: &Connection) -> HostResult<Vec<(i64, Value)>> {
-    let (sid, from) = live_state(conn)?;
-    if sid.is_empty() {
-        return Ok(Vec::new());
-    }
-    path_rows(conn, &sid, from, None)
-}
-
-/// The row at live index `index`, if any.
-fn live_row_at(conn: &Connection, index: u64) -> HostResult<Option<i64>> {
-    let (sid, from) = live_state(conn)?;
-    if sid.is_empty() {
-        return Ok(None);
-    }
-    let Some(pos) = usize::try_from(index).ok().and_then(|i| i.checked_add(from)) else {
-        return Ok(None);
-    };
-    path_row_at(conn, &sid, pos)
-}
-
-/// The `videoSrc` of the newest entry carrying one (an object) on session `sid`'s chosen path, or
-/// in the live window when `sid` is None (storage-model §9 "Turns").
-pub(super) fn newest_video_src(conn: &Connection, session: Option<&str>) -> HostResult<Option<Value>> {
-    let (sid, from) = match session {
-        Some(s) => (s.to_owned(), 0),
-        None => live_state(conn)?,
-    };
-    if sid.is_empty() {
-        return Ok(None);
-    }
-    // instr() first: only entries that mention the key are parsed
-    let raw: Option<String> = conn
-        .prepare_cached(
-            "SELECT json_extract(entry, '$.videoSrc') FROM session_entries
-             WHERE session_id = ?1 AND branch_id IS NULL AND position >= ?2 AND instr(entry, '\"videoSrc\"') > 0
-               AND json_type(entry, '$.videoSrc') = 'object'
-             ORDER BY position DESC, id DESC LIMIT 1",
-        )?
-        .query_row(params![sid, from as i64], |r| r.get(0))
-        .optional()?;
-    raw.map(|t| parse_entry(&t, "videoSrc")).transpose()
-}
-
-/// The `copyVideoSrc` append argument: `entry` with `videoSrc` copied from the newest entry of its
-/// destination carrying one, or `None` when it has its own or there is none to copy.
-pub(super) fn with_video_src(
-    conn: &Connection,
-    entry: &Value,
-    session: Option<&str>,
-) -> HostResult<Option<Value>> {
-    if entry.get("videoSrc").is_some() {
-        return Ok(None);
-    }
-    Ok(newest_video_src(conn, session)?.and_then(|v| {
-        let mut e = entry.clone();
-        e.as_object_mut()?.insert("videoSrc".into(), v);
-        Some(e)
-    }))
-}
-
 /// Rewrite one live row in place (stamps, bounding, summaries, rescue stubs).
 pub(super) fn update_live(w: &mut WriteTx, row: i64, old: &Value, new: &Value) -> HostResult<()> {
-    sessions::rewrite_entry(w, row, old, new)?;
+    rewrite_entry(w, row, old, new)?;
     w.changes.history = true;
     Ok(())
-}
-
-/// The trim rule (§4.1) applied to the live window: `live_from` moves past the entries it no
-/// longer shows. They stay in the session.
-pub(super) fn trim(w: &mut WriteTx) -> HostResult<usize> {
-    let (sid, from) = live_state(&w.tx)?;
-    if sid.is_empty() {
-        return Ok(0);
-    }
-    let chars: Vec<usize> = path_chars(&w.tx, &sid, from)?.into_iter().map(|(_, c)| c).collect();
-    let k = trim_count(&chars);
-    if k > 0 {
-        set_window(w, &sid, from + k)?;
-    }
-    Ok(k)
 }
 
 /// What adding entries to the live history did.
@@ -209,12 +73,12 @@ pub(super) fn append_entries(
     let mut kept = None;
     let mut evicted = Vec::new();
     if sid.is_empty() {
-        sid = sessions::create_kept(w, entries, fallback_name)?;
-        set_window(w, &sid, sessions::path_len(&w.tx, &sid)?)?;
+        sid = create_kept(w, entries, fallback_name)?;
+        set_window(w, &sid, path_len(&w.tx, &sid)?)?;
         kept = Some(json!({"sessionId": sid, "created": true}));
-        evicted = sessions::evict(w, &sid)?;
+        evicted = trash::evict(w, &sid)?;
     }
-    let stored = sessions::append_to_path(w, &sid, entries)?;
+    let stored = append_to_path(w, &sid, entries)?;
     w.changes.history = true;
     trim(w)?;
     let length = live_len(&w.tx)?;
@@ -247,6 +111,16 @@ fn trash_live(w: &mut WriteTx, rows: Vec<(i64, Value)>, reason: Reason) -> HostR
     trash::take_entries(w, &sid, &rows, reason)?;
     w.changes.history = true;
     Ok(())
+}
+
+/// `saveCurrent`: the live chat is kept already; `{id, created: false}` of its session, or
+/// `null` when the live history is empty.
+pub(super) fn save_current(w: &mut WriteTx) -> HostResult<Value> {
+    let b = binding(&w.tx)?;
+    if b.is_empty() || live_len(&w.tx)? == 0 {
+        return Ok(Value::Null);
+    }
+    Ok(json!({"id": b, "created": false}))
 }
 
 /// Which entry `history.markFailed` marks.
@@ -283,7 +157,7 @@ impl Store {
                     }
                 }
             }
-            let forks = if sid.is_empty() { json!([]) } else { super::versions::forks_json(tx, &sid)? };
+            let forks = if sid.is_empty() { json!([]) } else { versions::forks_json(tx, &sid)? };
             Ok(json!({
                 "entries": entries,
                 "from": page.from,
@@ -399,7 +273,7 @@ impl Store {
     /// "New chat": the live history empties and unbinds; the chat stays in its session.
     pub fn history_clear(&mut self, save_current: bool, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.clear", crid, |w| {
-            let saved = if save_current { Some(sessions::save_current(w)?) } else { None };
+            let saved = if save_current { Some(self::save_current(w)?) } else { None };
             unbind(w)?;
             let mut r = json!({});
             if let Some(s) = saved {
@@ -412,7 +286,7 @@ impl Store {
     pub fn history_remove_at(&mut self, index: u64, crid: Option<&str>) -> HostResult<WriteOutcome> {
         self.write("history.removeAt", crid, |w| match live_row_at(&w.tx, index)? {
             Some(row) => {
-                let e = sessions::row_entry(&w.tx, row)?;
+                let e = row_entry(&w.tx, row)?;
                 trash_live(w, vec![(row, e)], Reason::Deleted)?;
                 Ok(json!({"removed": true}))
             }
@@ -491,7 +365,7 @@ impl Store {
                     "index {index} is not in the live history (length {len})"
                 )));
             }
-            let fork = super::versions::branch(w, &sid, from + i, &ing.entries[0])?;
+            let fork = versions::branch(w, &sid, from + i, &ing.entries[0])?;
             w.changes.history = true;
             trim(w)?;
             if mark_seen {
@@ -520,12 +394,11 @@ impl Store {
                 return Err(HostError::not_found("the live history is empty: there is no version to switch"));
             }
             let v = u32::try_from(version).map_err(|_| HostError::bad_request("version is too large"))?;
-            let switched = super::versions::switch(w, &sid, fork_entry_id, v)?;
+            let switched = versions::switch(w, &sid, fork_entry_id, v)?;
             let (_, offset) = live_state(&w.tx)?;
             let mut r = json!({"length": live_len(&w.tx)?, "offset": offset, "switched": switched.is_some()});
-            let fork = super::versions::visible_forks(&w.tx, &sid)?
-                .into_iter()
-                .find(|f| f.fork_entry_id == fork_entry_id);
+            let fork =
+                versions::visible_forks(&w.tx, &sid)?.into_iter().find(|f| f.fork_entry_id == fork_entry_id);
             if let Some(Value::Object(f)) = fork.map(|f| f.to_json()) {
                 r.as_object_mut().expect("object").extend(f);
             }
@@ -555,7 +428,7 @@ impl Store {
             let Some((row, index)) = found else {
                 return Err(HostError::not_found("that entry is not in the live history"));
             };
-            let e = sessions::row_entry(&w.tx, row)?;
+            let e = row_entry(&w.tx, row)?;
             if e.get("role").and_then(Value::as_str) != Some("user") {
                 return Err(HostError::bad_request("only a user entry can be marked failed"));
             }
@@ -567,9 +440,4 @@ impl Store {
             Ok(json!({"marked": true, "index": index, "at": w.now}))
         })
     }
-}
-
-/// The searchable text an entry adds to its session (`entryText + "\n"`).
-pub(super) fn indexed_text(e: &Value) -> String {
-    format!("{}\n", entry_text(e))
 }

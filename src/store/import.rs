@@ -5,11 +5,10 @@ use rusqlite::params;
 use serde_json::{json, Value};
 
 use super::blobs::{self, insert_blob};
-use super::history::{live_len, set_window, window_start};
+use super::bodies::{append_to_path, insert_session, write_body};
 use super::keys::Finish;
-use super::sessions::{
-    append_to_path, insert_session, session_body, session_exists, session_known, write_body,
-};
+use super::rows::{session_body, session_exists, session_known};
+use super::window::{live_len, set_window, window_start};
 use super::{setting_value, Store, WriteOutcome};
 use crate::domain::entry::same_entry;
 use crate::domain::import::{

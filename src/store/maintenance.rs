@@ -6,12 +6,13 @@ use rusqlite::{Connection, MAIN_DB};
 use serde_json::{json, Value};
 
 use super::blobs::get_blob;
-use super::history::{binding, live_len};
 use super::migrate::{self, LATEST};
+use super::window::{binding, live_len};
 use super::Store;
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::parse_image_ref;
 use crate::protocol::{HostError, HostResult};
+use crate::util::paths::sidecar;
 
 fn count(conn: &Connection, table: &str) -> HostResult<i64> {
     Ok(conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)
@@ -19,13 +20,6 @@ fn count(conn: &Connection, table: &str) -> HostResult<i64> {
 
 fn file_size(p: &Path) -> Option<u64> {
     std::fs::metadata(p).ok().map(|m| m.len())
-}
-
-/// Sidecar path (`-wal`, `-shm`).
-pub fn sidecar(db: &Path, suffix: &str) -> std::path::PathBuf {
-    let mut s = db.as_os_str().to_owned();
-    s.push(suffix);
-    s.into()
 }
 
 impl Store {
@@ -96,25 +90,6 @@ impl Store {
             v["apiKeys"] = self.api_keys(false)?.to_json();
             Ok(v)
         })
-    }
-
-    /// Online backup through SQLite's backup API (never a file copy) to a new 0600 file.
-    pub fn backup_to(&self, dest: &Path) -> HostResult<()> {
-        if dest.exists() {
-            return Err(HostError::conflict(format!("{} already exists; choose a new file", dest.display())));
-        }
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        opts.open(dest).map_err(|e| HostError::internal(format!("cannot create {}: {e}", dest.display())))?;
-        self.conn()
-            .backup(MAIN_DB, dest, None)
-            .map_err(|e| HostError::internal(format!("backup failed: {e}")))?;
-        Ok(())
     }
 }
 

@@ -108,7 +108,7 @@ pub fn apply(
         // not have the shape the index is read from: `migrate_to` an older version is only
         // for an empty database (salvage), which has nothing to index.
         tx.execute_batch("PRAGMA cache_size=-262144;")?;
-        let r = super::search::reindex_all(tx);
+        let r = super::indexing::reindex_all(tx);
         tx.execute_batch("PRAGMA cache_size=-16384;")?;
         r.map_err(|e| step_failed("migration 3 (the search index)", e))?;
         tick(&mut i);

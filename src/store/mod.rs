@@ -4,6 +4,7 @@
 
 mod attach;
 mod blobs;
+mod bodies;
 mod bound;
 mod changes;
 mod drawer;
@@ -11,18 +12,21 @@ mod entries;
 mod fold;
 mod history;
 mod import;
+mod indexing;
 mod keys;
 pub mod maintenance;
 pub mod migrate;
 pub mod open;
 mod pagescan;
 mod requests;
+mod rows;
 pub mod salvage;
 mod search;
 mod sessions;
 mod settings;
 mod trash;
 mod versions;
+mod window;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -108,7 +112,7 @@ impl From<rusqlite::Error> for HostError {
         if is_corrupt(&e) {
             HostError::new(ErrorCode::DbCorrupt, format!("the database is damaged: {e}"))
         } else if is_bad_utf8(&e) {
-            salvage::content_damage(format!("stored text is not UTF-8: {e}"))
+            salvage::marker::content_damage(format!("stored text is not UTF-8: {e}"))
         } else if open::is_busy(&e) {
             HostError::new(
                 ErrorCode::Busy,
@@ -482,7 +486,7 @@ impl Store {
                     )));
                 }
                 let result: Value = serde_json::from_str(&result).map_err(|e| {
-                    salvage::content_damage(format!("a recorded result no longer parses: {e}"))
+                    salvage::marker::content_damage(format!("a recorded result no longer parses: {e}"))
                 })?;
                 tx.commit()?;
                 return Ok(WriteOutcome { result, event: None });
@@ -497,7 +501,7 @@ impl Store {
         };
         let result = f(&mut w)?;
         for sid in std::mem::take(&mut w.reindex) {
-            sessions::rebuild_search(&w.tx, &sid)?;
+            indexing::rebuild_search(&w.tx, &sid)?;
         }
         blobs::collect_new(&w)?;
         let event = if w.changes.is_empty() {
@@ -532,7 +536,7 @@ impl Store {
     /// starts the file over (`journal_size_limit` then cuts it back to 4 MiB). The write has
     /// committed: a checkpoint that fails is only logged.
     fn bound_wal(&self) {
-        let wal = maintenance::sidecar(&self.path, "-wal");
+        let wal = crate::util::paths::sidecar(&self.path, "-wal");
         if std::fs::metadata(wal).map_or(0, |m| m.len()) <= WAL_RESTART_BYTES {
             return;
         }

@@ -18,6 +18,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::StoreError;
 use crate::protocol::limits::SQLITE_MAX_LENGTH;
+use crate::util::paths::sidecar;
 
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const WAL_SWITCH_DEADLINE: Duration = Duration::from_secs(5);
@@ -93,8 +94,8 @@ pub fn private_files(db: &Path) -> Vec<std::path::PathBuf> {
     let dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     vec![
         db.to_path_buf(),
-        super::maintenance::sidecar(db, "-wal"),
-        super::maintenance::sidecar(db, "-shm"),
+        sidecar(db, "-wal"),
+        sidecar(db, "-shm"),
         dir.join(crate::util::paths::LOG_FILE),
         dir.join(crate::util::paths::RECEIPT_FILE),
     ]
@@ -300,7 +301,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
             if matches!(
                 e.sqlite_error_code(),
                 Some(rusqlite::ErrorCode::ReadOnly) | Some(rusqlite::ErrorCode::CannotOpen)
-            ) && !super::maintenance::sidecar(path, "-wal").exists() =>
+            ) && !sidecar(path, "-wal").exists() =>
         {
             drop(conn);
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY

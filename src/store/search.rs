@@ -5,9 +5,7 @@
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row, Statement};
 
-use super::salvage::content_damage;
-
-use super::drawer::Drawer;
+use super::salvage::marker::content_damage;
 use crate::domain::search::{
     exact_by_index, grams_of, index_text, query_grams, snippet_around, snippet_in_piece, Finder, Indexed,
     Span, Tail,
@@ -22,20 +20,19 @@ pub(super) fn index_session(conn: &Connection, sid: &str, text: &str) -> rusqlit
     write_indexed(conn, doc, &index_text(text, Tail::default()))
 }
 
-/// Index text appended to a session's searchable text (`sessions.appendTo`).
-pub(super) fn append_to_index(conn: &Connection, sid: &str, add: &str) -> HostResult<()> {
+/// Index text appended to a session's searchable text (`sessions.appendTo`). `false`: the session
+/// has no index document to add to (cannot happen through the host's own writes), nothing done.
+pub(super) fn append_to_index(conn: &Connection, sid: &str, add: &str) -> HostResult<bool> {
     let found: Option<(i64, i64, String)> = conn
         .query_row("SELECT doc, lower_bytes, last_char FROM search_docs WHERE session_id = ?1", [sid], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .optional()?;
-    let Some((doc, lower_bytes, last)) = found else {
-        // not indexed (cannot happen through the host's own writes): index the whole body
-        return Ok(index_session(conn, sid, &super::sessions::searchable_text(conn, sid)?)?);
-    };
+    let Some((doc, lower_bytes, last)) = found else { return Ok(false) };
     let tail =
         Tail { lower_bytes: usize::try_from(lower_bytes).unwrap_or(0), last_char: last.chars().next() };
-    Ok(write_indexed(conn, doc, &index_text(add, tail))?)
+    write_indexed(conn, doc, &index_text(add, tail))?;
+    Ok(true)
 }
 
 /// A piece's key: `doc * 2^32 + start` (the table's CHECK refuses a start past 32 bits).
@@ -94,26 +91,14 @@ pub(super) fn clear(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Rebuild the whole index from the saved bodies (migration 3, salvage).
-pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
-    clear(conn)?;
-    let ids: Vec<String> = conn
-        .prepare("SELECT id FROM sessions WHERE trashed_at IS NULL ORDER BY insert_seq")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    for sid in &ids {
-        index_session(conn, sid, &super::sessions::searchable_text(conn, sid)?)?;
-    }
-    Ok(())
-}
-
-/// Content hits for a trimmed, lower-cased, non-empty query: the index in `drawer.rows` and the
-/// snippet of each session holding it, for the sessions `wanted` accepts (the others, name
-/// hits, need no snippet).
+/// Content hits for a trimmed, lower-cased, non-empty query: the drawer row and the snippet of
+/// each session holding it, for the rows `wanted` accepts (the others, name hits, need no
+/// snippet). `doc_row` gives a search-index document's drawer row and the byte length of its
+/// lower-cased text (`Drawer::doc`), `None` for a document no session has.
 pub(super) fn content_hits(
     conn: &Connection,
     q: &str,
-    drawer: &Drawer,
+    doc_row: impl Fn(i64) -> Option<(usize, usize)>,
     wanted: impl Fn(usize) -> bool,
 ) -> HostResult<Vec<(usize, String)>> {
     // candidates: sessions holding every gram; a hit cannot start before `from`. The rarest
@@ -137,7 +122,7 @@ pub(super) fn content_hits(
     while let Some(r) = rows.next()? {
         let doc = int_col(r, 0)?;
         let pos = usize::try_from(int_col(r, 1)?).unwrap_or(0);
-        if let Some((row, lower_bytes)) = drawer.doc(doc) {
+        if let Some((row, lower_bytes)) = doc_row(doc) {
             from.push(Candidate { doc, from: pos.saturating_sub(*off), row, lower_bytes });
         }
     }

@@ -4,6 +4,7 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::{Map, Value};
 
 use super::keys::{dropped, with_providers, Finish, Prepared};
+use super::salvage::marker::content_damage;
 use super::{setting_value, Store, WriteOutcome};
 use crate::domain::secrets::{plaintext_count, PROVIDERS};
 use crate::domain::settings::{check_key, check_value};
@@ -28,9 +29,8 @@ impl Store {
             for k in keys {
                 let raw: Option<String> = stmt.query_row([k], |r| r.get(0)).optional()?;
                 if let Some(raw) = raw {
-                    let v = serde_json::from_str(&raw).map_err(|e| {
-                        super::salvage::content_damage(format!("stored setting {k:?} no longer parses: {e}"))
-                    })?;
+                    let v = serde_json::from_str(&raw)
+                        .map_err(|e| content_damage(format!("stored setting {k:?} no longer parses: {e}")))?;
                     out.insert(k.clone(), v);
                 }
             }
@@ -127,7 +127,7 @@ impl Store {
             // a lower cap moves the oldest unpinned sessions to the trash at once (the panel
             // asks first: sessions.evictionPlan); the reply lists them so they can be restored
             if map.contains_key("maxSessions") {
-                let evicted = super::sessions::evict(w, "")?;
+                let evicted = super::trash::evict(w, "")?;
                 r.insert("evicted".into(), Value::from(evicted));
             }
             Ok(Value::Object(r))
@@ -158,10 +158,10 @@ impl Store {
     /// (pinned sessions and the live chat's are never evicted).
     pub fn sessions_eviction_plan(&mut self, cap: u64) -> HostResult<Value> {
         self.read(|tx| {
-            let ids = super::sessions::eviction_plan(tx, cap, "")?;
+            let ids = super::trash::eviction_plan(tx, cap, "")?;
             let mut rows = Vec::new();
             for id in &ids {
-                if let Some(r) = super::sessions::session_row(tx, id)? {
+                if let Some(r) = super::rows::session_row(tx, id)? {
                     rows.push(serde_json::to_value(r).map_err(|e| HostError::internal(e.to_string()))?);
                 }
             }

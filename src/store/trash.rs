@@ -7,12 +7,13 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
+use super::bodies::refresh_auto_name;
 use super::entries::{self, renumber};
-use super::history::{binding, live_state, set_window, unbind};
-use super::sessions::{self, path_len, touched};
-use super::{search, setting_value, Store, WriteOutcome, WriteTx};
+use super::rows::{path_len, touched};
+use super::window::{binding, live_state, set_window, unbind};
+use super::{search, setting_value, versions, Store, WriteOutcome, WriteTx};
 use crate::domain::sessions::entries_item_name;
-use crate::domain::settings::trash_days;
+use crate::domain::settings::{max_sessions, trash_days};
 use crate::domain::text::lower;
 use crate::domain::trash::{expires_at, expiry_cutoff, expiry_due, Origin, Reason};
 use crate::protocol::{HostError, HostResult};
@@ -94,7 +95,7 @@ pub(super) fn take_entries(
     }
     let moved: Vec<String> =
         entries.iter().filter_map(|e| crate::domain::entry::entry_id(e).map(str::to_owned)).collect();
-    super::versions::carry(w, sid, &item, moved)?;
+    versions::carry(w, sid, &item, moved)?;
     renumber(&w.tx, sid, None, first)?;
     w.tx.execute(
         "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
@@ -109,10 +110,42 @@ pub(super) fn take_entries(
         }
     }
     w.reindex.insert(sid.to_owned());
-    sessions::refresh_auto_name(w, sid, &entries)?;
+    refresh_auto_name(w, sid, &entries)?;
     touched(w, sid);
     w.changes.trash = true;
     Ok(item)
+}
+
+/// A `maxSessions` cap after a session was created: the oldest sessions that are not pinned,
+/// not `just_created` and not the bound one go to the trash (`evicted`) until the count is at
+/// the cap. Returns their ids.
+pub(super) fn evict(w: &mut WriteTx, just_created: &str) -> HostResult<Vec<String>> {
+    let cap = max_sessions(setting_value(&w.tx, "maxSessions")?.as_ref());
+    let victims = eviction_plan(&w.tx, cap, just_created)?;
+    for v in &victims {
+        trash_session(w, v, Reason::Evicted)?;
+    }
+    Ok(victims)
+}
+
+/// Which sessions a cap of `cap` would move to the trash now (oldest first).
+pub(super) fn eviction_plan(conn: &Connection, cap: u64, spare: &str) -> HostResult<Vec<String>> {
+    if cap == 0 {
+        return Ok(Vec::new());
+    }
+    let count: i64 =
+        conn.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get(0))?;
+    let excess = count - cap.min(i64::MAX as u64) as i64;
+    if excess <= 0 {
+        return Ok(Vec::new());
+    }
+    let bound = binding(conn)?;
+    let mut stmt = conn.prepare(
+        "SELECT id FROM sessions WHERE trashed_at IS NULL AND pinned = 0 AND id != ?1 AND id != ?2
+         ORDER BY created_at ASC, insert_seq ASC LIMIT ?3",
+    )?;
+    let r = stmt.query_map(params![spare, bound, excess], |r| r.get(0))?;
+    Ok(r.collect::<Result<_, _>>()?)
 }
 
 /// One trash item as `trash.list` shows it.

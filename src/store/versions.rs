@@ -7,9 +7,11 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
+use super::bodies::{append_to_path, refresh_auto_name};
 use super::entries::{self, renumber};
-use super::history::{live_state, set_window, trim};
-use super::sessions::{self, path_len, touched};
+use super::rows::{path_len, row_entry, touched};
+use super::salvage::marker::content_damage;
+use super::window::{live_state, set_window, trim};
 use super::WriteTx;
 use crate::domain::entry::entry_id;
 use crate::domain::import::ImportFork;
@@ -56,10 +58,8 @@ fn fork_key_at(conn: &Connection, sid: &str, p: usize) -> HostResult<String> {
     }
     let row = entries::path_row_at(conn, sid, p - 1)?
         .ok_or_else(|| HostError::internal(format!("session {sid:?} has no entry at {}", p - 1)))?;
-    let e = sessions::row_entry(conn, row)?;
-    entry_id(&e)
-        .map(str::to_owned)
-        .ok_or_else(|| super::salvage::content_damage("a stored entry has no entryId"))
+    let e = row_entry(conn, row)?;
+    entry_id(&e).map(str::to_owned).ok_or_else(|| content_damage("a stored entry has no entryId"))
 }
 
 fn fork(conn: &Connection, sid: &str, key: &str) -> HostResult<Option<(u32, u32)>> {
@@ -115,7 +115,7 @@ pub(super) fn branch(w: &mut WriteTx, sid: &str, p: usize, entry: &Value) -> Hos
     )?;
     set_count(w, sid)?;
     w.reindex.insert(sid.to_owned());
-    sessions::append_to_path(w, sid, std::slice::from_ref(entry))?;
+    append_to_path(w, sid, std::slice::from_ref(entry))?;
     Ok(Fork { fork_entry_id: key, chosen: new, versions: total })
 }
 
@@ -168,7 +168,7 @@ pub(super) fn switch(w: &mut WriteTx, sid: &str, key: &str, version: u32) -> Hos
         params![sid, key, version],
     )?;
     set_count(w, sid)?;
-    sessions::refresh_auto_name(w, sid, &[])?;
+    refresh_auto_name(w, sid, &[])?;
     touched(w, sid);
     // the live window shows the version switched to, then trims like an append
     let (bound, from) = live_state(&w.tx)?;

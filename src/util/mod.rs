@@ -1,5 +1,6 @@
 //! Small shared helpers: data paths, logging, the stdout guard, time.
 
+pub mod files;
 pub mod logging;
 pub mod paths;
 pub mod stdio;

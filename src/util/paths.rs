@@ -50,6 +50,13 @@ pub fn absolute(p: &Path) -> PathBuf {
     }
 }
 
+/// A file beside the database: its path with `suffix` appended (`-wal`, `-shm`, `.damaged`, …).
+pub fn sidecar(db: &Path, suffix: &str) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(suffix);
+    s.into()
+}
+
 /// The log file beside a database.
 pub fn log_path_for(db: &Path) -> PathBuf {
     db.parent().unwrap_or(Path::new(".")).join(LOG_FILE)
