@@ -13,6 +13,9 @@ fn hello_reports_versions_db_and_limits() {
     assert_eq!(r["schemaVersion"], keepsake_host::store::migrate::LATEST);
     assert_eq!(r["dbPath"], db.display().to_string());
     assert_eq!(r["limits"]["maxOutboundFrame"], 1_048_576);
+    // the per-turn image caps the side panel's attach-time gate reads (extension/lib/caps.js)
+    assert_eq!(r["limits"]["turnMaxImages"], 8);
+    assert_eq!(r["limits"]["turnImageBudget"], 3_145_728);
     assert!(r["dbError"].is_null());
     let (code, took) = h.close();
     assert_eq!(code, Some(0));

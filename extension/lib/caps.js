@@ -1,15 +1,15 @@
-// Per-turn image caps, mirrored from storage-model §6.4 (and keepsake-host src/domain/images.rs
-// `pick_turn_images`): the side panel's attach-time gate. The host applies the same rule again in
-// request.build, so what the panel keeps is exactly what the host keeps.
+// Per-turn image caps (storage-model §6.4): the side panel's attach-time gate. The host owns the
+// numbers: `host.hello` reports them as `limits.turnMaxImages` and `limits.turnImageBudget`
+// (keepsake-host src/domain/images.rs), and `turnCaps(limits)` reads them. The host applies the same
+// rule again in request.build (and appends the dropped-image note there), so what the panel keeps is
+// what the host keeps; until the host has answered, the gate checks shapes only and the host decides.
 //
-//   TURN_MAX_IMAGES = 8; TURN_IMAGE_BUDGET = 3 × 1024 × 1024 = 3,145,728 URL chars.
 //   Shape gate: a string that after trimming starts with http://, https:// or data:image/ (ASCII
 //   case-insensitive), or is an image reference `keepsake-image:sha256:<64 lower-case hex>`.
-//   First fit, in order: drop non-strings and bad shapes (`shape`); drop everything once 8 are kept (`count`);
-//   drop one whose URL chars alone exceed the budget (`size`); drop one that would push the running total over
-//   the budget (`budget`; later, smaller ones may still fit). Kept images are the original strings (untrimmed).
-//   When anything was dropped the note `\n\n（注：另有 N 张图片因超出单条消息大小上限未能随附。）` is appended to the
-//   user text.
+//   First fit, in order: drop non-strings and bad shapes (`shape`); drop everything once `maxImages` are
+//   kept (`count`); drop one whose URL chars alone exceed the budget (`size`); drop one that would push the
+//   running total over the budget (`budget`; later, smaller ones may still fit). Kept images are the original
+//   strings (untrimmed).
 //
 // URL chars: a string's UTF-16 length; for an image reference, the length of the blob's canonical data URL
 // (`urlCharsFor(mime, byteLength)`), which only the caller knows — pass `urlChars` when refs are possible.
@@ -17,10 +17,6 @@
 
 import { isImageRef } from './entries.js';
 
-/** At most this many images per turn (§6.4). */
-export const TURN_MAX_IMAGES = 8;
-/** At most this many URL chars of images per turn (§6.4). */
-export const TURN_IMAGE_BUDGET = 3 * 1024 * 1024;
 const SHAPE_RE = /^(?:https?:\/\/|data:image\/)/i; // no `u` flag: /i folds ASCII only here
 
 /** Unicode White_Space ∪ {U+FEFF} (the host's js_trim set). */
@@ -55,6 +51,19 @@ export function hostTrim(s) {
 }
 
 /**
+ * The per-turn caps from `host.hello`'s `limits`, or null while they are not known.
+ * @param {unknown} limits
+ * @returns {{maxImages: number, budget: number} | null}
+ */
+export function turnCaps(limits) {
+  const maxImages = limits?.turnMaxImages;
+  const budget = limits?.turnImageBudget;
+  return Number.isInteger(maxImages) && maxImages >= 0 && Number.isInteger(budget) && budget >= 0
+    ? { maxImages, budget }
+    : null;
+}
+
+/**
  * The §6.4 shape gate.
  * @param {unknown} url
  * @returns {boolean}
@@ -76,35 +85,17 @@ export function urlCharsFor(mime, byteLength) {
   return 5 + String(mime).length + 8 + 4 * Math.ceil(byteLength / 3);
 }
 
-/**
- * The note appended to the user text when `n` images were dropped (§6.4); '' when n is 0.
- * @param {number} n
- * @returns {string}
- */
-export function droppedNote(n) {
-  return n > 0 ? `\n\n（注：另有 ${n} 张图片因超出单条消息大小上限未能随附。）` : '';
-}
-
-/**
- * User text with the dropped-image note appended (the amended text is what is stored and sent).
- * @param {string} text
- * @param {number} dropped
- * @returns {string}
- */
-export function withDroppedNote(text, dropped) {
-  return String(text ?? '') + droppedNote(dropped);
-}
-
 const defaultUrlChars = (u) => u.length;
 
 /**
  * A stateful gate for the panel: offer images one by one (as the user attaches them) and get a per-image
  * verdict. Feeding a list through `offer` keeps exactly what `pickTurnImages` keeps.
- * @param {{urlChars?: (url: string) => number}} [opts] URL chars of an image (default: string length)
+ * @param {{caps: {maxImages: number, budget: number} | null, urlChars?: (url: string) => number}} opts the caps
+ *   (`turnCaps(hello.limits)`; null: shapes only) and the URL chars of an image (default: string length)
  * @returns {{offer: (url: unknown) => {ok: boolean, reason: null|'shape'|'count'|'size'|'budget'},
  *   readonly images: string[], readonly dropped: number, readonly total: number, reset: () => void}}
  */
-export function createImageGate({ urlChars = defaultUrlChars } = {}) {
+export function createImageGate({ caps, urlChars = defaultUrlChars }) {
   let images = [];
   let dropped = 0;
   let total = 0;
@@ -112,11 +103,12 @@ export function createImageGate({ urlChars = defaultUrlChars } = {}) {
     offer(url) {
       let reason = null;
       if (!imageShapeOk(url)) reason = 'shape';
-      else if (images.length >= TURN_MAX_IMAGES) reason = 'count';
+      else if (!caps) images.push(url); // the host has not said its caps yet: it applies them at send
+      else if (images.length >= caps.maxImages) reason = 'count';
       else {
         const c = urlChars(url);
-        if (!(c <= TURN_IMAGE_BUDGET)) reason = 'size'; // NaN / unknown counts as too big, like the host
-        else if (total + c > TURN_IMAGE_BUDGET) reason = 'budget';
+        if (!(c <= caps.budget)) reason = 'size'; // NaN / unknown counts as too big, like the host
+        else if (total + c > caps.budget) reason = 'budget';
         else {
           total += c;
           images.push(url);
@@ -145,14 +137,15 @@ export function createImageGate({ urlChars = defaultUrlChars } = {}) {
 /**
  * pickTurnImages (storage-model §6.4): first fit in order.
  * @param {unknown} list the turn's images (null/absent → nothing kept, nothing dropped)
- * @param {{urlChars?: (url: string) => number}} [opts] URL chars of an image (default: string length; pass a
- *   function that knows blob sizes when the list may hold image references)
- * @returns {{images: string[], dropped: number, note: string, reasons: Array<null|'shape'|'count'|'size'|'budget'>}}
- *   `note` is droppedNote(dropped); `reasons[i]` is the verdict for `list[i]` (null = kept)
+ * @param {{caps: {maxImages: number, budget: number} | null, urlChars?: (url: string) => number}} opts the
+ *   caps (`turnCaps(hello.limits)`) and the URL chars of an image (default: string length; pass a function
+ *   that knows blob sizes when the list may hold image references)
+ * @returns {{images: string[], dropped: number, reasons: Array<null|'shape'|'count'|'size'|'budget'>}}
+ *   `reasons[i]` is the verdict for `list[i]` (null = kept)
  */
-export function pickTurnImages(list, opts = {}) {
+export function pickTurnImages(list, opts) {
   const gate = createImageGate(opts);
   const reasons = [];
   if (Array.isArray(list)) for (const u of list) reasons.push(gate.offer(u).reason);
-  return { images: gate.images, dropped: gate.dropped, note: droppedNote(gate.dropped), reasons };
+  return { images: gate.images, dropped: gate.dropped, reasons };
 }

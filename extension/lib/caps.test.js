@@ -3,19 +3,12 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-import {
-  TURN_IMAGE_BUDGET,
-  TURN_MAX_IMAGES,
-  createImageGate,
-  droppedNote,
-  hostTrim,
-  imageShapeOk,
-  pickTurnImages,
-  urlCharsFor,
-  withDroppedNote,
-} from './caps.js';
+import { createImageGate, hostTrim, imageShapeOk, pickTurnImages, turnCaps, urlCharsFor } from './caps.js';
 
 const fixture = JSON.parse(readFileSync(new URL('./fixtures/caps-cases.json', import.meta.url), 'utf8'));
+/** The caps the fixture was written for; caps.host.test.js checks the real host reports the same. */
+const caps = turnCaps({ turnMaxImages: fixture.constants.TURN_MAX_IMAGES, turnImageBudget: fixture.constants.TURN_IMAGE_BUDGET });
+const BUDGET = caps.budget;
 
 const PREFIX = { data: 'data:image/png;base64,', http: 'http://x/', https: 'https://x/' };
 
@@ -46,25 +39,31 @@ function materialise(input) {
   return { list, urlChars };
 }
 
-test('constants match the spec and the fixture', () => {
-  assert.equal(TURN_MAX_IMAGES, 8);
-  assert.equal(TURN_IMAGE_BUDGET, 3_145_728);
-  assert.equal(fixture.constants.TURN_MAX_IMAGES, TURN_MAX_IMAGES);
-  assert.equal(fixture.constants.TURN_IMAGE_BUDGET, TURN_IMAGE_BUDGET);
+test('turnCaps reads host.hello limits, and nothing else', () => {
+  assert.deepEqual(turnCaps({ turnMaxImages: 8, turnImageBudget: 3_145_728, maxHistory: 60 }), { maxImages: 8, budget: 3_145_728 });
+  for (const bad of [undefined, null, {}, { turnMaxImages: 8 }, { turnMaxImages: '8', turnImageBudget: 1 }, { turnMaxImages: 1.5, turnImageBudget: 1 }, { turnMaxImages: -1, turnImageBudget: 1 }]) {
+    assert.equal(turnCaps(bad), null, JSON.stringify(bad));
+  }
 });
 
-test('dropped-image note text (fixture)', () => {
-  for (const [n, text] of Object.entries(fixture.notes)) assert.equal(droppedNote(Number(n)), text);
-  assert.equal(droppedNote(0), '');
-  assert.equal(droppedNote(2), '\n\n（注：另有 2 张图片因超出单条消息大小上限未能随附。）');
-  assert.equal(withDroppedNote('hi', 1), 'hi\n\n（注：另有 1 张图片因超出单条消息大小上限未能随附。）');
-  assert.equal(withDroppedNote('hi', 0), 'hi');
+test('without caps (the host has not answered yet) only the shape gate applies', () => {
+  const many = Array.from({ length: 12 }, (_, i) => `https://x/${i}`);
+  const r = pickTurnImages([...many, 'ftp://x', 'data:image/png;base64,' + 'A'.repeat(BUDGET + 1)], { caps: null });
+  assert.equal(r.images.length, 13);
+  assert.deepEqual(r.reasons.slice(12), ['shape', null]);
+});
+
+test('other caps than the fixture\'s are obeyed', () => {
+  const small = { maxImages: 2, budget: 30 };
+  assert.deepEqual(pickTurnImages(['https://a', 'https://b', 'https://c'], { caps: small }).reasons, [null, null, 'count']);
+  assert.deepEqual(pickTurnImages(['https://x/' + 'a'.repeat(21), 'https://b'], { caps: small }).reasons, ['size', null]);
+  assert.deepEqual(pickTurnImages(['https://x/' + 'a'.repeat(10), 'https://x/' + 'b'.repeat(6), 'https://c'], { caps: small }).reasons, [null, 'budget', null]);
 });
 
 for (const c of fixture.cases) {
   test(`pickTurnImages fixture: ${c.name}`, () => {
     const { list, urlChars } = materialise(c.absent ? undefined : c.input);
-    const r = c.absent ? pickTurnImages(undefined, { urlChars }) : pickTurnImages(list, { urlChars });
+    const r = c.absent ? pickTurnImages(undefined, { caps, urlChars }) : pickTurnImages(list, { caps, urlChars });
     assert.deepEqual(
       r.images,
       c.expect.kept.map((i) => list[i]),
@@ -72,10 +71,9 @@ for (const c of fixture.cases) {
     );
     assert.equal(r.dropped, c.expect.dropped);
     assert.deepEqual(r.reasons, c.expect.reasons);
-    assert.equal(r.note, droppedNote(c.expect.dropped));
 
     // The attach-time gate, fed one by one, keeps exactly the same.
-    const gate = createImageGate({ urlChars });
+    const gate = createImageGate({ caps, urlChars });
     const verdicts = (list ?? []).map((u) => gate.offer(u));
     assert.deepEqual(gate.images, r.images);
     assert.equal(gate.dropped, r.dropped);
@@ -93,7 +91,7 @@ for (const c of fixture.cases) {
 test('divergent cases: JS follows the side recorded in the fixture', () => {
   for (const c of fixture.divergent.cases) {
     const { list } = materialise(c.input);
-    const r = pickTurnImages(list);
+    const r = pickTurnImages(list, { caps });
     const want = c[c.js];
     assert.deepEqual(r.reasons, want.reasons, c.name);
     assert.deepEqual(
@@ -105,23 +103,23 @@ test('divergent cases: JS follows the side recorded in the fixture', () => {
 });
 
 test('default urlChars is the UTF-16 length; unknown sizes count as too big', () => {
-  const emoji = 'https://x/' + '😀'.repeat((TURN_IMAGE_BUDGET - 10) / 2);
-  assert.equal(pickTurnImages([emoji]).dropped, 0);
-  assert.deepEqual(pickTurnImages([emoji + 'a']).reasons, ['size']);
+  const emoji = 'https://x/' + '😀'.repeat((BUDGET - 10) / 2);
+  assert.equal(pickTurnImages([emoji], { caps }).dropped, 0);
+  assert.deepEqual(pickTurnImages([emoji + 'a'], { caps }).reasons, ['size']);
   const ref = 'keepsake-image:sha256:' + 'a'.repeat(64);
-  assert.deepEqual(pickTurnImages([ref], { urlChars: () => NaN }).reasons, ['size']);
-  assert.deepEqual(pickTurnImages([ref], { urlChars: () => Infinity }).reasons, ['size']);
-  assert.deepEqual(pickTurnImages([ref]).reasons, [null]);
+  assert.deepEqual(pickTurnImages([ref], { caps, urlChars: () => NaN }).reasons, ['size']);
+  assert.deepEqual(pickTurnImages([ref], { caps, urlChars: () => Infinity }).reasons, ['size']);
+  assert.deepEqual(pickTurnImages([ref], { caps }).reasons, [null]);
 });
 
 test('non-array lists keep nothing and drop nothing', () => {
   for (const v of [null, undefined, 'https://x', 5, { 0: 'https://x', length: 1 }]) {
-    assert.deepEqual(pickTurnImages(v), { images: [], dropped: 0, note: '', reasons: [] });
+    assert.deepEqual(pickTurnImages(v, { caps }), { images: [], dropped: 0, reasons: [] });
   }
 });
 
 test('gate reset', () => {
-  const g = createImageGate();
+  const g = createImageGate({ caps });
   for (let i = 0; i < 9; i++) g.offer(`https://x/${i}`);
   assert.equal(g.images.length, 8);
   assert.equal(g.dropped, 1);

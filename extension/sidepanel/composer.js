@@ -10,10 +10,13 @@ import { DRAFT_KEY, draftToStore, draftFromStore, draftAfterSend, canSend, refus
 const sessionStore = () => globalThis.chrome?.storage?.session;
 
 /**
- * createComposer({form, input, tray, note, send, stop, fileInput, onSend, onStop, dropZone})
+ * createComposer({form, input, tray, note, send, stop, fileInput, onSend, onStop, dropZone, getCaps})
  * onSend({text, images}) → Promise (rejects when the worker did not confirm).
+ * getCaps() → the host's per-turn caps (`turnCaps(hello.limits)`), or null while the host has not said them.
  */
-export function createComposer({ form, input, tray, note, send, stop, fileInput, dropZone, onSend, onStop }) {
+export function createComposer({
+  form, input, tray, note, send, stop, fileInput, dropZone, onSend, onStop, getCaps = () => null,
+}) {
   let images = [];
   let sending = false;
   let streaming = false;
@@ -70,7 +73,7 @@ export function createComposer({ form, input, tray, note, send, stop, fileInput,
    */
   function gate(url) {
     const before = images.length;
-    const r = pickTurnImages([...images, url]);
+    const r = pickTurnImages([...images, url], { caps: getCaps() });
     if (r.images.length === before + 1) {
       images = r.images;
       return null;
@@ -86,7 +89,7 @@ export function createComposer({ form, input, tray, note, send, stop, fileInput,
       if (refusal === null) added += 1;
       else reasons.push(refusal);
     }
-    if (reasons.length && !quiet) showNote(refusalNote(reasons), { kind: 'warn', sticky: true });
+    if (reasons.length && !quiet) showNote(refusalNote(reasons, getCaps()), { kind: 'warn', sticky: true });
     else if (added && note.dataset.kind === 'warn') showNote('');
     renderTray();
     updateButtons();
@@ -136,11 +139,11 @@ export function createComposer({ form, input, tray, note, send, stop, fileInput,
       showNote('Type a message or add an image first.');
       return;
     }
-    const checked = pickTurnImages(draft.images);
+    const checked = pickTurnImages(draft.images, { caps: getCaps() });
     if (checked.images.length !== draft.images.length) {
       images = checked.images;
       renderTray();
-      showNote(refusalNote(checked.reasons), { kind: 'warn', sticky: true });
+      showNote(refusalNote(checked.reasons, getCaps()), { kind: 'warn', sticky: true });
       return;
     }
     sending = true;

@@ -1,7 +1,6 @@
 // Composer draft decisions. Pure: the panel stores the result under the UI-only
 // chrome.storage.session key `composerDraft` (storage-model §9: UI-only keys use their own reads).
 
-import { TURN_MAX_IMAGES, TURN_IMAGE_BUDGET } from '../lib/caps.js';
 
 export const DRAFT_KEY = 'composerDraft';
 /** Images are persisted with the draft while their data URLs total at most this many chars. */
@@ -52,10 +51,10 @@ export function canSend(draft) {
 }
 
 /** Why the attach-time gate (lib/caps.js, storage-model §6.4) refused an image, for the composer note. */
-function refusalText(reason) {
-  const mb = (TURN_IMAGE_BUDGET / (1024 * 1024)).toFixed(0);
+function refusalText(reason, caps) {
+  const mb = caps ? (caps.budget / (1024 * 1024)).toFixed(0) : '?';
   switch (reason) {
-    case 'count': return `Not added: one message can carry at most ${TURN_MAX_IMAGES} images.`;
+    case 'count': return `Not added: one message can carry at most ${caps?.maxImages} images.`;
     case 'size': return `Not added: this image alone is larger than the ${mb} MB image limit of one message.`;
     case 'budget': return `Not added: together with the images already here it would exceed ${mb} MB for one message.`;
     case 'shape': return 'Not added: that is not an image the model can receive.';
@@ -64,10 +63,10 @@ function refusalText(reason) {
 }
 
 /** One note for several refusals: the distinct reasons, most recent last. */
-export function refusalNote(reasons) {
+export function refusalNote(reasons, caps) {
   const list = (Array.isArray(reasons) ? reasons : []).filter(Boolean);
   if (list.length === 0) return '';
   const distinct = [...new Set(list)];
   const head = list.length === 1 ? '' : `${list.length} images were not added. `;
-  return head + distinct.map(refusalText).join(' ');
+  return head + distinct.map((r) => refusalText(r, caps)).join(' ');
 }

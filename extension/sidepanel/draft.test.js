@@ -34,13 +34,16 @@ test('canSend needs text or an image', () => {
 
 import { refusalNote } from './draft.js';
 
-test('refusal notes name the cap that was hit', () => {
-  assert.match(refusalNote(['count']), /^Not added: .*at most 8 images/);
-  assert.match(refusalNote(['size']), /alone is larger than the 3 MB/);
-  assert.match(refusalNote(['budget']), /together/);
-  assert.match(refusalNote(['shape']), /not an image/);
-  assert.match(refusalNote(['what']), /over the per-message image limit/);
-  assert.equal(refusalNote([]), '');
-  assert.equal(refusalNote([null, 'count']), refusalNote(['count']), 'one refusal: no count in front');
-  assert.match(refusalNote(['count', 'count', 'size']), /^3 images were not added\. .*8 images.* 3 MB/);
+test('refusal notes name the cap that was hit, as the host reported it', () => {
+  const caps = { maxImages: 8, budget: 3 * 1024 * 1024 };
+  assert.match(refusalNote(['count'], caps), /^Not added: .*at most 8 images/);
+  assert.match(refusalNote(['size'], caps), /alone is larger than the 3 MB/);
+  assert.match(refusalNote(['budget'], caps), /together/);
+  assert.match(refusalNote(['shape'], caps), /not an image/);
+  assert.match(refusalNote(['what'], caps), /over the per-message image limit/);
+  assert.equal(refusalNote([], caps), '');
+  assert.equal(refusalNote([null, 'count'], caps), refusalNote(['count'], caps), 'one refusal: no count in front');
+  assert.match(refusalNote(['count', 'count', 'size'], caps), /^3 images were not added\. .*8 images.* 3 MB/);
+  // other caps, other words: nothing is fixed in the panel
+  assert.match(refusalNote(['count', 'budget'], { maxImages: 4, budget: 5 * 1024 * 1024 }), /at most 4 images.*exceed 5 MB/);
 });

@@ -10,6 +10,7 @@ import { icon, copyText } from '../lib/ui/dom.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
 import { createMessageList } from './messages.js';
 import { createComposer } from './composer.js';
+import { turnCaps } from '../lib/caps.js';
 import { createDrawer } from './drawer.js';
 import { createImageCache } from './images.js';
 import { entryImages } from './entries.js';
@@ -82,8 +83,12 @@ async function retryHost() {
   }
 }
 
+/** The host's per-turn image caps (host.hello limits), null until the worker's host has answered. */
+let turnImageCaps = null;
+
 function applyHostState(st) {
   if (!st || typeof st !== 'object') return;
+  if (st.hello?.limits) turnImageCaps = turnCaps(st.hello.limits) ?? turnImageCaps;
   if (st.dbError) banner.show(st.dbError);
   else if (st.state === 'error' && st.error) banner.show(st.error);
   else if (st.state === 'open') banner.hide();
@@ -612,6 +617,7 @@ const composer = createComposer({
   dropZone: $('app'),
   onSend: send,
   onStop: stop,
+  getCaps: () => turnImageCaps,
 });
 
 const drawer = createDrawer({

@@ -75,6 +75,8 @@ pub fn hello(ctx: &mut Ctx) -> Value {
             "maxImageBytes": MAX_IMAGE_BYTES,
             "maxHistory": crate::domain::history::MAX_HISTORY,
             "maxTotalChars": crate::domain::history::MAX_TOTAL_CHARS,
+            "turnMaxImages": crate::domain::images::TURN_MAX_IMAGES,
+            "turnImageBudget": crate::domain::images::TURN_IMAGE_BUDGET,
         },
         "ops": op_names(),
         "schemaHash": ops::schema_hash(),
