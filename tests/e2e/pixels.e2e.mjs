@@ -161,3 +161,29 @@ test('📷 without a host: the screenshot waits in the composer, the banner says
     await site.close();
   }
 });
+
+test('the composer takes its per-message image cap from the host (host.hello limits)', { timeout: 60_000 }, async (t) => {
+  await withKeepsake(t, {}, async (k) => {
+    const panel = await k.openPanel();
+    await panelReady(panel);
+    const hello = await hostCall(panel, 'host.hello', {});
+    const max = hello.limits.turnMaxImages;
+    assert.ok(Number.isInteger(max) && max > 0, `hello.limits.turnMaxImages: ${max}`);
+    // the worker's host has answered hello now, so a panel that starts reads the caps before it is ready
+    await panel.reload();
+    await panelReady(panel);
+    const files = Array.from({ length: max + 1 }, (_, i) => ({
+      name: `p${i}.png`,
+      mimeType: 'image/png',
+      // a 1×1 PNG with a private chunk, so every file's bytes differ
+      buffer: Buffer.concat([
+        Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4//8/AAX+Av4N70a4AAAAAElFTkSuQmCC', 'base64'),
+        Buffer.from(`#${i}`),
+      ]),
+    }));
+    await panel.setInputFiles(tid('add-image'), files);
+    await waitFor(async () => (await trayCount(panel)) === max, { timeoutMs: 15_000, what: `${max} pictures in the tray` });
+    const note = await panel.innerText(tid('composer-note'));
+    assert.match(note, new RegExp(`at most ${max} images`), note);
+  });
+});
