@@ -199,6 +199,19 @@ fn numbered_sections(doc: &str) -> Vec<String> {
     out
 }
 
+/// A token that names a file by its path from the top of the repository: `src/store/open.rs`,
+/// `extension/lib/caps.js`, `tests/e2e/run.sh` (not a glob, not a folder).
+fn cites_repository_path(tok: &str) -> bool {
+    const TOP: &[&str] =
+        &["src/", "extension/", "tests/", "bench/", "fuzz/", "docs/", "host-manifest/", "examples/"];
+    const EXT: &[&str] =
+        &[".rs", ".js", ".mjs", ".md", ".sql", ".sh", ".html", ".css", ".py", ".toml", ".json", ".ps1"];
+    TOP.iter().any(|t| tok.starts_with(t))
+        && EXT.iter().any(|e| tok.ends_with(e))
+        && !tok.contains('*')
+        && !tok.contains("/..")
+}
+
 /// Every document a source file, script or document cites is in the repository: a path or a file
 /// name ending in `.md` names a file of the repository, a doc cited by section
 /// ("storage-model §4.3", "platform.md §9") exists under docs/ or at the top and has that numbered
@@ -254,8 +267,16 @@ fn every_cited_document_is_in_the_repository() {
             if line.contains(OUTSIDE) {
                 problems.push(format!("{at}: cites {OUTSIDE}, which is outside the repository"));
             }
-            // every token that names a Markdown file
+            // every path into the repository's folders names a file that is there
             let tokens = line.split(|c: char| !(c.is_ascii_alphanumeric() || "._/~-".contains(c)));
+            for tok in tokens.clone().filter(|t| cites_repository_path(t)) {
+                // the benchmark's test build copies bench/ext/ into the extension as bench/
+                let in_test_build = tok.strip_prefix("bench/").map(|t| format!("bench/ext/{t}"));
+                if !files.iter().any(|f| f == tok || Some(f) == in_test_build.as_ref()) {
+                    problems.push(format!("{at}: names {tok}, which is not in the repository"));
+                }
+            }
+            // every token that names a Markdown file
             for tok in tokens.filter(|t| t.ends_with(".md") && t.len() > 3) {
                 let tok = tok.trim_start_matches("./");
                 if DATA_NAMES.contains(&tok) || tok.contains('*') {
@@ -743,4 +764,49 @@ fn store_modules_have_no_import_cycle() {
     if let Some(cycle) = find_cycle(&graph) {
         panic!("src/store has an import cycle: {cycle}");
     }
+}
+
+/// ARCHITECTURE.md's file map names every file under `src/` and `extension/` in the section of its
+/// folder ("### `src/store/`"), and names nothing that is not there.
+#[test]
+fn the_file_map_lists_every_file_under_src_and_extension() {
+    let doc = read("ARCHITECTURE.md");
+    let map = doc.split("\n## File map").nth(1).expect("ARCHITECTURE.md has a \"## File map\" section");
+    let map = map.split("\n## ").next().unwrap();
+    let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut folder: Option<String> = None;
+    for l in map.lines() {
+        if let Some(h) = l.strip_prefix("### `") {
+            folder = Some(h.trim_end_matches('`').trim_end_matches('/').to_owned());
+        } else if let (Some(f), true) = (&folder, l.starts_with('|')) {
+            // the File column, or a "tests" row's list: every backticked name that is a file name
+            let cells: Vec<&str> = l.split('|').collect();
+            let cell = if cells.get(1).is_some_and(|c| c.trim() == "tests") { cells[2] } else { cells[1] };
+            for name in cell.split('`').skip(1).step_by(2) {
+                listed.entry(f.clone()).or_default().insert(name.to_owned());
+            }
+        }
+    }
+    let files: Vec<String> = repository_files()
+        .into_iter()
+        .filter(|f| f.starts_with("src/") || f.starts_with("extension/"))
+        .collect();
+    let mut missing = Vec::new();
+    for f in &files {
+        let (dir, name) = f.rsplit_once('/').unwrap();
+        if !listed.get(dir).is_some_and(|names| names.contains(name)) {
+            missing.push(f.clone());
+        }
+    }
+    let mut stale = Vec::new();
+    for (dir, names) in &listed {
+        for n in names {
+            if !files.contains(&format!("{dir}/{n}")) {
+                stale.push(format!("{dir}/{n}"));
+            }
+        }
+    }
+    assert!(files.len() > 150, "only {} files under src/ and extension/?", files.len());
+    assert!(missing.is_empty(), "ARCHITECTURE.md's file map does not list: {missing:#?}");
+    assert!(stale.is_empty(), "ARCHITECTURE.md's file map lists files that are not there: {stale:#?}");
 }

@@ -265,7 +265,7 @@ pub fn check_client_request_id(v: Option<&Value>) -> HostResult<Option<String>> 
 
 impl Store {
     /// Open (creating if needed) and migrate the database at `path`. A damaged database a host
-    /// reported earlier is moved aside and salvaged first (reliability.md §7, `salvage.rs`); this
+    /// reported earlier is moved aside and salvaged first (reliability.md §7, `salvage/`); this
     /// must run before the process holds any other connection to the file.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(r) = salvage::recover_at_start(path)? {

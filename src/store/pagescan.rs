@@ -1,5 +1,5 @@
 //! Reading rows straight off the pages of a damaged database file, for the salvage's last
-//! phase (`salvage.rs`): when a table's b-tree cannot be walked (a damaged root or interior
+//! phase (`salvage/`): when a table's b-tree cannot be walked (a damaged root or interior
 //! page, or a schema that cannot be read because page 1 is damaged), its rows still sit in
 //! intact leaf pages. This reads every table-leaf page that is not on the freelist, decodes its
 //! cells (following overflow chains) into records, and leaves it to the caller to match each
