@@ -68,7 +68,27 @@ fn run_server(db_arg: Option<&Path>, launch: &Launch) -> ExitCode {
     ExitCode::from(code as u8)
 }
 
+/// The stack every request runs on. The host chooses it instead of living on the main thread's,
+/// which the platform sizes (1 MiB on Windows) and the user can shrink (`ulimit -s`): input nested
+/// up to the frame's depth limit (127 levels) is deserialised into typed arguments, which costs a
+/// few KiB of stack per level in a debug build. 16 MiB is address space, not memory: pages are
+/// only committed as they are touched.
+const WORK_STACK: usize = 16 * 1024 * 1024;
+
 fn main() -> ExitCode {
+    let work = std::thread::Builder::new().name("keepsake-host".into()).stack_size(WORK_STACK).spawn(run);
+    match work.map(|t| t.join()) {
+        Ok(Ok(code)) => code,
+        // a panic outside the dispatcher's boundary (which answers `internal` for its own)
+        Ok(Err(_)) => ExitCode::from(101),
+        Err(e) => {
+            eprintln!("keepsake-host: cannot start its work thread: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let utf8: Vec<Option<&str>> = args.iter().map(|a| a.to_str()).collect();
     let launch = origin::classify(&utf8);
