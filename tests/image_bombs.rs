@@ -7,7 +7,6 @@ mod common;
 use common::*;
 
 use std::io::Cursor;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -22,13 +21,6 @@ const MAX_BOMB_PEAK_KIB: u64 = 128 * 1024;
 /// Answer time bound for a rejected bomb (reliability.md T09); for payloads over 64 KiB it bounds
 /// the time beyond moving a same-size frame (the debug build parses frames slowly), plus 1 s flat.
 const MAX_REJECT_MS: f64 = 250.0;
-
-/// The tests measure time and memory: run them one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 // ---------------------------------------------------------------------------------------------
 // checksums

@@ -35,13 +35,6 @@ use serde_json::{json, Value};
 
 const PROCS: usize = 8;
 
-/// T14 and T15 measure timing-sensitive things on 2 cores: run them one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 struct Case {
     name: &'static str,
     fixture: Option<&'static str>,

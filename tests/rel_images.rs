@@ -45,7 +45,6 @@ use common::*;
 use std::cell::RefCell;
 use std::io::Cursor;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -63,13 +62,6 @@ const T09_PEAK_KIB: u64 = 128 * 1024;
 const T09_MAX_MS: f64 = 250.0;
 /// storage-model §6.5: decoder allocation ≤ 256 MiB, so a host decoding at the limits stays under it.
 const DECODE_PEAK_KIB: u64 = 256 * 1024;
-
-/// These tests measure time and memory: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0

@@ -8,24 +8,17 @@ use common::*;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-/// Tests here count this process's live host children, so they run one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 const REPLY_WAIT: Duration = Duration::from_secs(30);
 /// Chrome kills a host 2 s after closing its pipes (platform.md §5): a host still alive then is
 /// a leftover.
 const CHROME_KILL: Duration = Duration::from_secs(2);
 const OTHER_ID: &str = "abcdefghijklmnopabcdefghijklmnop";
 const THIRD_ID: &str = "ponmlkjihgfedcbaponmlkjihgfedcba";
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 fn origin(id: &str) -> String {
     format!("chrome-extension://{id}/")
@@ -182,7 +175,7 @@ fn t22_connect_disconnect_cycles_exit_fast_leave_nothing_and_checkpoint_the_wal(
             }
         }
     }
-    let live = live_host_children(std::process::id());
+    let live = live_host_children(std::process::id(), &db);
     let wal = wal_len(&db);
     let shm = std::fs::metadata(db.with_file_name("keepsake.db-shm")).ok().map(|m| m.len());
     // Everything acknowledged is there, and nothing else.

@@ -45,13 +45,6 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-/// The kill tests calibrate against measured timings: run this file's tests one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 // ---- schema and content fingerprints ---------------------------------------------------------
 
 type Schema = Vec<(String, String, String, Option<String>)>;

@@ -467,8 +467,9 @@ impl Host {
 
 /// A start barrier for child processes: each child, between fork and exec, reports ready and
 /// then blocks reading a pipe; [`StartGate::open_when_ready`] waits for every child and closes
-/// the pipe's write end, which releases all of them at once. Run one gated group at a time per
-/// test binary (a child blocked at one gate holds inherited copies of another group's pipe).
+/// the pipe's write end, which releases all of them at once. Gated groups run one at a time in
+/// the test process (a child blocked at one gate holds inherited copies of another group's
+/// pipe): [`StartGate::new`] waits while another gate exists.
 #[cfg(unix)]
 pub struct StartGate {
     gate_r: i32,
@@ -478,9 +479,16 @@ pub struct StartGate {
     released: std::sync::atomic::AtomicBool,
 }
 
+/// Set while a [`StartGate`] exists (one per test process at a time).
+#[cfg(unix)]
+static GATE_IN_USE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 #[cfg(unix)]
 impl StartGate {
     pub fn new() -> StartGate {
+        while GATE_IN_USE.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            thread::sleep(Duration::from_millis(10));
+        }
         let mut g = [0i32; 2];
         let mut r = [0i32; 2];
         // SAFETY: plain pipe2 calls with valid out-arrays.
@@ -544,7 +552,18 @@ impl Drop for StartGate {
             libc::close(self.ready_r);
             libc::close(self.ready_w);
         }
+        GATE_IN_USE.store(false, Ordering::SeqCst);
     }
+}
+
+/// Tests that measure time or memory, or calibrate against measured timings, hold this lock so
+/// they run one at a time, whichever test file they are in.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Take the lock of the measuring tests (see [`SERIAL`]); a test that panicked holding it does not
+/// poison it for the others.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `KEEPSAKE_LONG=1` selects a test's long size (reliability.md §10).
@@ -885,8 +904,13 @@ pub fn is_zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-/// Live (non-zombie) processes whose parent is `ppid` and whose command name is `keepsake-host`.
-pub fn live_host_children(ppid: u32) -> Vec<i32> {
+/// Live (non-zombie) processes whose parent is `ppid`, whose command name is `keepsake-host`
+/// and whose environment sets `KEEPSAKE_DB` to `db`: the hosts of the test that uses `db` (other
+/// tests running in the same test process have host children of their own).
+pub fn live_host_children(ppid: u32, db: &Path) -> Vec<i32> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut want = b"KEEPSAKE_DB=".to_vec();
+    want.extend_from_slice(db.as_os_str().as_bytes());
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir("/proc") else { return out };
     for e in rd.flatten() {
@@ -897,7 +921,11 @@ pub fn live_host_children(ppid: u32) -> Vec<i32> {
         let mut f = rest.split_whitespace();
         let state = f.next().unwrap_or("");
         let parent: u32 = f.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        if parent == ppid && comm.starts_with("keepsake-host") && state != "Z" {
+        if parent != ppid || !comm.starts_with("keepsake-host") || state == "Z" {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|kv| kv == want.as_slice()) {
             out.push(pid);
         }
     }
