@@ -1,0 +1,5 @@
+//! The live history: appends, attaches, events and the change log.
+
+mod attach;
+mod changes;
+mod live;

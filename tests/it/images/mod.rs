@@ -1,0 +1,7 @@
+//! Pictures: decode limits and image bombs, thumbnails, the byte-budget pass, and originals that
+//! are never lost.
+
+mod bombs;
+mod bound;
+mod pixels;
+mod thumbnails;

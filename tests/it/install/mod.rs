@@ -1,0 +1,4 @@
+//! Browser registration (`install`, `uninstall`, `doctor`) and the installer scripts.
+
+mod installers;
+mod registration;

@@ -1,0 +1,7 @@
+//! Saved sessions, keeps, search and import.
+
+mod import;
+mod keeps;
+mod keeps_properties;
+mod saved;
+mod search_index;
