@@ -20,29 +20,6 @@ const REPLY_WAIT: Duration = Duration::from_secs(20);
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-/// A PNG of pseudo-random noise (it barely compresses, so the file is about w·h·3 bytes).
-fn noise_png(w: u32, h: u32, seed: u64) -> Vec<u8> {
-    use image::ImageEncoder;
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut px = vec![0u8; (w * h * 3) as usize];
-    for b in px.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let bytes = x.to_le_bytes();
-        b.copy_from_slice(&bytes[..b.len()]);
-    }
-    let mut out = Vec::new();
-    image::codecs::png::PngEncoder::new_with_quality(
-        &mut out,
-        image::codecs::png::CompressionType::Fast,
-        image::codecs::png::FilterType::NoFilter,
-    )
-    .write_image(&px, w, h, image::ExtendedColorType::Rgb8)
-    .unwrap();
-    out
-}
-
 /// Every row of every table, rendered and sorted: equal fingerprints mean nothing was written.
 fn fingerprint(db: &Path) -> Vec<String> {
     let c = sql(db);

@@ -33,37 +33,6 @@ fn populated_db() -> (tempfile::TempDir, std::path::PathBuf) {
     (d, db)
 }
 
-/// `n` distinct noise PNGs of w×h (one noise field, a different first row each).
-fn noise_pngs(n: usize, w: u32, h: u32) -> Vec<Vec<u8>> {
-    use image::ImageEncoder;
-    let base = {
-        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-        let mut px = vec![0u8; (w * h * 3) as usize];
-        for b in px.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
-        }
-        px
-    };
-    (0..n)
-        .map(|i| {
-            let mut px = base.clone();
-            px[..(w * 3) as usize].fill(i as u8);
-            let mut out = Vec::new();
-            image::codecs::png::PngEncoder::new_with_quality(
-                &mut out,
-                image::codecs::png::CompressionType::Fast,
-                image::codecs::png::FilterType::NoFilter,
-            )
-            .write_image(&px, w, h, image::ExtendedColorType::Rgb8)
-            .unwrap();
-            out
-        })
-        .collect()
-}
-
 fn b64(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(bytes)
@@ -789,7 +758,7 @@ fn t05_large_replies_never_exceed_one_mib_per_frame_and_reassemble_exactly() {
     // 2. A snapshot with 20 × 5 MiB images (four imports stay under the 64 MiB inbound cap,
     //    then one session refers to all twenty).
     let t_img = Instant::now();
-    let images = noise_pngs(20, 1322, 1322);
+    let images: Vec<Vec<u8>> = (0..20).map(|i| noise_png(1322, 1322, i + 1)).collect();
     assert!(images.iter().all(|p| p.len() >= 5 * 1024 * 1024), "noise PNG under 5 MiB: {}", images[0].len());
     let t_img = t_img.elapsed();
     let hashes: Vec<String> = images.iter().map(|p| sha256_hex(p)).collect();

@@ -125,25 +125,6 @@ fn attachments_row(db: &Path, id: &str) -> Option<(Value, i64, Option<String>)> 
         .map(|(c, p, s)| (serde_json::from_str(&c).expect("ctx is JSON"), p, s))
 }
 
-/// An uncompressed PNG of noise: `3·w·h + h` bytes of pixel data plus a small overhead.
-fn noise_png(seed: u64, w: u32, h: u32) -> Vec<u8> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::ImageEncoder;
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut rgb = vec![0u8; (w * h * 3) as usize];
-    for c in rgb.chunks_mut(8) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        c.copy_from_slice(&s.to_le_bytes()[..c.len()]);
-    }
-    let mut out = Vec::new();
-    PngEncoder::new_with_quality(&mut out, CompressionType::Uncompressed, FilterType::NoFilter)
-        .write_image(&rgb, w, h, image::ExtendedColorType::Rgb8)
-        .unwrap();
-    out
-}
-
 fn url_chars_for(mime: &str, bytes: u64) -> u64 {
     5 + mime.len() as u64 + 8 + 4 * bytes.div_ceil(3)
 }
@@ -508,9 +489,9 @@ fn attach_with_events(
 #[test]
 fn attach_pushing_images_over_budget_runs_a_second_write() {
     let (_d, db, mut h) = start();
-    let big1 = noise_png(1, 1000, 1000);
-    let big2 = noise_png(2, 1000, 1000);
-    let small = noise_png(3, 400, 400);
+    let big1 = noise_png(1000, 1000, 1);
+    let big2 = noise_png(1000, 1000, 2);
+    let small = noise_png(400, 400, 3);
     h.ok("history.append", json!({"entry": {"role": "user", "content": [text_part("one"), image_part(&data_url("image/png", &big1))]}}));
     h.ok("history.append", json!({"entry": {"role": "user", "content": [text_part("two"), image_part(&data_url("image/png", &big2))]}}));
     let before = live_image_chars(&mut h, &db);
@@ -552,7 +533,7 @@ fn attach_pushing_images_over_budget_runs_a_second_write() {
 #[test]
 fn small_attach_gets_no_second_write() {
     let (_d, _db, mut h) = start();
-    let img = noise_png(4, 300, 300);
+    let img = noise_png(300, 300, 4);
     h.ok("history.append", json!({"entry": {"role": "user", "content": [text_part("one"), image_part(&data_url("image/png", &img))]}}));
     let (_r, _own, rest, logged) = attach_with_events(
         &mut h,

@@ -89,24 +89,6 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// A PNG full of noise (does not compress), so its data URL is long.
-fn noisy_png(w: u32, h: u32) -> Vec<u8> {
-    let mut s: u32 = 0x1234_5678;
-    let img = image::RgbImage::from_fn(w, h, |_, _| {
-        let mut px = [0u8; 3];
-        for p in &mut px {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            *p = (s >> 24) as u8;
-        }
-        image::Rgb(px)
-    });
-    let mut out = Vec::new();
-    img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png).unwrap();
-    out
-}
-
 fn image_entry(text: &str, url: &str) -> Value {
     json!({"role": "user", "content": [text_part(text), image_part(url)]})
 }
@@ -374,7 +356,7 @@ fn single_oversized_entry_is_kept() {
 #[test]
 fn image_data_never_counts_toward_chars() {
     let (_d, db, mut h) = start();
-    let png = noisy_png(400, 400);
+    let png = noise_png(400, 400, 1);
     let url = data_url("image/png", &png);
     assert!(url.len() > 300_000, "data URL only {} chars", url.len());
     h.ok("history.append", json!({"entry": image_entry("hi", &url)}));

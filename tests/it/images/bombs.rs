@@ -1527,7 +1527,7 @@ fn large_image_within_limits_thumbnails_to_480x360() {
     let col = |x: u32| img.get_pixel(x, 100).0;
     assert!((1..40).any(|x| col(x) != col(0)), "noise columns were flattened");
     // a portrait one: 3000×4000 → 360×480
-    let portrait = encode(&noisy(300, 400, 8), image::ImageFormat::Png);
+    let portrait = noise_png(300, 400, 8);
     let r = h.ok("images.thumbnail", json!({"dataUrl": data_url("image/png", &portrait), "maxEdge": 48}));
     assert_eq!((r["width"].as_u64(), r["height"].as_u64()), (Some(36), Some(48)));
 }
@@ -1641,7 +1641,7 @@ fn bound_images_turn_bombs_into_labels_and_keep_serving() {
         g
     };
     let svg = b"<svg xmlns='http://www.w3.org/2000/svg'/>".to_vec();
-    let big_ok = encode(&noisy(600, 400, 12), image::ImageFormat::Png);
+    let big_ok = noise_png(600, 400, 12);
     let entries = [
         json!({"role": "user", "content": [text_part("bomb\n\n## Figures\n1. Sales chart"), image_part(&data_url("image/png", &bomb_png))]}),
         json!({"role": "user", "content": [text_part("valid large"), image_part(&data_url("image/png", &big_ok))]}),

@@ -24,68 +24,6 @@ fn start() -> (tempfile::TempDir, PathBuf, Host) {
     (dir, db, h)
 }
 
-/// splitmix64: deterministic noise for the generated pictures.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn fill(&mut self, buf: &mut [u8]) {
-        for c in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            c.copy_from_slice(&v[..c.len()]);
-        }
-    }
-}
-
-/// Encode RGB8 pixels as PNG with the fast deflate level (debug builds stay quick).
-fn encode_png(rgb: &[u8], w: u32, h: u32) -> Vec<u8> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::ImageEncoder;
-    let mut out = Vec::new();
-    PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub)
-        .write_image(rgb, w, h, image::ExtendedColorType::Rgb8)
-        .expect("encode png");
-    out
-}
-
-/// A screenshot-like PNG: gradient background (compresses to almost nothing) with a band of
-/// `noise_bytes` of noise rows (does not compress; the fast deflate level stores it about 1.37×).
-fn screenshot_png(seed: u64, w: u32, h: u32, noise_bytes: usize) -> Vec<u8> {
-    let row = (w * 3) as usize;
-    let noise_rows = (noise_bytes / row).min(h as usize);
-    let top = (h as usize - noise_rows) / 2;
-    let mut rgb = vec![0u8; row * h as usize];
-    let mut rng = Rng(seed);
-    let s = seed as u8;
-    for y in 0..h as usize {
-        let line = &mut rgb[y * row..(y + 1) * row];
-        if y >= top && y < top + noise_rows {
-            rng.fill(line);
-        } else {
-            // a vertical gradient: every row one colour, which the Sub filter turns into zeros
-            let px = [(y as u8).wrapping_add(s), (y / 4) as u8, 255 - (y / 8) as u8];
-            for x in 0..w as usize {
-                line[3 * x..3 * x + 3].copy_from_slice(&px);
-            }
-        }
-    }
-    encode_png(&rgb, w, h)
-}
-
-/// A PNG of pure noise (`w×h`, about `3·w·h` bytes).
-fn noise_png(seed: u64, w: u32, h: u32) -> Vec<u8> {
-    let mut rgb = vec![0u8; (w * h * 3) as usize];
-    Rng(seed).fill(&mut rgb);
-    encode_png(&rgb, w, h)
-}
-
 fn image_ref(bytes: &[u8]) -> String {
     format!("{REF_PREFIX}{}", sha256_hex(bytes))
 }
@@ -291,7 +229,10 @@ fn twenty_screenshots_are_bounded_to_the_budget() {
             let t = Instant::now();
             let (w, h) = DIMS[(i as usize * 3) % DIMS.len()];
             let noise = 760_000 + (i as usize * 617_000) % 1_250_000;
-            let png = screenshot_png(0x5eed_0000 + i, w, h, noise);
+            // rows of RGBA noise stored like `noise` bytes of RGB noise: 3 random bytes a pixel,
+            // and its opaque alpha costs about a quarter of a byte more
+            let rows = noise / (13 * w as usize / 4);
+            let png = screenshot_png(w, h, rows as u32, 0x5eed_0000 + i);
             gen += t.elapsed();
             tx.send((w, h, png)).expect("send screenshot");
         }
@@ -399,7 +340,7 @@ fn twenty_screenshots_are_bounded_to_the_budget() {
 #[test]
 fn snapshots_are_never_touched_and_keep_their_originals() {
     let (_d, db, mut h) = start();
-    let pngs: Vec<Vec<u8>> = (0..3).map(|i| noise_png(100 + i, 600, 400)).collect();
+    let pngs: Vec<Vec<u8>> = (0..3).map(|i| noise_png(600, 400, 100 + i)).collect();
     for (i, p) in pngs.iter().enumerate() {
         append(&mut h, image_entry(&format!("shot {i}"), &[png_url(p)]));
     }
@@ -469,7 +410,7 @@ fn fewer_than_two_image_entries_or_within_budget_writes_nothing() {
     bound_noop(&mut h, Some(0));
 
     // one image-bearing entry, however large against the budget
-    let big = noise_png(1, 500, 400);
+    let big = noise_png(500, 400, 1);
     append(&mut h, json!({"role": "user", "content": "text only"}));
     append(&mut h, image_entry("only one", &[png_url(&big)]));
     append(&mut h, json!({"role": "assistant", "content": "ok"}));
@@ -479,7 +420,7 @@ fn fewer_than_two_image_entries_or_within_budget_writes_nothing() {
     assert_eq!(live_rows(&db), rows);
 
     // two image-bearing entries within the default budget
-    let second = noise_png(2, 300, 300);
+    let second = noise_png(300, 300, 2);
     append(&mut h, image_entry("second", &[png_url(&second)]));
     let rows = live_rows(&db);
     bound_noop(&mut h, None);
@@ -508,7 +449,7 @@ fn four_entries() -> (Vec<Vec<u8>>, Vec<Value>) {
     let pngs: Vec<Vec<u8>> = [(200, 200), (300, 300), (250, 250), (220, 220)]
         .iter()
         .enumerate()
-        .map(|(i, &(w, h))| noise_png(40 + i as u64, w, h))
+        .map(|(i, &(w, h))| noise_png(w, h, 40 + i as u64))
         .collect();
     let entries =
         pngs.iter().enumerate().map(|(i, p)| image_entry(&format!("e{i}"), &[png_url(p)])).collect();
@@ -556,7 +497,7 @@ fn small_image_is_returned_unchanged_and_small_but_heavy_one_is_reencoded() {
     // ≤ 480 px and ≤ 64 KiB: kept as is, so bounding changes nothing
     let small = png_bytes(120, 90, 7);
     assert!(small.len() <= 65_536);
-    let newest = noise_png(3, 300, 300);
+    let newest = noise_png(300, 300, 3);
     append(&mut h, image_entry("small", &[png_url(&small)]));
     append(&mut h, image_entry("newest", &[png_url(&newest)]));
     let rows = live_rows(&db);
@@ -565,7 +506,7 @@ fn small_image_is_returned_unchanged_and_small_but_heavy_one_is_reencoded() {
     assert_eq!(image_urls(&live(&mut h)[0]), vec![image_ref(&small)]);
 
     // ≤ 480 px but over 64 KiB: re-encoded at its own size
-    let heavy = noise_png(4, 400, 300);
+    let heavy = noise_png(400, 300, 4);
     assert!(heavy.len() > 65_536);
     h.ok(
         "history.replace",
@@ -587,10 +528,10 @@ fn bomb_png() -> Vec<u8> {
 #[test]
 fn undecodable_images_turn_the_whole_entry_into_labels() {
     let (_d, db, mut h) = start();
-    let good = noise_png(5, 300, 300);
+    let good = noise_png(300, 300, 5);
     let junk = b"this is not an image at all, just text".to_vec();
     let bomb = bomb_png();
-    let newest = noise_png(6, 200, 200);
+    let newest = noise_png(200, 200, 6);
     let figures = "Report\n## Figures\nCaptions from the document.\n1. Chart A\n2. Chart B";
     let e0 = json!({"role": "user", "attachId": "keep-me", "content": [
         text_part(figures), image_part(&png_url(&good)), image_part(&data_url("image/png", &junk))]});
@@ -631,7 +572,7 @@ fn http_images_are_never_fetched_and_count_as_unchanged() {
     let (_d, db, mut h) = start();
     let https = "https://example.invalid/pic.png";
     let http = "http://example.invalid/x.png";
-    let newest = noise_png(7, 200, 200);
+    let newest = noise_png(200, 200, 7);
     append(&mut h, image_entry("remote", &[https.to_owned()]));
     append(
         &mut h,
@@ -643,7 +584,7 @@ fn http_images_are_never_fetched_and_count_as_unchanged() {
     assert_eq!(live_rows(&db), rows);
 
     // mixed entry: the blob is bounded, the http part kept; the bare-string form is kept
-    let big = noise_png(8, 640, 480);
+    let big = noise_png(640, 480, 8);
     h.ok(
         "history.replace",
         json!({"entries": [
@@ -666,8 +607,8 @@ fn http_images_are_never_fetched_and_count_as_unchanged() {
 #[test]
 fn one_picture_in_two_entries_gets_one_thumbnail() {
     let (_d, db, mut h) = start();
-    let p = noise_png(9, 640, 400);
-    let q = noise_png(10, 300, 200);
+    let p = noise_png(640, 400, 9);
+    let q = noise_png(300, 200, 10);
     append(&mut h, image_entry("a", &[png_url(&p)]));
     append(&mut h, image_entry("b", &[png_url(&p)]));
     append(&mut h, image_entry("c", &[png_url(&q)]));
@@ -695,10 +636,10 @@ fn one_picture_in_two_entries_gets_one_thumbnail() {
 #[test]
 fn a_recorded_thumbnail_is_reused_not_reencoded() {
     let (_d, db, mut h) = start();
-    let p = noise_png(11, 800, 600);
+    let p = noise_png(800, 600, 11);
     // a picture the host will be told is the thumbnail of p (a real re-encode would differ)
     let planted = png_bytes(40, 30, 77);
-    let newest = noise_png(12, 200, 200);
+    let newest = noise_png(200, 200, 12);
     append(&mut h, image_entry("holder", &[png_url(&planted)]));
     {
         let c = rusqlite::Connection::open(&db).expect("open db read-write");

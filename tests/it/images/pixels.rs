@@ -37,39 +37,6 @@ fn image_ref(bytes: &[u8]) -> String {
     format!("{REF_PREFIX}{}", sha256_hex(bytes))
 }
 
-/// A screenshot-like RGBA PNG: flat bands of colour (a page) with `noise_rows` rows of noise in
-/// the middle (photos and text that do not compress), fast deflate so debug builds stay quick.
-fn screenshot_png(seed: u64, w: u32, h: u32, noise_rows: u32) -> Vec<u8> {
-    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
-    use image::ImageEncoder;
-    let row = (w * 4) as usize;
-    let mut rgba = vec![0u8; row * h as usize];
-    let mut rng = Rng::new(seed);
-    let top = (h - noise_rows) / 2;
-    for y in 0..h {
-        let line = &mut rgba[y as usize * row..(y as usize + 1) * row];
-        if y >= top && y < top + noise_rows {
-            for c in line.chunks_mut(8) {
-                let v = rng.next_u64().to_le_bytes();
-                c.copy_from_slice(&v[..c.len()]);
-            }
-            for px in line.chunks_mut(4) {
-                px[3] = 255;
-            }
-        } else {
-            let px = [((y / 64) as u8).wrapping_mul(20), 240 - (y / 128) as u8, 200, 255];
-            for c in line.chunks_mut(4) {
-                c.copy_from_slice(&px);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Sub)
-        .write_image(&rgba, w, h, image::ExtendedColorType::Rgba8)
-        .expect("encode png");
-    out
-}
-
 /// A photo-like baseline JPEG: smooth gradients plus a little noise (a real photo's grain).
 fn photo_jpeg(seed: u64, w: u32, h: u32) -> Vec<u8> {
     let mut rgb = vec![0u8; (w * h * 3) as usize];
@@ -92,18 +59,6 @@ fn photo_jpeg(seed: u64, w: u32, h: u32) -> Vec<u8> {
     jpeg_encoder::Encoder::new(&mut out, 85)
         .encode(&rgb, w as u16, h as u16, jpeg_encoder::ColorType::Rgb)
         .expect("encode jpeg");
-    out
-}
-
-/// A small PNG of pure noise (`3·w·h` bytes or so).
-fn noise_png(seed: u64, w: u32, h: u32) -> Vec<u8> {
-    let mut rng = Rng::new(seed);
-    let img = image::RgbImage::from_fn(w, h, |_, _| {
-        let v = rng.next_u64();
-        image::Rgb([v as u8, (v >> 8) as u8, (v >> 16) as u8])
-    });
-    let mut out = Vec::new();
-    img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png).unwrap();
     out
 }
 
@@ -176,7 +131,7 @@ fn export_image(doc: &Value, sha: &str) -> Vec<u8> {
 fn a_6000x3000_png_becomes_a_480_px_thumbnail() {
     let (_d, _db, mut h) = start();
     // 18,000,000 px: over the former 16,777,216-pixel cap, within 8,192 per side
-    let png = screenshot_png(1, 6000, 3000, 200);
+    let png = screenshot_png(6000, 3000, 200, 1);
     let r = h.ok("images.thumbnail", json!({ "dataUrl": data_url("image/png", &png) }));
     assert_eq!((r["width"].as_u64(), r["height"].as_u64()), (Some(480), Some(240)), "{}", r["width"]);
     let url = r["dataUrl"].as_str().unwrap();
@@ -194,9 +149,9 @@ fn a_6000x3000_png_becomes_a_480_px_thumbnail() {
 #[test]
 fn a_large_screenshot_and_a_48_megapixel_photo_become_thumbnails_and_keep_their_originals() {
     let (_d, db, mut h) = start();
-    let shot = screenshot_png(2, 6016, 3384, 400); // a 27-inch 5K-class screenshot
+    let shot = screenshot_png(6016, 3384, 400, 2); // a 27-inch 5K-class screenshot
     let photo = photo_jpeg(3, 8000, 6000); // 48 megapixels
-    let newer: Vec<Vec<u8>> = (0..2).map(|i| noise_png(10 + i, 700, 700)).collect();
+    let newer: Vec<Vec<u8>> = (0..2).map(|i| noise_png(700, 700, 10 + i)).collect();
     eprintln!(
         "pictures: screenshot 6016×3384 PNG {} bytes, photo 8000×6000 JPEG {} bytes, newer PNGs {} and {} bytes",
         shot.len(),
@@ -280,9 +235,9 @@ fn a_large_screenshot_and_a_48_megapixel_photo_become_thumbnails_and_keep_their_
 #[test]
 fn an_undecodable_part_turns_the_entry_into_labels_that_keep_the_originals() {
     let (_d, db, mut h) = start();
-    let good = noise_png(20, 400, 300);
+    let good = noise_png(400, 300, 20);
     let junk = b"not an image, just bytes declared as one".to_vec();
-    let newest = noise_png(21, 200, 200);
+    let newest = noise_png(200, 200, 21);
     let figures = "Report\n## Figures\n1. Chart A\n2. Chart B";
     let e0 = json!({"role": "user", "content": [
         text_part(figures), image_part(&data_url("image/png", &good)), image_part(&data_url("image/png", &junk))]});
@@ -330,9 +285,9 @@ fn an_undecodable_part_turns_the_entry_into_labels_that_keep_the_originals() {
 #[test]
 fn request_bodies_use_the_thumbnail_and_never_carry_original_url() {
     let (_d, _db, mut h) = start();
-    let big = noise_png(30, 1200, 900); // ~3.2 MB: thumbnailed
+    let big = noise_png(1200, 900, 30); // ~3.2 MB: thumbnailed
     let junk = b"still not an image".to_vec();
-    let newest = noise_png(31, 300, 300);
+    let newest = noise_png(300, 300, 31);
     h.ok("history.append", json!({"entry": image_entry("big", &[data_url("image/png", &big)])}));
     h.ok("history.append", json!({"entry": image_entry("junk", &[data_url("image/png", &junk)])}));
     h.ok("history.append", json!({"entry": assistant("seen it")}));

@@ -640,7 +640,7 @@ fn noisy(w: u32, h: u32, seed: u64) -> DynamicImage {
 
 fn t09_corpus() -> Vec<Bomb> {
     let mut v = Vec::new();
-    let small_png = encode(&noisy(40, 30, 1), ImageFormat::Png);
+    let small_png = noise_png(40, 30, 1);
     let small_jpeg = encode(&noisy(24, 16, 2), ImageFormat::Jpeg);
     let small_gif = {
         let mut g = gif_header(8, 8);
@@ -1173,7 +1173,7 @@ fn t09_foreign_formats_become_labels_when_bounded() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
     let svg = b"<svg xmlns='http://www.w3.org/2000/svg'/>".to_vec();
-    let big = encode(&noisy(600, 400, 12), ImageFormat::Png);
+    let big = noise_png(600, 400, 12);
     let heic = {
         let mut b = vec![0, 0, 0, 0x18];
         b.extend_from_slice(b"ftypheic\0\0\0\0heicmif1");

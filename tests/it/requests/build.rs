@@ -68,20 +68,6 @@ fn u16len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
-/// A PNG of pseudo-random pixels (does not compress), `w × h` RGB.
-fn noise_png(w: u32, h: u32, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1;
-    let img = image::RgbImage::from_fn(w, h, |_, _| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        image::Rgb([x as u8, (x >> 8) as u8, (x >> 16) as u8])
-    });
-    let mut out = Vec::new();
-    img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png).unwrap();
-    out
-}
-
 /// Attach text laid out as §2.4 (no header, no format).
 fn att(url: &str, title: &str, mode: &str, body: &str) -> String {
     format!("{PREFIX}\nURL: {url}\nTitle: {title}\nMode: {mode}\n---\n\n{body}")

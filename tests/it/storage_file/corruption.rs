@@ -96,17 +96,6 @@ fn words(rng: &mut Rng, n: usize) -> String {
     (0..n).map(|_| W[rng.range(0, W.len() as u64 - 1) as usize]).collect::<Vec<_>>().join(" ")
 }
 
-/// A PNG that does not compress (random pixels), so it spans overflow pages.
-fn noisy_png(rng: &mut Rng, side: u32) -> Vec<u8> {
-    let img = image::RgbImage::from_fn(side, side, |_, _| {
-        let v = rng.next_u64();
-        image::Rgb([v as u8, (v >> 8) as u8, (v >> 16) as u8])
-    });
-    let mut out = Vec::new();
-    img.write_to(&mut std::io::Cursor::new(&mut out), image::ImageFormat::Png).unwrap();
-    out
-}
-
 struct Fixture {
     _dir: tempfile::TempDir,
     /// The populated database after a clean close (no WAL).
@@ -233,7 +222,12 @@ fn build_fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tpl").join("keepsake.db");
     let mut rng = Rng::new(seed() ^ 0x5eed);
-    let pngs: Vec<Vec<u8>> = (0..IMAGES).map(|i| noisy_png(&mut rng, 24 + 12 * i as u32)).collect();
+    let pngs: Vec<Vec<u8>> = (0..IMAGES)
+        .map(|i| {
+            let side = 24 + 12 * i as u32;
+            noise_png(side, side, rng.next_u64())
+        })
+        .collect();
     let shas: Vec<String> = pngs.iter().map(|p| sha256_hex(p)).collect();
     let mut h = Host::spawn(&db);
     let mut keys = vec!["theme".to_owned(), "model".to_owned()];
