@@ -21,9 +21,9 @@ if ! command -v cargo >/dev/null 2>&1; then
 	exit 1
 fi
 
-# Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3,
-# and a real Secret Service for the API-key tests (tests/secrets.rs, tests/e2e/secrets.e2e.mjs start
-# a D-Bus session bus and GNOME Keyring of their own; secret-tool looks at what it holds)
+# Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3, and a
+# real Secret Service for the API-key tests (tests/it/settings/secrets.rs, tests/e2e/secrets.e2e.mjs
+# start a D-Bus session bus and GNOME Keyring of their own; secret-tool looks at what it holds)
 # fuse3 (T20's power-cut filesystem: fusermount3 mounts it where mount(2) is not allowed)
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
@@ -54,8 +54,9 @@ cargo fmt --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
-# T20 (tests/rel_power.rs) mounts a FUSE filesystem: without /dev/fuse it skips, and says so here
-[ -e /dev/fuse ] || step "note: /dev/fuse is missing: T20 (power cuts, tests/rel_power.rs) will skip"
+# T20 (tests/it/concurrency/power.rs) mounts a FUSE filesystem: without /dev/fuse it skips, and
+# says so here
+[ -e /dev/fuse ] || step "note: /dev/fuse is missing: T20 (power cuts, concurrency::power) will skip"
 
 step "cargo test"
 cargo test --locked --no-fail-fast

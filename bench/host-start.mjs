@@ -14,7 +14,7 @@
 // keepsake-host's caller check pass; a service worker with one function), the hosts are registered
 // for the temp profile only, keepsake-host gets a temp database (the warm-up rounds create it, so
 // every measured start finds an existing, migrated file, as in ./bench.sh). The host-side numbers
-// without a browser, on a populated database too, come from `cargo test --test host_start --
+// without a browser, on a populated database too, come from `cargo test --test it host::start --
 // --ignored --nocapture`.
 //
 // Clock: the worker stamps `performance.timeOrigin + performance.now()` (wall clock, coarsened by

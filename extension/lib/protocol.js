@@ -69,7 +69,7 @@ export const OPS = Object.freeze([...READ_OPS, ...WRITE_OPS]);
 /**
  * Each operation's argument names (a write's `clientRequestId` is implied by WRITE_OPS). The host's
  * typed contract (`keepsake-host schema`) is the source; nothing generates this list, and
- * tests/conventions.rs fails when it, PROTOCOL.md §7 and the host's schema disagree.
+ * tests/it/conventions.rs fails when it, PROTOCOL.md §7 and the host's schema disagree.
  */
 export const OP_ARGS = Object.freeze({
   'host.hello': Object.freeze([]),

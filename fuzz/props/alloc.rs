@@ -1,6 +1,6 @@
 //! A counting global allocator: live bytes and the peak of live bytes, per thread, so a property
 //! can bound what one call allocated while other test threads run. Included (with `#[path]`) by
-//! the `frame_decode` fuzz target and by `tests/fuzz_corpus.rs`; it becomes that binary's
+//! the `frame_decode` fuzz target and by `tests/it/fuzz_corpus.rs`; it becomes that binary's
 //! global allocator.
 
 use std::alloc::{GlobalAlloc, Layout, System};

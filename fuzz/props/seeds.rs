@@ -1,10 +1,10 @@
 //! The seed inputs of every fuzz target, generated here (no binary fixtures): valid frames and
 //! requests for every operation, real PNG/JPEG/GIF/WebP/BMP files made with the image crate, small
-//! versions of the image bombs of `tests/image_bombs.rs`, and compaction cases (the
+//! versions of the image bombs of `tests/it/images/bombs.rs`, and compaction cases (the
 //! `tests/fixtures/request_build` histories as JSON, byte-derived cases, Markdown shapes).
 //!
-//! `tests/fuzz_corpus.rs` replays them in memory and writes them to `fuzz/corpus/<target>/seed-*`
-//! (`cargo test --test fuzz_corpus -- --ignored write_seeds`).
+//! `tests/it/fuzz_corpus.rs` replays them in memory and writes them to
+//! `fuzz/corpus/<target>/seed-*` (`cargo test --test it fuzz_corpus::write_seeds -- --ignored`).
 
 use std::io::Cursor;
 
@@ -65,7 +65,7 @@ pub fn frame_seeds() -> Seeds {
 }
 
 // ---------------------------------------------------------------------------------------------
-// image helpers (independent of the crate under test; same algorithms as tests/image_bombs.rs)
+// image helpers (independent of the crate under test; same algorithms as tests/it/images/bombs.rs)
 
 fn crc32_update(crc: u32, data: &[u8]) -> u32 {
     let mut c = !crc;

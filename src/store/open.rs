@@ -205,17 +205,17 @@ fn jitter_ms() -> u64 {
 /// Wait up to [`BUSY_TIMEOUT`] for a lock another connection holds. SQLite's own busy handler
 /// (`busy_timeout`) sleeps 100 ms between tries once it has waited 0.3 s, so under steady
 /// contention a waiter looks at the lock ten times a second while the other writers take it
-/// back to back between its looks: in tests/concurrency.rs (4 processes appending, debug build,
-/// a loaded machine) one writer waited out the whole 10 s four times while the others' p50 was
-/// 1 ms. Here a waiter looks every 0.5–0.9 ms for its first 10 tries, then every 1–3.25 ms (the
-/// step depends on the process id), so it finds the lock free in
-/// the gaps between the others' transactions.
+/// back to back between its looks: in tests/it/concurrency/processes.rs (4 processes appending,
+/// debug build, a loaded machine) one writer waited out the whole 10 s four times while the others'
+/// p50 was 1 ms. Here a waiter looks every 0.5–0.9 ms for its first 10 tries, then every 1–3.25 ms
+/// (the step depends on the process id), so it finds the lock free in the gaps between the others'
+/// transactions.
 pub fn set_busy_wait(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_handler(Some(busy_wait))
 }
 
 /// [`BUSY_TIMEOUT`], or `KEEPSAKE_BUSY_TIMEOUT_MS` (a test knob, like `KEEPSAKE_MAX_PAGE_COUNT`:
-/// tests/concurrency.rs holds a lock past it without waiting 10 s).
+/// tests/it/concurrency/processes.rs holds a lock past it without waiting 10 s).
 fn busy_timeout() -> Duration {
     static TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *TIMEOUT.get_or_init(|| {
@@ -339,12 +339,12 @@ pub fn open_connection(path: &Path, mode: Mode) -> Result<Connection, StoreError
     set_busy_wait(&conn)?;
     conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, SQLITE_MAX_LENGTH)?;
     if mode == Mode::ReadWrite {
-        // Page size is fixed before the first table exists. Measured here (tests/concurrency.rs,
-        // 4 writers × 150 small appends plus a streaming reader): 4 KiB pages gave p50 2.6 ms and
-        // a WAL peak of 4.3 MB; 16 KiB 3.4 ms / 4.9 MB; 64 KiB 5.0 ms / 11–15 MB (66 MB with the
-        // default autocheckpoint, over T15's 16 MiB). performance.md's 64 KiB figure was for
-        // 4 MB snapshot rows; here snapshots never copy image bytes (blobs are stored once), so
-        // small rows dominate and 4 KiB wins.
+        // Page size is fixed before the first table exists. Measured here
+        // (tests/it/concurrency/processes.rs, 4 writers × 150 small appends plus a streaming
+        // reader): 4 KiB pages gave p50 2.6 ms and a WAL peak of 4.3 MB; 16 KiB 3.4 ms / 4.9 MB;
+        // 64 KiB 5.0 ms / 11–15 MB (66 MB with the default autocheckpoint, over T15's 16 MiB).
+        // performance.md's 64 KiB figure was for 4 MB snapshot rows; here snapshots never copy
+        // image bytes (blobs are stored once), so small rows dominate and 4 KiB wins.
         let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
         // A database written by a newer host stays byte-identical, journal mode included
         // (reliability.md §4, T17): refuse it before the WAL switch could rewrite its header.

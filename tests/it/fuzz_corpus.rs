@@ -6,7 +6,7 @@
 //! (`fuzz/fuzz_targets/`), so a corpus file means the same thing in both places. See
 //! fuzz/README.md.
 //!
-//! `cargo test --test fuzz_corpus -- --ignored write_seeds` rewrites the `seed-*` files of
+//! `cargo test --test it fuzz_corpus::write_seeds -- --ignored` rewrites the `seed-*` files of
 //! every corpus (and `fuzz/request_decode.dict`).
 
 #[path = "../../fuzz/props/alloc.rs"]

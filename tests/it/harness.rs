@@ -94,7 +94,7 @@ impl Host {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         // API keys stay in the file unless a test asks for a secret store of its own
-        // (tests/secrets.rs): a developer's desktop keyring is never touched
+        // (tests/it/settings/secrets.rs): a developer's desktop keyring is never touched
         cmd.env("KEEPSAKE_SECRET_STORE", "off");
         for (k, v) in env {
             cmd.env(k, v);
@@ -429,7 +429,8 @@ pub fn unchanged(h: &mut Host, op: &str, args: Value) -> Value {
     r
 }
 
-// ---- reliability harness helpers (rel_crash.rs, rel_concurrency.rs, rel_migrations.rs) ------
+// ---- reliability harness helpers (concurrency::crash, concurrency::simultaneous,
+// storage_file::upgrades) -----------------------------------------------------------------------
 
 /// What [`Host::recv_status`] saw.
 #[derive(Debug)]
@@ -1032,8 +1033,8 @@ pub fn split_frames(out: &[u8]) -> (Vec<Value>, usize) {
     (frames, 0)
 }
 
-// ---- corruption, disk-full and permission helpers (rel_corruption.rs, rel_diskfull.rs,
-// rel_permissions.rs) ---------------------------------------------------------------------------
+// ---- corruption, disk-full and permission helpers (storage_file::corruption, disk_full,
+// permissions) ---------------------------------------------------------------------------------
 
 impl Host {
     /// Spawn as [`Host::spawn`] does, after `configure` adjusted the command (environment, a
@@ -1070,7 +1071,7 @@ pub fn panics_logged(db: &Path) -> usize {
     std::fs::read_to_string(log).map(|s| s.lines().filter(|l| l.contains("panicked")).count()).unwrap_or(0)
 }
 
-// ---- image and compaction reliability helpers (rel_images.rs, rel_compaction.rs) ------------
+// ---- image and compaction reliability helpers (images::thumbnails, requests::compaction) ------
 
 /// The newest modification time of the files a `cargo build` of the host depends on (everything
 /// under `src/`, `Cargo.toml`, `Cargo.lock`).

@@ -1,6 +1,6 @@
 //! T20 (reliability.md §9, §10): power loss.
 //!
-//! The database folder is a FUSE filesystem (`tests/powerfs/`) that keeps the page cache and the
+//! The database folder is a FUSE filesystem (`tests/it/powerfs/`) that keeps the page cache and the
 //! disk apart: a write is on the disk only once its file is fsynced (a name once its folder is).
 //! Two real `keepsake-host` processes write to it over real pipes: both `history.append`
 //! (each with its own `clientRequestId`), the second also `sessions.save` (and a `history.clear`

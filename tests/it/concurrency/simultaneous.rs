@@ -12,13 +12,13 @@
 //! than the latest, or the write fails.
 //!
 //! Sizes: CI 8 × 25 trials per case; `KEEPSAKE_LONG=1` 8 × 200; `KEEPSAKE_START_TRIALS`.
-//! All cases run in one test: gated groups must not overlap within a test binary.
+//! All cases run in one test: gated groups must not overlap within a test process.
 //!
 //! T15 (reliability.md §3, §10): write contention at full size, four processes × 1,000
 //! `history.append` while a fifth streams `history.get`: no `busy` reaches a client, p50/p99
 //! append latency, and the `-wal` file sampled every 10 ms stays under 16 MiB. (The deeper
-//! event and commit-order checks of tests/concurrency.rs run at 4 × 150, because they read the
-//! change log, which keeps only the latest ~1,000 changes.) `KEEPSAKE_LONG=1`: 4 × 10,000;
+//! event and commit-order checks of tests/it/concurrency/processes.rs run at 4 × 150, because they
+//! read the change log, which keeps only the latest ~1,000 changes.) `KEEPSAKE_LONG=1`: 4 × 10,000;
 //! `KEEPSAKE_T15_APPENDS`.
 use crate::harness::*;
 

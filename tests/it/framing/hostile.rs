@@ -1,6 +1,6 @@
 //! Reliability tests on the frame and request boundary (reliability.md §8, §10: T01–T06 and the
-//! Rust half of T08), against the real binary over real pipes. `tests/framing.rs` holds the
-//! behavioural framing tests; these add the spec's exact cases, counts and figures. Every test
+//! Rust half of T08), against the real binary over real pipes. `tests/it/framing/basics.rs` holds
+//! the behavioural framing tests; these add the spec's exact cases, counts and figures. Every test
 //! prints one line `Tnn: …` with its figures and wall time.
 use crate::harness::*;
 

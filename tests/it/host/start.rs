@@ -7,7 +7,7 @@
 //!
 //! ```sh
 //! cargo build --release --bin keepsake-host --example echo_host
-//! cargo test --test host_start -- --ignored --nocapture
+//! cargo test --test it host::start -- --ignored --nocapture
 //! ```
 //!
 //! The test harness itself may be a debug build: it only spawns and times the release binaries
@@ -138,7 +138,7 @@ fn a_start_does_not_queue_behind_another_writer() {
 }
 
 #[test]
-#[ignore = "measurement: cargo test --test host_start -- --ignored --nocapture"]
+#[ignore = "measurement: cargo test --test it host::start -- --ignored --nocapture"]
 fn measure_spawn_to_hello() {
     let (bin, release, note) = timing_host_bin();
     let echo = bin.parent().map(|d| d.join("examples").join("echo_host")).filter(|p| p.is_file());

@@ -1,8 +1,8 @@
 //! The byte-budget pass `history.boundImages` (storage-model §6.5, §2.6 garbage collection,
 //! §10 invariants 5–6, §11.19) through the real binary over pipes on a temp database. Pixels are
 //! never destroyed (§12.8): a part pointed at a thumbnail and each label keep their original as
-//! `originalUrl`, and the original blob lives as long as the entry (`tests/pixels.rs` has the
-//! large pictures, the lightbox's read, the export and request bodies).
+//! `originalUrl`, and the original blob lives as long as the entry (`tests/it/images/pixels.rs` has
+//! the large pictures, the lightbox's read, the export and request bodies).
 use crate::harness::*;
 
 use std::collections::BTreeSet;

@@ -13,8 +13,9 @@
 //! - reads return `originalUrl` as a reference even with images inline;
 //! - request bodies use the thumbnail and never carry `originalUrl`.
 //!
-//! The pictures are generated here (deterministic noise, so they neither compress to nothing nor
-//! need committed binaries). `cargo test --test pixels -- --nocapture` prints the figures.
+//! The pictures are generated (the harness's PNG writers and `photo_jpeg` here: deterministic
+//! noise, so they neither compress to nothing nor need committed binaries).
+//! `cargo test --test it images::pixels -- --nocapture` prints the figures.
 use crate::harness::*;
 
 use std::path::{Path, PathBuf};

@@ -3,13 +3,13 @@
 //!
 //! **T09** — the image-bomb list of reliability.md §10 (PNG 20000², JPEG declaring 65535², GIF with
 //! 10,000 frames, WebP 16383², APNG, truncated and polyglot files, SVG/TIFF/BMP), one compact case
-//! per item plus the variants `tests/image_bombs.rs` does not hold (progressive JPEG, lossy VP8
+//! per item plus the variants `tests/it/images/bombs.rs` does not hold (progressive JPEG, lossy VP8
 //! WebP, GIF and APNG animations with huge canvases, BMP header variants, SVG/TIFF variants, more
 //! foreign formats and polyglots). Every case must be `image_rejected`; foreign formats must be
 //! refused *as unsupported formats* (not as a failed decode). Peak RSS per case (VmHWM, reset per
 //! case) < 128 MiB is asserted; the 250 ms bound is asserted only against a fresh release binary
 //! (`cargo build --release`), because the debug build parses frames unoptimised.
-//! `tests/image_bombs.rs` keeps the heavier corpus (real decompression bombs, lenient decodes).
+//! `tests/it/images/bombs.rs` keeps the heavier corpus (real decompression bombs, lenient decodes).
 //!
 //! **T10** — a property over random valid images: sides 1–8192 (pixel counts kept modest in CI,
 //! up to 16.7 Mpx under `KEEPSAKE_LONG=1`), every accepted format (PNG in six

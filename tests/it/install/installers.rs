@@ -4,11 +4,12 @@
 //!   same files, and PSScriptAnalyzer on `install.ps1` where `pwsh` and the module exist (a note
 //!   otherwise). A missing shellcheck or shfmt is a failure, not a skip: `test.sh` installs both.
 //! - `install.sh --no-build` twice into a throwaway machine (`HOME`, `XDG_CONFIG_HOME`,
-//!   `KEEPSAKE_SYSTEM_ROOT` and the data folder all in a temp dir, as `tests/install.rs` does),
-//!   per user (every detected browser, then a `--user-data-dir` profile) and system-wide (under
-//!   the temp system root): the second run changes no byte, mode or file; `keepsake-host doctor
-//!   --json` (the installed copy) reports no failure; `install.sh --uninstall` leaves the temp
-//!   machine exactly as it was (every path, mode and content compared).
+//!   `KEEPSAKE_SYSTEM_ROOT` and the data folder all in a temp dir, as
+//!   `tests/it/install/registration.rs` does), per user (every detected browser, then a
+//!   `--user-data-dir` profile) and system-wide (under the temp system root): the second run
+//!   changes no byte, mode or file; `keepsake-host doctor --json` (the installed copy) reports no
+//!   failure; `install.sh --uninstall` leaves the temp machine exactly as it was (every path, mode
+//!   and content compared).
 //!
 //! Prints `T25: lint findings 0, doctor failures 0, files left after uninstall 0, second install
 //! identical` and its wall time.

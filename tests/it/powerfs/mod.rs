@@ -1,5 +1,5 @@
-//! The power-cut filesystem of T20 (tests/rel_power.rs): a FUSE filesystem, mounted on the
-//! database folder, that keeps what programs see (the page cache) apart from what the disk
+//! The power-cut filesystem of T20 (tests/it/concurrency/power.rs): a FUSE filesystem, mounted on
+//! the database folder, that keeps what programs see (the page cache) apart from what the disk
 //! holds, so a simulated power cut can throw away exactly what a real one would.
 //!
 //! Every file holds two images: `data`, what reads return (every `write` and `ftruncate` lands

@@ -5,7 +5,7 @@
 //! Every body any test builds goes through `build`, which validates it against its provider's
 //! documented request shape (bodies carrying image tokens are filled first, as the extension
 //! would). Fixture scenarios compare whole results with `tests/fixtures/request_build/*.json`;
-//! `KEEPSAKE_BLESS=1 cargo test --test request_build` rewrites them (review them against §8
+//! `KEEPSAKE_BLESS=1 cargo test --test it requests::build` rewrites them (review them against §8
 //! before committing: they encode the spec, not whatever the code does).
 use crate::harness::*;
 

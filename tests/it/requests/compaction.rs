@@ -3,8 +3,9 @@
 //! caps (§6.4), aging (§7.1), overflow rescue (§7.3) and the five builders (§8) — over 1,024
 //! random histories (CI; `KEEPSAKE_T11_CASES`, 8,192 under `KEEPSAKE_LONG=1`) and 10 snapshot
 //! fixtures (`tests/fixtures/compaction/*.json`: realistic live histories with attaches, images
-//! and long texts, made by the generators at the end of this file; `KEEPSAKE_BLESS=1 cargo test
-//! --test rel_compaction` rewrites them — review the diff against the spec before committing).
+//! and long texts, made by the generators at the end of this file;
+//! `KEEPSAKE_BLESS=1 cargo test --test it requests::compaction` rewrites them — review the diff
+//! against the spec before committing).
 //!
 //! Random histories hold 0–60 entries (two in three under 24): plain, image-bearing (references
 //! to blobs of 1 KB–4 MB, inline data URLs, http URLs, parts without a URL, seen flags of every
@@ -26,8 +27,9 @@
 //!   pretty serialise/parse round trip, or with every object's keys in reverse order, gives a
 //!   body that is not byte-identical.
 //!
-//! `tests/reduction.rs` checks each rule against an oracle on small inputs; this file checks the
-//! composed pipeline on whole histories. It needs no host process: everything here is pure.
+//! `tests/it/requests/reduction.rs` checks each rule against an oracle on small inputs; this file
+//! checks the composed pipeline on whole histories. It needs no host process: everything here is
+//! pure.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

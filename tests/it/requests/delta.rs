@@ -3,7 +3,7 @@
 //! UTF-16 offsets, and rebuilding it as the extension does (JavaScript string slices) gives the
 //! full body byte for byte.
 //!
-//! `cargo test --release --test request_delta -- --ignored --nocapture measure` prints the
+//! `cargo test --release --test it requests::delta::measure -- --ignored --nocapture` prints the
 //! scenario-4 figures (60-entry ~300K-char history, one user + assistant pair appended).
 use crate::harness::*;
 

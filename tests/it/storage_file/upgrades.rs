@@ -979,8 +979,8 @@ fn build_fixture(path: &Path, version: u32) {
     drop(c);
 }
 
-/// Regenerate `tests/fixtures/db/v<k>.db` for every version. Never run this for versions that
-/// have shipped; only to add the newest. `cargo test --test rel_migrations -- --ignored`.
+/// Regenerate `tests/fixtures/db/v<k>.db` for every version. Never run this for versions that have
+/// shipped; only to add the newest. `cargo test --test it storage_file::upgrades -- --ignored`.
 #[test]
 #[ignore = "writes the committed fixtures; run by hand when adding a schema version"]
 fn regenerate_db_fixtures() {
