@@ -5,7 +5,7 @@
 //! Frames are read and written like keepsake-host's (4-byte native-endian length + UTF-8 JSON,
 //! `keepsake_host::protocol::frame`). Each request gets:
 //!
-//! - `{"op": "host.hello"}` → `{"id", "ok": true, "result": {"name": "bench-echo", "protocolVersion": 1}}`,
+//! - `{"op": "host.hello"}` → `{"id", "ok": true, "result": {"name": "bench-echo", "protocolVersion": PROTOCOL_VERSION}}`,
 //!   so the extension's real NativePort can open it;
 //! - `{"op": "bench.reply", "args": {"mime": M, "chars": N}}` → the reply `images.get` gives for an
 //!   image whose base64 is N chars long, `{"id", "ok": true, "result": {"mime": M, "bytes": "<N chars>"}}`,
@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use keepsake_host::protocol::chunk::frames_for_reply;
 use keepsake_host::protocol::frame::read_frame;
-use keepsake_host::protocol::limits::MAX_INBOUND_FRAME;
+use keepsake_host::protocol::limits::{MAX_INBOUND_FRAME, PROTOCOL_VERSION};
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -54,7 +54,7 @@ fn main() -> io::Result<()> {
         match req.get("op").and_then(Value::as_str) {
             Some("host.hello") => {
                 let reply = serde_json::json!({"id": id, "ok": true,
-                    "result": {"name": "bench-echo", "protocolVersion": 1}});
+                    "result": {"name": "bench-echo", "protocolVersion": PROTOCOL_VERSION}});
                 framed(&mut out, reply.to_string().as_bytes());
             }
             Some("bench.reply") => {
