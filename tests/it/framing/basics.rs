@@ -20,40 +20,6 @@ const REPLY_WAIT: Duration = Duration::from_secs(20);
 // ---------------------------------------------------------------------------------------------
 // helpers
 
-/// Every row of every table, rendered and sorted: equal fingerprints mean nothing was written.
-fn fingerprint(db: &Path) -> Vec<String> {
-    let c = sql(db);
-    let tables: Vec<String> = c
-        .prepare(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
-        )
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut out = Vec::new();
-    for t in tables {
-        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let n = st.column_count();
-        let mut rows: Vec<String> = st
-            .query_map([], |r| {
-                let mut s = format!("{t}:");
-                for i in 0..n {
-                    s.push_str(&format!("{:?}|", r.get_ref(i)?));
-                }
-                Ok(s)
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        rows.sort();
-        out.push(format!("{t}: {} rows", rows.len()));
-        out.extend(rows);
-    }
-    out
-}
-
 fn count_changes(db: &Path) -> i64 {
     sql(db).query_row("SELECT count(*) FROM changes", [], |r| r.get(0)).unwrap()
 }
@@ -216,7 +182,7 @@ fn large_history_get_is_chunked_under_the_frame_cap_and_reassembles_exactly() {
 #[test]
 fn oversized_length_prefix_gets_one_too_large_error_and_a_clean_exit() {
     let (_d, db) = populated_db();
-    let before = fingerprint(&db);
+    let before = db_fingerprint(&db);
     let mut worst = Duration::ZERO;
     for &n in &[67_108_865u32, 1 << 31, u32::MAX] {
         for variant in ["eof-open", "junk", "first-bytes"] {
@@ -244,14 +210,14 @@ fn oversized_length_prefix_gets_one_too_large_error_and_a_clean_exit() {
         }
     }
     eprintln!("oversized prefix: worst error+exit time {worst:?}");
-    assert_eq!(fingerprint(&db), before, "an oversized frame changed the database");
+    assert_eq!(db_fingerprint(&db), before, "an oversized frame changed the database");
 }
 
 #[test]
 fn truncated_frames_then_eof_exit_zero_with_no_reply_and_no_write() {
     let t = Instant::now();
     let (_d, db) = populated_db();
-    let before = fingerprint(&db);
+    let before = db_fingerprint(&db);
     let changes_before = count_changes(&db);
     let body = json!({"id": 1, "op": "history.append",
                       "args": {"entry": user("TRUNCATED WRITE"), "clientRequestId": "trunc-1"}})
@@ -321,7 +287,7 @@ fn truncated_frames_then_eof_exit_zero_with_no_reply_and_no_write() {
         worst = worst.max(took);
     }
     assert_eq!(count_changes(&db), changes_before);
-    assert_eq!(fingerprint(&db), before, "a truncated frame changed the database");
+    assert_eq!(db_fingerprint(&db), before, "a truncated frame changed the database");
     eprintln!(
         "truncated frames: {} cases, exit 0 in all, {served} leading requests answered, worst exit {worst:?}, {:?} total",
         cases.len(),
