@@ -4,12 +4,13 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { FakeNativePort, fakeChrome, fakeEvent, flush } from '../test-support/fakes.js';
+import { PROTOCOL_VERSION } from '../lib/protocol.js';
 
 const ID = 'ejaedcjldiggibmnammkkoekohjgefkk';
 const ORIGIN = `chrome-extension://${ID}/`;
 const PAGE = { id: ID, url: `${ORIGIN}sidepanel/sidepanel.html` };
 const CONTENT = { id: ID, url: 'https://example.com/a', frameId: 0, tab: { id: 7, url: 'https://example.com/a' } };
-const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: 2, dbPath: '/tmp/k.db', dbError: null };
+const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: PROTOCOL_VERSION, dbPath: '/tmp/k.db', dbError: null };
 
 const world = { natives: [], toPages: [], panelBehavior: null, hostAnswers: new Map() };
 

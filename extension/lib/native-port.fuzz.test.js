@@ -39,7 +39,7 @@ import { isDeepStrictEqual } from 'node:util';
 
 import { NativePort } from './native-port.js';
 import { createStorage } from './storage.js';
-import { HostError } from './protocol.js';
+import { HostError, PROTOCOL_VERSION } from './protocol.js';
 import { FakeClock, FakeNativePort, flush } from '../test-support/fakes.js';
 import {
   Prng,
@@ -56,7 +56,7 @@ const SCHEDULES = runSize(1000, 20_000, 'KEEPSAKE_T23_SCHEDULES');
 const ONLY = process.env.KEEPSAKE_T23_ONLY ? Number(process.env.KEEPSAKE_T23_ONLY) : null;
 const SEED = seedFromEnv();
 
-const HELLO = Object.freeze({ name: 'keepsake-host', version: '0.1.0', protocolVersion: 2, dbPath: '/tmp/k.db', dbError: null });
+const HELLO = Object.freeze({ name: 'keepsake-host', version: '0.1.0', protocolVersion: PROTOCOL_VERSION, dbPath: '/tmp/k.db', dbError: null });
 
 /** Every message Chrome gives in onDisconnect (platform.md §7), and the code the port must report. */
 const DISCONNECTS = [

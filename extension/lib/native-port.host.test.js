@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { NativePort } from './native-port.js';
 import { createStorage } from './storage.js';
-import { OPS } from './protocol.js';
+import { OPS, PROTOCOL_VERSION } from './protocol.js';
 import { HOST_SKIP as SKIP, MAX_FRAME, MSG_EXITED, ProcessPort, cleanUpHosts, spawnHost, tempDir } from '../test-support/process-port.js';
 
 after(cleanUpHosts);
@@ -51,7 +51,7 @@ test('hello over real pipes: protocol 2, our database, every operation known to 
     const hello = await np.open();
     assert.equal(np.state, 'open');
     assert.equal(hello.name, 'keepsake-host');
-    assert.equal(hello.protocolVersion, 2);
+    assert.equal(hello.protocolVersion, PROTOCOL_VERSION);
     assert.equal(hello.dbPath, db);
     assert.equal(hello.dbError, null);
     assert.deepEqual([...hello.ops].sort(), [...OPS].sort(), 'host ops == protocol.js ops');

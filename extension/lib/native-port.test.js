@@ -3,8 +3,9 @@ import assert from 'node:assert/strict';
 
 import { NativePort, HostError } from './native-port.js';
 import { FakeClock, FakeNativePort, flush } from '../test-support/fakes.js';
+import { PROTOCOL_VERSION } from './protocol.js';
 
-const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: 2, dbPath: '/tmp/k.db', dbError: null };
+const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: PROTOCOL_VERSION, dbPath: '/tmp/k.db', dbError: null };
 const BROWSER = {
   notFound: 'Specified native messaging host not found.',
   forbidden: 'Access to the specified native messaging host is forbidden.',

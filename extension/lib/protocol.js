@@ -7,7 +7,7 @@
 export const HOST_NAME = 'dev.keepsake.host';
 
 /** Wire protocol version this extension speaks (`host.hello` → `protocolVersion`). */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Operations that change nothing (PROTOCOL.md §7 rows without "W"); they refuse `clientRequestId`. */
 export const READ_OPS = Object.freeze([

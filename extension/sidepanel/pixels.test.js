@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 import { createChangeFilter, createPixels, onPanelChanges, screenshotToConversation } from './pixels.js';
 import { NativePort } from '../lib/native-port.js';
-import { HostError } from '../lib/protocol.js';
+import { HostError, PROTOCOL_VERSION } from '../lib/protocol.js';
 import { createStorage } from '../lib/storage.js';
 import { FakeClock, FakeNativePort, flush } from '../test-support/fakes.js';
 import { HOST_SKIP, ProcessPort, cleanUpHosts, spawnHost, tempDir } from '../test-support/process-port.js';
@@ -53,7 +53,7 @@ function fakePixels({ tabs } = {}) {
     connect: () => {
       const p = new FakeNativePort();
       p.onPost = (msg) => {
-        if (msg.op === 'host.hello') queueMicrotask(() => p.reply(msg.id, { protocolVersion: 2, version: 'test', dbError: null }));
+        if (msg.op === 'host.hello') queueMicrotask(() => p.reply(msg.id, { protocolVersion: PROTOCOL_VERSION, version: 'test', dbError: null }));
       };
       ports.push(p);
       return p;

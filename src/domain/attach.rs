@@ -1,6 +1,8 @@
 //! Attaching page content (storage-model §2.4, §4.3, §7.4): the attach text layout, its header
 //! and body parts, the auto-summary decision and the rebuilt text after a summary.
 
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::entry::{is_image_part, PAGE_CONTEXT_PREFIX};
@@ -11,49 +13,29 @@ use super::text::{grouped, js_trim, u16_len};
 /// Chunk size of summary plans (§7.4).
 pub const SUMMARY_CHUNK_CHARS: usize = 12_000;
 
-/// The page context given to `history.attach` (§2.4).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The page context given to `history.attach` (§2.4): `url`, `title`, `mode`, `body` are strings;
+/// `header`, `format`, `changedSince` strings or absent (`null` counts as absent); `fallback` a
+/// boolean (absent or `null`: false). Any other key is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Ctx {
     pub url: String,
     pub title: String,
     pub header: Option<String>,
     pub mode: String,
     pub format: Option<String>,
+    #[serde(default, deserialize_with = "null_is_false")]
+    #[schemars(with = "bool")]
     pub fallback: bool,
     pub changed_since: Option<String>,
     pub body: String,
 }
 
-impl Ctx {
-    /// Parse `ctx` (§4.3 step 1): `url`, `title`, `mode`, `body` must be strings.
-    pub fn from_json(v: &Value) -> Result<Ctx, String> {
-        let o = v.as_object().ok_or("ctx must be an object")?;
-        let req = |k: &str| match o.get(k) {
-            Some(Value::String(s)) => Ok(s.clone()),
-            _ => Err(format!("ctx.{k} must be a string")),
-        };
-        let opt = |k: &str| match o.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            _ => Err(format!("ctx.{k} must be a string")),
-        };
-        let fallback = match o.get("fallback") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            _ => return Err("ctx.fallback must be a boolean".into()),
-        };
-        Ok(Ctx {
-            url: req("url")?,
-            title: req("title")?,
-            header: opt("header")?,
-            mode: req("mode")?,
-            format: opt("format")?,
-            fallback,
-            changed_since: opt("changedSince")?,
-            body: req("body")?,
-        })
-    }
+fn null_is_false<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(d)?.unwrap_or(false))
+}
 
+impl Ctx {
     /// The recorded metadata: ctx minus its body (§4.3 step 3).
     pub fn meta_json(&self) -> Value {
         let mut m = Map::new();
@@ -79,7 +61,7 @@ impl Ctx {
     pub fn from_meta(meta: &Value, body: String) -> Option<Ctx> {
         let mut v = meta.clone();
         v.as_object_mut()?.insert("body".into(), json!(body));
-        Ctx::from_json(&v).ok()
+        serde_json::from_value(v).ok()
     }
 
     /// The header part: everything before the body (§2.4 items 1–4 plus `\n---\n\n`).

@@ -288,29 +288,6 @@ pub fn keeping_original(old: &Value, mut new: Value) -> Value {
     new
 }
 
-/// Validate an entry for the append operations (§2.1): an object whose `role` is `user` or
-/// `assistant` and whose `content` is a string or an array. Returns a message on failure.
-pub fn validate_new_entry(e: &Value) -> Result<(), String> {
-    let Some(obj) = e.as_object() else {
-        return Err("entry must be an object".into());
-    };
-    match obj.get("role").and_then(Value::as_str) {
-        Some("user") | Some("assistant") => {}
-        Some(other) => return Err(format!("entry.role must be \"user\" or \"assistant\", got {other:?}")),
-        None => return Err("entry.role must be \"user\" or \"assistant\"".into()),
-    }
-    validate_content_shape(obj)
-}
-
-/// Content must be a string or an array (of anything; unknown parts are stored as is).
-pub fn validate_content_shape(obj: &Map<String, Value>) -> Result<(), String> {
-    match obj.get("content") {
-        Some(Value::String(_)) | Some(Value::Array(_)) => Ok(()),
-        Some(_) => Err("entry.content must be a string or an array of parts".into()),
-        None => Err("entry.content is required".into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

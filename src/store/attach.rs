@@ -16,6 +16,7 @@ use crate::domain::attach::{
 use crate::domain::chunks::markdown_chunks;
 use crate::domain::entry::{attach_id, is_attach_entry, keeping_original};
 use crate::domain::import::sha256_hex;
+use crate::domain::new_entry::VideoSrc;
 use crate::domain::reduce::{attach_text, rescue_stub, RESCUE_MIN_CHARS};
 use crate::domain::settings::{auto_summarize, summarize_threshold};
 use crate::domain::text::u16_len;
@@ -31,7 +32,7 @@ pub struct AttachArgs {
     pub placement_end: bool,
     pub summary_source: Option<String>,
     pub paper: bool,
-    pub video_src: Option<Value>,
+    pub video_src: Option<VideoSrc>,
     /// The session name to use when this attach starts a chat and gives it no autoName.
     pub fallback_name: Option<String>,
 }
@@ -81,7 +82,7 @@ impl Store {
         let text = a.ctx.text();
         let mut entry = json!({"role": "user", "content": attach_content(&text, &a.images, a.placement_end), "attachId": id});
         if let Some(v) = &a.video_src {
-            entry["videoSrc"] = v.clone();
+            entry["videoSrc"] = serde_json::to_value(v).expect("a videoSrc serializes");
         }
         let ing = blobs::prepare_entries(vec![entry])?;
         self.write("history.attach", crid, |w| {

@@ -3,7 +3,7 @@
 //! (empty) live history first create the session that keeps them (auto-keep). Trimming moves
 //! `live_from`; removals move entries to the trash (`trash.rs`); nothing here deletes an entry.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::blobs::{self, Inliner};
 use super::bodies::{append_to_path, create_kept, rewrite_entry};
@@ -15,9 +15,8 @@ use super::window::{
     with_video_src,
 };
 use super::{trash, versions, Store, WriteOutcome, WriteTx};
-use crate::domain::entry::{
-    is_image_bearing, is_last_page_context_candidate, same_entries, same_entry, validate_new_entry,
-};
+use crate::domain::entry::{is_image_bearing, is_last_page_context_candidate, same_entries, same_entry};
+use crate::domain::new_entry::NewEntry;
 use crate::domain::trash::Reason;
 use crate::protocol::{HostError, HostResult};
 
@@ -216,14 +215,13 @@ impl Store {
     /// `copy_video_src`: the entry gets the newest live entry's `videoSrc` (see [`with_video_src`]).
     pub fn history_append(
         &mut self,
-        entry: Value,
+        entry: NewEntry,
         mark_seen: bool,
         copy_video_src: bool,
         fallback_name: Option<&str>,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
-        validate_new_entry(&entry).map_err(HostError::bad_request)?;
-        let ing = blobs::prepare_entries(vec![entry])?;
+        let ing = blobs::prepare_entries(vec![entry.into_value()])?;
         self.write("history.append", crid, |w| {
             blobs::store_ingested(w, &ing)?;
             let copied = if copy_video_src { with_video_src(&w.tx, &ing.entries[0], None)? } else { None };
@@ -242,16 +240,11 @@ impl Store {
     /// unbound live history is kept in a new session as any first write is.
     pub fn history_replace(
         &mut self,
-        entries: Vec<Value>,
+        entries: Vec<Map<String, Value>>,
         fallback_name: Option<&str>,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
-        for (i, e) in entries.iter().enumerate() {
-            if !e.is_object() {
-                return Err(HostError::bad_request(format!("entries[{i}] must be an object")));
-            }
-        }
-        let ing = blobs::prepare_entries(entries)?;
+        let ing = blobs::prepare_entries(entries.into_iter().map(Value::Object).collect())?;
         self.write("history.replace", crid, |w| {
             blobs::store_ingested(w, &ing)?;
             let before = live_entries(&w.tx)?;
@@ -349,12 +342,11 @@ impl Store {
     pub fn history_branch(
         &mut self,
         index: u64,
-        entry: Value,
+        entry: NewEntry,
         mark_seen: bool,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
-        validate_new_entry(&entry).map_err(HostError::bad_request)?;
-        let ing = blobs::prepare_entries(vec![entry])?;
+        let ing = blobs::prepare_entries(vec![entry.into_value()])?;
         self.write("history.branch", crid, |w| {
             blobs::store_ingested(w, &ing)?;
             let (sid, from) = live_state(&w.tx)?;

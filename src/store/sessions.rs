@@ -17,8 +17,9 @@ use super::rows::{is_trashed, path_len, session_body, session_exists, session_ro
 use super::window::{self, with_video_src};
 use super::{search, trash, versions, Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::base64_encode;
-use crate::domain::entry::{referenced_blobs, validate_new_entry};
+use crate::domain::entry::referenced_blobs;
 use crate::domain::export::{export_entry, filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
+use crate::domain::new_entry::NewEntry;
 use crate::domain::sessions::{choose_name, normalize_name, search_text};
 use crate::domain::text::lower;
 use crate::domain::trash::Reason;
@@ -276,7 +277,7 @@ impl Store {
     pub fn sessions_append_to(
         &mut self,
         id: &str,
-        entry: Value,
+        entry: NewEntry,
         flags: AppendFlags,
         fallback_name: Option<&str>,
         crid: Option<&str>,
@@ -285,8 +286,7 @@ impl Store {
         if id.is_empty() {
             return Err(HostError::bad_request("id must not be empty"));
         }
-        validate_new_entry(&entry).map_err(HostError::bad_request)?;
-        let ing = blobs::prepare_entries(vec![entry])?;
+        let ing = blobs::prepare_entries(vec![entry.into_value()])?;
         self.write("sessions.appendTo", crid, |w| {
             blobs::store_ingested(w, &ing)?;
             // the bound session's entries land in the live window; a session in the trash keeps

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import fs from 'node:fs';
 import { withKeepsake, hostCall, HOST_BIN, EXT_ID } from './harness.mjs';
+import { PROTOCOL_VERSION } from '../../extension/lib/protocol.js';
 
 test('smoke: worker ready, host.hello through the bridge', { timeout: 90_000 }, async (t) => {
   await withKeepsake(t, {}, async (k) => {
@@ -24,7 +25,7 @@ test('smoke: worker ready, host.hello through the bridge', { timeout: 90_000 }, 
     const hello = await hostCall(panel, 'host.hello');
     assert.equal(hello.name, 'keepsake-host');
     assert.match(hello.version, /^\d+\.\d+\.\d+/);
-    assert.equal(hello.protocolVersion, 2);
+    assert.equal(hello.protocolVersion, PROTOCOL_VERSION);
     assert.equal(hello.dbError, null);
     assert.equal(path.dirname(hello.dbPath), k.dataDir, 'dbPath must be inside the temp data dir');
     assert.equal(hello.dbPath, k.dbPath);

@@ -3,12 +3,13 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::types::{crid, ClientRequestId};
 use super::Op;
 use crate::domain::attach::Ctx as PageCtx;
-use crate::protocol::{HostError, HostResult};
+use crate::domain::new_entry::VideoSrc;
+use crate::protocol::HostResult;
 use crate::server::bodies::BodyCache;
 use crate::server::dispatch::{read, Followup, Reply};
 use crate::store::{AttachArgs, Store};
@@ -24,15 +25,13 @@ pub enum Placement {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Attach {
-    /// The page context `{url, title, header?, mode, format?, fallback?, changedSince?, body}`
-    /// (checked by the page-context rules).
-    pub ctx: Value,
+    pub ctx: PageCtx,
     pub images: Option<Vec<Value>>,
     pub placement: Option<Placement>,
     pub summary_source: Option<String>,
     pub paper: Option<bool>,
     /// `{platform, url, tabId}`
-    pub video_src: Option<Map<String, Value>>,
+    pub video_src: Option<VideoSrc>,
     pub fallback_name: Option<String>,
     pub client_request_id: Option<ClientRequestId>,
 }
@@ -41,14 +40,13 @@ impl Op for Attach {
     const NAME: &'static str = "history.attach";
     const WRITE: bool = true;
     fn run(self, s: &mut Store, _: &mut BodyCache) -> HostResult<Reply> {
-        let ctx = PageCtx::from_json(&self.ctx).map_err(HostError::bad_request)?;
         let args = AttachArgs {
-            ctx,
+            ctx: self.ctx,
             images: self.images.unwrap_or_default(),
             placement_end: self.placement == Some(Placement::End),
             summary_source: self.summary_source,
             paper: self.paper.unwrap_or(false),
-            video_src: self.video_src.map(Value::Object),
+            video_src: self.video_src,
             fallback_name: self.fallback_name,
         };
         let mut r: Reply = s.history_attach(args, crid(&self.client_request_id))?.into();

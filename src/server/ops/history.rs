@@ -2,10 +2,11 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::types::{crid, present, ClientRequestId, ImagesMode, Index};
 use super::Op;
+use crate::domain::new_entry::NewEntry;
 use crate::protocol::{HostError, HostResult};
 use crate::server::bodies::BodyCache;
 use crate::server::dispatch::{read, Reply};
@@ -66,7 +67,7 @@ impl Op for SetBinding {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Append {
-    pub entry: Value,
+    pub entry: NewEntry,
     pub mark_images_seen: Option<bool>,
     pub copy_video_src: Option<bool>,
     pub fallback_name: Option<String>,
@@ -91,7 +92,7 @@ impl Op for Append {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Replace {
-    pub entries: Vec<Value>,
+    pub entries: Vec<Map<String, Value>>,
     pub fallback_name: Option<String>,
     pub client_request_id: Option<ClientRequestId>,
 }
@@ -197,7 +198,7 @@ impl Op for MarkImagesSeen {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Branch {
     pub index: Index,
-    pub entry: Value,
+    pub entry: NewEntry,
     pub mark_images_seen: Option<bool>,
     pub client_request_id: Option<ClientRequestId>,
 }

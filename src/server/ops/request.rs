@@ -1,11 +1,15 @@
 //! `request.*`: building provider request bodies (PROTOCOL.md §7 "requests").
 
-use schemars::JsonSchema;
-use serde::Deserialize;
+use std::borrow::Cow;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::{Error as _, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Map, Value};
 
 use super::types::{crid, present, ClientRequestId, Index};
 use super::Op;
+use crate::domain::entry::parse_image_ref;
 use crate::domain::reduce::{is_context_overflow, AgeOptions};
 use crate::domain::request::{Kind, Pass};
 use crate::protocol::{HostError, HostResult};
@@ -52,7 +56,7 @@ impl From<BuildKind> for Kind {
 
 /// The new user turn.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", expecting = "an object {userText, images}")]
+#[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "an object {userText, images}")]
 pub struct Turn {
     pub user_text: Option<String>,
     pub images: Option<Vec<Value>>,
@@ -60,14 +64,14 @@ pub struct Turn {
 
 /// The session whose history the body is built from (default: the live chat).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", expecting = "an object {sessionId}")]
+#[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "an object {sessionId}")]
 pub struct Source {
     pub session_id: Option<String>,
 }
 
 /// Overflow rescue after a context-length error.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", expecting = "an object {errorMessage}")]
+#[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "an object {errorMessage}")]
 pub struct Rescue {
     /// The provider's error message (anything but a string counts as "").
     pub error_message: Option<Value>,
@@ -75,7 +79,7 @@ pub struct Rescue {
 
 /// When an attachment is old enough to be reduced to its summary.
 #[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", expecting = "an object {minUserTurnsAfter, minChars}")]
+#[serde(deny_unknown_fields, rename_all = "camelCase", expecting = "an object {minUserTurnsAfter, minChars}")]
 pub struct Aging {
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "Index")]
@@ -83,6 +87,123 @@ pub struct Aging {
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "Index")]
     pub min_chars: Option<Index>,
+}
+
+/// `pass`: `"first"` (the default) or `{kind: "first" | "continuation" | "timestampRewrite",
+/// previousReply, instruction}` (a second pass needs both strings).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(
+    untagged,
+    expecting = "must be \"first\" or {kind: \"continuation\" | \"timestampRewrite\", previousReply, instruction} (strings)"
+)]
+pub enum PassArg {
+    Name(PassName),
+    Pass(PassObject),
+}
+
+/// The one pass named by a bare string.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PassName {
+    First,
+}
+
+/// A pass as an object.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum PassObject {
+    First {},
+    #[serde(rename_all = "camelCase")]
+    Continuation {
+        previous_reply: String,
+        instruction: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    TimestampRewrite {
+        previous_reply: String,
+        instruction: String,
+    },
+}
+
+impl PassArg {
+    fn into_pass(self) -> Pass {
+        match self {
+            PassArg::Name(PassName::First) | PassArg::Pass(PassObject::First {}) => Pass::First,
+            PassArg::Pass(PassObject::Continuation { previous_reply, instruction }) => {
+                Pass::Continuation { previous_reply, instruction }
+            }
+            PassArg::Pass(PassObject::TimestampRewrite { previous_reply, instruction }) => {
+                Pass::TimestampRewrite { previous_reply, instruction }
+            }
+        }
+    }
+}
+
+/// `imageRefs`: `false` (default: images inline), `true` (every stored image stays a reference)
+/// or the list of references the caller holds (only those stay references).
+#[derive(Debug, JsonSchema)]
+#[serde(untagged)]
+pub enum ImageRefsArg {
+    All(bool),
+    Held(Vec<ImageRef>),
+}
+
+/// By hand rather than `untagged`, so a bad reference keeps its path (`imageRefs[2]`).
+impl<'de> Deserialize<'de> for ImageRefsArg {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ImageRefsArg;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a boolean or a list of held references")
+            }
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<ImageRefsArg, E> {
+                Ok(ImageRefsArg::All(b))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ImageRefsArg, A::Error> {
+                let mut refs = Vec::new();
+                while let Some(r) = seq.next_element::<ImageRef>()? {
+                    refs.push(r);
+                }
+                Ok(ImageRefsArg::Held(refs))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl ImageRefsArg {
+    fn into_mode(self) -> ImageRefsMode {
+        match self {
+            ImageRefsArg::All(false) => ImageRefsMode::Inline,
+            ImageRefsArg::All(true) => ImageRefsMode::All,
+            ImageRefsArg::Held(refs) => ImageRefsMode::Held(refs.into_iter().map(|r| r.0).collect()),
+        }
+    }
+}
+
+/// An image reference `keepsake-image:sha256:<64 lower-case hex>`, valid by construction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRef(String);
+
+impl<'de> Deserialize<'de> for ImageRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if parse_image_ref(&s).is_some() {
+            Ok(ImageRef(s))
+        } else {
+            Err(D::Error::custom("must be a keepsake-image:sha256:<hex> reference"))
+        }
+    }
+}
+
+impl JsonSchema for ImageRef {
+    fn schema_name() -> Cow<'static, str> {
+        "ImageRef".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "pattern": "^keepsake-image:sha256:[0-9a-f]{64}$"})
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -96,71 +217,16 @@ pub struct Build {
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "Index")]
     pub up_to: Option<Index>,
-    /// `"first"` (default) or `{kind: "continuation" | "timestampRewrite", previousReply, instruction}`
-    pub pass: Option<Value>,
+    pub pass: Option<PassArg>,
     pub rescue: Option<Rescue>,
     pub backfill: Option<bool>,
     pub aging: Option<Aging>,
-    /// `true`, `false` or a list of held `keepsake-image:sha256:<hex>` references
-    pub image_refs: Option<Value>,
+    pub image_refs: Option<ImageRefsArg>,
     /// the bodyHash of a body this port received, or `""` (PROTOCOL.md "Body deltas")
     pub since: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "Index")]
     pub retry: Option<Index>,
-}
-
-fn pass_arg(v: Option<&Value>) -> HostResult<Pass> {
-    let Some(v) = v else { return Ok(Pass::First) };
-    let (kind, o) = match v {
-        Value::String(k) => (k.as_str(), None),
-        Value::Object(o) => (o.get("kind").and_then(Value::as_str).unwrap_or(""), Some(o)),
-        _ => {
-            return Err(HostError::bad_request("pass must be a string or {kind, previousReply, instruction}"))
-        }
-    };
-    let field = |k: &str| -> HostResult<String> {
-        match o.and_then(|o| o.get(k)) {
-            Some(Value::String(s)) => Ok(s.clone()),
-            _ => Err(HostError::bad_request(format!("pass.{k} must be a string for a second pass"))),
-        }
-    };
-    match kind {
-        "first" => Ok(Pass::First),
-        "continuation" => Ok(Pass::Continuation {
-            previous_reply: field("previousReply")?,
-            instruction: field("instruction")?,
-        }),
-        "timestampRewrite" => Ok(Pass::TimestampRewrite {
-            previous_reply: field("previousReply")?,
-            instruction: field("instruction")?,
-        }),
-        other => Err(HostError::bad_request(format!(
-            "pass.kind must be first, continuation or timestampRewrite, got {other:?}"
-        ))),
-    }
-}
-
-fn image_refs_arg(v: Option<&Value>) -> HostResult<ImageRefsMode> {
-    match v {
-        None | Some(Value::Bool(false)) => Ok(ImageRefsMode::Inline),
-        Some(Value::Bool(true)) => Ok(ImageRefsMode::All),
-        Some(Value::Array(list)) => list
-            .iter()
-            .map(|x| {
-                x.as_str()
-                    .filter(|s| crate::domain::entry::parse_image_ref(s).is_some())
-                    .map(str::to_owned)
-                    .ok_or_else(|| {
-                        HostError::bad_request(
-                            "imageRefs entries must be keepsake-image:sha256:<hex> references",
-                        )
-                    })
-            })
-            .collect::<HostResult<_>>()
-            .map(ImageRefsMode::Held),
-        Some(_) => Err(HostError::bad_request("imageRefs must be a boolean or a list of held references")),
-    }
 }
 
 impl Op for Build {
@@ -185,13 +251,13 @@ impl Op for Build {
             body_fields: self.body_fields.unwrap_or_default(),
             source_session: self.source.and_then(|s| s.session_id),
             up_to: self.up_to.map(|i| i.0),
-            pass: pass_arg(self.pass.as_ref())?,
+            pass: self.pass.map_or(Pass::First, PassArg::into_pass),
             rescue: self
                 .rescue
                 .map(|r| r.error_message.as_ref().and_then(Value::as_str).unwrap_or("").to_owned()),
             backfill: self.backfill.unwrap_or(false),
             aging,
-            image_refs: image_refs_arg(self.image_refs.as_ref())?,
+            image_refs: self.image_refs.map_or(ImageRefsMode::Inline, ImageRefsArg::into_mode),
             retry: self.retry.map(|i| i.0),
         };
         if args.retry.is_some() && (!args.user_text.is_empty() || args.images.is_some()) {

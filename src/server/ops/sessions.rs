@@ -2,10 +2,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::types::{crid, present, ClientRequestId, ImagesMode, Index};
 use super::Op;
+use crate::domain::new_entry::NewEntry;
 use crate::protocol::envelope::Payload;
 use crate::protocol::{HostError, HostResult};
 use crate::server::bodies::BodyCache;
@@ -153,7 +153,7 @@ impl Op for ClearAll {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AppendTo {
     pub id: String,
-    pub entry: Value,
+    pub entry: NewEntry,
     pub copy_video_src: Option<bool>,
     pub fallback_name: Option<String>,
     pub mark_images_seen: Option<bool>,

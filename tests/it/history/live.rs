@@ -205,6 +205,65 @@ fn get_and_meta_carry_change_seq() {
 // ---------------------------------------------------------------------------------------------
 // history.append
 
+/// A new entry is typed at the boundary (PROTOCOL.md "A new entry"): a wrong part or stamp is
+/// refused by its path and nothing is stored; every field the types do not name comes back as it
+/// was sent, from the live history, the kept session and `sessions.appendTo` alike.
+#[test]
+fn a_new_entry_is_typed_and_its_other_fields_kept_verbatim() {
+    let (_d, db, mut h) = start();
+    let rows = change_rows(&db);
+    for (entry, says) in [
+        (
+            json!({"role": "user", "content": [text_part("a"), {"type": "text", "text": 5}]}),
+            "entry.content[1] must have a string `text`",
+        ),
+        (
+            json!({"role": "user", "content": [{"type": "image_url", "image_url": {"href": "x"}}]}),
+            "entry.content[0] must have `image_url`",
+        ),
+        (json!({"role": "user", "content": "x", "imagesSeen": "yes"}), "entry.imagesSeen must be a boolean"),
+        (json!({"role": "assistant", "content": "x", "interrupted": null}), "entry.interrupted"),
+        (json!({"role": "assistant", "content": "x", "providerKey": {"name": 1}}), "entry.providerKey.name"),
+        (json!({"role": "user", "content": "x", "failed": {"code": "c"}}), "entry.failed"),
+    ] {
+        let r = h.call("history.append", json!({ "entry": entry }));
+        assert_eq!(r["error"]["code"], "bad_request", "{entry}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(says), "{entry}: {msg:?} should start with {says:?}");
+    }
+    assert_eq!(change_rows(&db), rows, "nothing was stored");
+
+    let sent = json!({
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+            {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}},
+            7
+        ],
+        "clientNote": {"nested": [1, 2.5, null, "日本"]},
+        "providerKey": {"name": "p", "model": "m", "tier": 2},
+        "videoSrc": {"platform": "youtube", "url": "https://youtu.be/x", "tabId": 4}
+    });
+    let sid = h.ok("history.append", json!({ "entry": sent }))["sessionId"].as_str().unwrap().to_owned();
+    let reply = json!({"role": "assistant", "content": "ok", "providerLabel": "L", "x-trace": "t1"});
+    h.ok("sessions.appendTo", json!({"id": sid, "entry": reply}));
+    let without_id = |mut e: Value| {
+        e.as_object_mut().unwrap().remove("entryId");
+        e
+    };
+    let live: Vec<Value> = entries(&mut h).into_iter().map(without_id).collect();
+    assert_eq!(live, vec![sent.clone(), reply.clone()], "the live history holds what was sent");
+    let kept: Vec<Value> = h.ok("sessions.get", json!({"id": sid}))["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .cloned()
+        .map(without_id)
+        .collect();
+    assert_eq!(kept, vec![sent, reply], "so does the session that keeps it");
+}
+
 #[test]
 fn append_validates_entry() {
     let (_d, db, mut h) = start();

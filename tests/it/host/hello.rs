@@ -8,7 +8,7 @@ fn hello_reports_versions_db_and_limits() {
     let mut h = Host::spawn(&db);
     let r = h.ok("host.hello", json!({}));
     assert_eq!(r["name"], "keepsake-host");
-    assert_eq!(r["protocolVersion"], 2);
+    assert_eq!(r["protocolVersion"], keepsake_host::protocol::limits::PROTOCOL_VERSION);
     assert_eq!(r["schemaVersion"], keepsake_host::store::migrate::LATEST);
     assert_eq!(r["dbPath"], db.display().to_string());
     assert_eq!(r["limits"]["maxOutboundFrame"], 1_048_576);

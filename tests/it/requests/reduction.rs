@@ -1893,11 +1893,13 @@ fn ctx_round_trips_through_its_metadata() {
     assert!(meta.get("body").is_none());
     assert_eq!(Ctx::from_meta(&meta, c.body.clone()), Some(c.clone()));
     assert_eq!(
-        Ctx::from_json(&json!({"url": "u", "title": "t", "mode": "m", "body": "b"})).unwrap().text(),
+        serde_json::from_value::<Ctx>(json!({"url": "u", "title": "t", "mode": "m", "body": "b"}))
+            .unwrap()
+            .text(),
         format!("{PREFIX}\nURL: u\nTitle: t\nMode: m\n---\n\nb")
     );
-    assert!(Ctx::from_json(&json!({"url": "u", "title": "t", "mode": "m"})).is_err());
-    assert!(Ctx::from_json(&json!({"url": 1, "title": "t", "mode": "m", "body": "b"})).is_err());
+    assert!(serde_json::from_value::<Ctx>(json!({"url": "u", "title": "t", "mode": "m"})).is_err());
+    assert!(serde_json::from_value::<Ctx>(json!({"url": 1, "title": "t", "mode": "m", "body": "b"})).is_err());
 }
 
 #[test]

@@ -17,8 +17,13 @@ use std::sync::Arc;
 use crate::harness::{size, Rng};
 use keepsake_host::domain::attach::Ctx;
 use keepsake_host::domain::import::SettingsMode;
+use keepsake_host::domain::new_entry::NewEntry;
 use keepsake_host::store::{AttachArgs, ExportFormat, ImportOptions, Store};
 use serde_json::{json, Value};
+
+fn entry(v: Value) -> NewEntry {
+    NewEntry::from_value(v).unwrap()
+}
 
 const DAY: i64 = 24 * 60 * 60 * 1000;
 
@@ -164,12 +169,18 @@ impl Run {
                 let (q, a) = (self.marker(), self.marker());
                 let q = format!("question {q}");
                 self.s
-                    .history_append(json!({"role": "user", "content": q}), false, false, None, None)
+                    .history_append(entry(json!({"role": "user", "content": q})), false, false, None, None)
                     .unwrap();
                 self.ack(&q);
                 let a = format!("answer {a}");
                 self.s
-                    .history_append(json!({"role": "assistant", "content": a}), false, false, None, None)
+                    .history_append(
+                        entry(json!({"role": "assistant", "content": a})),
+                        false,
+                        false,
+                        None,
+                        None,
+                    )
                     .unwrap();
                 self.ack(&a);
                 self.log.push(("send", String::new()));
@@ -177,8 +188,8 @@ impl Run {
             3 => {
                 let m = self.marker();
                 let body = format!("{m} {}", "page text ".repeat(30_001));
-                let ctx = Ctx::from_json(
-                    &json!({"url": "https://p.example/", "title": "Page", "mode": "full", "body": body}),
+                let ctx: Ctx = serde_json::from_value(
+                    json!({"url": "https://p.example/", "title": "Page", "mode": "full", "body": body}),
                 )
                 .unwrap();
                 let a = AttachArgs {
@@ -204,11 +215,19 @@ impl Run {
                 let i = users[self.pick(users.len())];
                 let (q, a) = (self.marker(), self.marker());
                 let q = format!("edited {q}");
-                self.s.history_branch(i as u64, json!({"role": "user", "content": q}), false, None).unwrap();
+                self.s
+                    .history_branch(i as u64, entry(json!({"role": "user", "content": q})), false, None)
+                    .unwrap();
                 self.ack(&q);
                 let a = format!("reply {a}");
                 self.s
-                    .history_append(json!({"role": "assistant", "content": a}), false, false, None, None)
+                    .history_append(
+                        entry(json!({"role": "assistant", "content": a})),
+                        false,
+                        false,
+                        None,
+                        None,
+                    )
                     .unwrap();
                 self.ack(&a);
                 self.log.push(("edit & resend", i.to_string()));
@@ -218,7 +237,7 @@ impl Run {
                 let Some(i) = live.iter().rposition(|e| e["role"] == "assistant") else { return };
                 let a = format!("regenerated {}", self.marker());
                 self.s
-                    .history_branch(i as u64, json!({"role": "assistant", "content": a}), false, None)
+                    .history_branch(i as u64, entry(json!({"role": "assistant", "content": a})), false, None)
                     .unwrap();
                 self.ack(&a);
                 self.log.push(("regenerate", i.to_string()));
