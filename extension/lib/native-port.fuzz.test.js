@@ -269,7 +269,7 @@ async function runSchedule(index, seed, totals, tracker, { mutant = null } = {})
     const result =
       w.op === 'host.hello'
         ? !drain && rng.chance(0.03)
-          ? { ...HELLO, protocolVersion: 3 }
+          ? { ...HELLO, protocolVersion: PROTOCOL_VERSION + 1 }
           : { ...HELLO }
         : { k: w.args.k, a: w.args._a, wid: w.id, op: w.op, body: randomText(rng, rng.pick([3, 40, 400])) };
     return { id: w.id, ok: true, result };

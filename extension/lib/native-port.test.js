@@ -87,7 +87,7 @@ test('hello failure surfaces as state error and rejects the waiting request', as
 });
 
 test('hello with another protocol version is a protocol_mismatch error', async () => {
-  const { np } = setup({ hello: { ...HELLO, protocolVersion: 3 } });
+  const { np } = setup({ hello: { ...HELLO, protocolVersion: PROTOCOL_VERSION + 1 } });
   const out = await settle(np.request('history.meta'));
   assert.equal(out.error.code, 'protocol_mismatch');
   assert.equal(np.state, 'error');
