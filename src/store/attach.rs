@@ -6,10 +6,11 @@ use serde_json::{json, Value};
 
 use super::blobs;
 use super::bodies::rewrite_entry;
+use super::connection::{Store, WriteOutcome};
 use super::history::{append_entries, update_live};
 use super::rows::session_known;
+use super::tx::setting_value;
 use super::window::{binding, live_entries};
-use super::{setting_value, Store, WriteOutcome};
 use crate::domain::attach::{
     apply_summary, attach_content, summary_decision, summary_is_blank, Ctx, SummaryInputs,
 };

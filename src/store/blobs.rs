@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 
 use super::salvage::marker::content_damage;
-use super::WriteTx;
+use super::tx::WriteTx;
 use crate::domain::dataurl::canonical_data_url;
 use crate::domain::entry::{for_each_image_url_mut, parse_image_ref, referenced_blobs};
 use crate::domain::import::sha256_hex;

@@ -7,8 +7,9 @@ use serde_json::{Map, Value};
 
 use super::entries::{self, parse_entry};
 use super::rows::{is_trashed, path_len, row_entry, touched};
+use super::search;
+use super::tx::WriteTx;
 use super::window::binding;
-use super::{search, WriteTx};
 use crate::domain::entry::entry_text;
 use crate::domain::sessions::{auto_name, choose_name};
 use crate::domain::text::lower;

@@ -11,10 +11,11 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::blobs::insert_blob;
+use super::connection::{Store, WriteOutcome};
 use super::history::update_live;
 use super::rows::row_entry;
+use super::tx::WriteTx;
 use super::window::live_entries;
-use super::{Store, WriteOutcome, WriteTx};
 use crate::domain::dataurl::url_chars_for;
 use crate::domain::entry::{image_part_url, image_ref_url, is_image_part, parse_image_ref};
 use crate::domain::images::{

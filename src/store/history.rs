@@ -7,14 +7,16 @@ use serde_json::{json, Map, Value};
 
 use super::blobs::{self, Inliner};
 use super::bodies::{append_to_path, create_kept, rewrite_entry};
-use super::changes::current_seq;
+use super::changelog::current_seq;
+use super::connection::{Store, WriteOutcome};
 use super::entries::path_rows;
 use super::rows::{path_len, row_entry, session_exists};
+use super::tx::WriteTx;
 use super::window::{
     binding, live_entries, live_len, live_row_at, live_state, set_window, trim, unbind, window_start,
     with_video_src,
 };
-use super::{trash, versions, Store, WriteOutcome, WriteTx};
+use super::{trash, versions};
 use crate::domain::entry::{is_image_bearing, is_last_page_context_candidate, same_entries, same_entry};
 use crate::domain::new_entry::NewEntry;
 use crate::domain::trash::Reason;

@@ -6,10 +6,11 @@ use serde_json::{json, Value};
 
 use super::blobs::{self, insert_blob};
 use super::bodies::{append_to_path, insert_session, write_body};
+use super::connection::{Store, WriteOutcome};
 use super::keys::Finish;
 use super::rows::{session_body, session_exists, session_known};
+use super::tx::setting_value;
 use super::window::{live_len, set_window, window_start};
-use super::{setting_value, Store, WriteOutcome};
 use crate::domain::entry::same_entry;
 use crate::domain::import::{
     archived_live_id, continues, holds_run, mask_secrets, plan, ImportError, ImportFork, SettingsMode,
@@ -306,5 +307,40 @@ impl Store {
             self.forget_keys(dropped_refs);
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::ImportOptions;
+    use crate::secrets::memory::MemoryStore;
+    use crate::store::keys::tests::{cards, file_has, open, raw};
+
+    #[test]
+    fn imports_keep_keys_in_the_store_and_rerun_as_no_op() {
+        use crate::domain::import::SettingsMode;
+        let mem = Arc::new(MemoryStore::new());
+        let (dir, mut s) = open(&mem);
+        let doc = json!({"providers": cards("sk-imported-a", ""), "theme": "dark"});
+        let r = s.storage_import(&doc, ImportOptions { settings: SettingsMode::Overwrite }, None).unwrap();
+        assert_eq!(r.result["settingsImported"], json!(2));
+        assert!(raw(&mut s)[0]["apiKey"]["keyring"].is_string());
+        assert_eq!(mem.secrets(), vec!["sk-imported-a".to_string()]);
+        assert!(file_has(&dir, "sk-imported-a").is_empty());
+        let r = s.storage_import(&doc, ImportOptions { settings: SettingsMode::Overwrite }, None).unwrap();
+        assert_eq!(r.result["settingsImported"], json!(0), "{}", r.result);
+        assert_eq!(mem.accounts().len(), 1);
+        let p = s.storage_import_preview(&doc).unwrap();
+        let row = p["settings"].as_array().unwrap().iter().find(|x| x["key"] == "providers").unwrap().clone();
+        assert_eq!(row["current"], json!("same"), "compared with the key, not the reference");
+        assert!(!p.to_string().contains("sk-imported-a"), "the preview masks keys");
+        // keep: the host's providers stay, the document's key is not kept anywhere
+        let other = json!({"providers": cards("sk-other", "")});
+        s.storage_import(&other, ImportOptions { settings: SettingsMode::Keep }, None).unwrap();
+        assert_eq!(mem.secrets(), vec!["sk-imported-a".to_string()]);
     }
 }

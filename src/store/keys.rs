@@ -12,7 +12,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Map, Value};
 
-use super::{setting_value, Store};
+use super::connection::Store;
+use super::tx::setting_value;
 use crate::domain::secrets::{
     self, card_id, key_of, label_for, plaintext_count, reference, refs, stored_key_for, Key, API_KEY,
     PROVIDERS, UNAVAILABLE,
@@ -437,16 +438,16 @@ pub(crate) fn with_providers(map: &Map<String, Value>, providers: Option<&Value>
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     use serde_json::{json, Map, Value};
 
     use crate::secrets::memory::MemoryStore;
-    use crate::store::Store;
+    use crate::store::connection::Store;
 
-    fn open(mem: &Arc<MemoryStore>) -> (tempfile::TempDir, Store) {
+    pub(in crate::store) fn open(mem: &Arc<MemoryStore>) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(&dir.path().join("keepsake.db")).unwrap();
         s.set_secret_store(mem.clone());
@@ -457,7 +458,7 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
-    fn raw(s: &mut Store) -> Value {
+    pub(in crate::store) fn raw(s: &mut Store) -> Value {
         s.stored_providers().unwrap().unwrap_or(Value::Null)
     }
 
@@ -465,7 +466,7 @@ mod tests {
         s.settings_get(&["providers".to_string()]).unwrap()["providers"].clone()
     }
 
-    fn file_has(dir: &tempfile::TempDir, needle: &str) -> Vec<String> {
+    pub(in crate::store) fn file_has(dir: &tempfile::TempDir, needle: &str) -> Vec<String> {
         let mut hits = Vec::new();
         for e in std::fs::read_dir(dir.path()).unwrap() {
             let p = e.unwrap().path();
@@ -477,7 +478,7 @@ mod tests {
         hits
     }
 
-    fn cards(a: &str, b: &str) -> Value {
+    pub(in crate::store) fn cards(a: &str, b: &str) -> Value {
         json!([
             {"id": "a", "name": "A", "kind": "chat", "baseUrl": "https://a.example", "apiKey": a, "model": "m"},
             {"id": "b", "name": "B", "kind": "chat", "baseUrl": "https://b.example", "apiKey": b, "model": "m"}
@@ -647,30 +648,5 @@ mod tests {
         forged[1]["apiKey"] = json!({"keyring": "someone-elses"});
         s.settings_set(&map(json!({"providers": forged})), None).unwrap();
         assert_eq!(raw(&mut s)[1]["apiKey"], json!(""));
-    }
-
-    #[test]
-    fn imports_keep_keys_in_the_store_and_rerun_as_no_op() {
-        use crate::domain::import::SettingsMode;
-        use crate::store::ImportOptions;
-        let mem = Arc::new(MemoryStore::new());
-        let (dir, mut s) = open(&mem);
-        let doc = json!({"providers": cards("sk-imported-a", ""), "theme": "dark"});
-        let r = s.storage_import(&doc, ImportOptions { settings: SettingsMode::Overwrite }, None).unwrap();
-        assert_eq!(r.result["settingsImported"], json!(2));
-        assert!(raw(&mut s)[0]["apiKey"]["keyring"].is_string());
-        assert_eq!(mem.secrets(), vec!["sk-imported-a".to_string()]);
-        assert!(file_has(&dir, "sk-imported-a").is_empty());
-        let r = s.storage_import(&doc, ImportOptions { settings: SettingsMode::Overwrite }, None).unwrap();
-        assert_eq!(r.result["settingsImported"], json!(0), "{}", r.result);
-        assert_eq!(mem.accounts().len(), 1);
-        let p = s.storage_import_preview(&doc).unwrap();
-        let row = p["settings"].as_array().unwrap().iter().find(|x| x["key"] == "providers").unwrap().clone();
-        assert_eq!(row["current"], json!("same"), "compared with the key, not the reference");
-        assert!(!p.to_string().contains("sk-imported-a"), "the preview masks keys");
-        // keep: the host's providers stay, the document's key is not kept anywhere
-        let other = json!({"providers": cards("sk-other", "")});
-        s.storage_import(&other, ImportOptions { settings: SettingsMode::Keep }, None).unwrap();
-        assert_eq!(mem.secrets(), vec!["sk-imported-a".to_string()]);
     }
 }

@@ -6,9 +6,9 @@ use rusqlite::{Connection, MAIN_DB};
 use serde_json::{json, Value};
 
 use super::blobs::get_blob;
+use super::connection::Store;
 use super::migrate::{self, LATEST};
 use super::window::{binding, live_len};
-use super::Store;
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::parse_image_ref;
 use crate::protocol::{HostError, HostResult};
@@ -108,16 +108,16 @@ pub struct BackupReport {
 /// keys it holds as text. A file SQLite cannot open at all is `db_corrupt`, and nothing is
 /// created.
 pub fn backup_file(db: &Path, dest: &Path) -> HostResult<BackupReport> {
-    if let Some(s) = super::salvage::too_short(db) {
-        super::salvage::note_damage(db, &s);
+    if let Some(s) = super::salvage::check::too_short(db) {
+        super::salvage::marker::note_damage(db, &s);
         return Err(HostError::new(
             crate::protocol::ErrorCode::DbCorrupt,
             format!("the database is damaged: {s}"),
         ));
     }
     let conn = super::open::open_read_only(db).map_err(|e| {
-        if let super::StoreError::Corrupt(m) = &e {
-            super::salvage::note_damage(db, m);
+        if let super::error::StoreError::Corrupt(m) = &e {
+            super::salvage::marker::note_damage(db, m);
         }
         HostError::from(e)
     })?;
@@ -153,9 +153,9 @@ pub fn backup_file(db: &Path, dest: &Path) -> HostResult<BackupReport> {
         Err(e) => vec![e.to_string()],
     };
     if lines != ["ok"] {
-        super::salvage::note_damage(db, &format!("integrity_check: {}", lines.join("; ")));
+        super::salvage::marker::note_damage(db, &format!("integrity_check: {}", lines.join("; ")));
     }
-    let keys_in_file = super::setting_value(&copy, crate::domain::secrets::PROVIDERS)
+    let keys_in_file = super::tx::setting_value(&copy, crate::domain::secrets::PROVIDERS)
         .ok()
         .flatten()
         .map_or(0, |p| crate::domain::secrets::plaintext_count(&p));

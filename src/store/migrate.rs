@@ -6,7 +6,7 @@
 use rusqlite::fallible_iterator::FallibleIterator;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use super::StoreError;
+use super::error::StoreError;
 use crate::protocol::{ErrorCode, HostError};
 
 /// Numbered, append-only migrations: never edit one that has shipped; add the next file. A file

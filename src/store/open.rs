@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::StoreError;
+use super::error::{is_busy, StoreError};
 use crate::protocol::limits::SQLITE_MAX_LENGTH;
 use crate::util::paths::sidecar;
 
@@ -244,13 +244,6 @@ fn busy_wait(tries: i32) -> bool {
     let micros = if tries < 10 { 500 + step / 2 } else { 1_000 + step * 3 };
     std::thread::sleep(Duration::from_micros(micros));
     true
-}
-
-pub fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
-    )
 }
 
 /// Switch to WAL, retrying on busy (only the very first opener ever switches it).

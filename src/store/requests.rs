@@ -9,9 +9,9 @@ use serde_json::{json, Map, Value};
 
 use super::blobs::get_blob;
 use super::bound::stored_url_chars;
+use super::connection::Store;
 use super::rows::{session_body, session_known};
 use super::window::live_entries;
-use super::Store;
 use crate::domain::dataurl::{canonical_data_url, split_image_data_url};
 use crate::domain::entry::{parse_image_ref, TURN_IMAGE_PREFIX};
 use crate::domain::history::trim_count;

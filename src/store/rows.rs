@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::drawer::{drawer_row, ROW_COLS};
 use super::entries::{self, parse_entry};
 use super::salvage::marker::content_damage;
-use super::WriteTx;
+use super::tx::WriteTx;
 use crate::domain::sessions::DrawerRow;
 use crate::protocol::HostResult;
 

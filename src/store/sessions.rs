@@ -10,12 +10,14 @@ use serde_json::{json, Map, Value};
 
 use super::blobs::{self, referenced_blob, Inliner};
 use super::bodies::{append_to_path, insert_session, write_body};
+use super::connection::{Store, WriteOutcome};
 use super::drawer::{Drawer, Found, Listing};
 use super::entries;
 use super::history::{self, append_entries};
 use super::rows::{is_trashed, path_len, session_body, session_exists, session_row, touched};
+use super::tx::WriteTx;
 use super::window::{self, with_video_src};
-use super::{search, trash, versions, Store, WriteOutcome, WriteTx};
+use super::{search, trash, versions};
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::referenced_blobs;
 use crate::domain::export::{export_entry, filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
@@ -114,7 +116,7 @@ impl Store {
             let ids = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
             Ok(ids)
         })?;
-        if !missing.is_empty() && self.mode == super::Mode::ReadWrite && self.damage().is_none() {
+        if !missing.is_empty() && self.mode == super::open::Mode::ReadWrite && self.damage().is_none() {
             tracing::info!(sessions = missing.len(), "indexing sessions missing from the search index");
             self.write("search.index", None, |w| {
                 for sid in &missing {

@@ -3,9 +3,10 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::{Map, Value};
 
+use super::connection::{Store, WriteOutcome};
 use super::keys::{dropped, with_providers, Finish, Prepared};
 use super::salvage::marker::content_damage;
-use super::{setting_value, Store, WriteOutcome};
+use super::tx::setting_value;
 use crate::domain::secrets::{plaintext_count, PROVIDERS};
 use crate::domain::settings::{check_key, check_value};
 use crate::protocol::{HostError, HostResult};

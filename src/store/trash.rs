@@ -8,10 +8,12 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{json, Value};
 
 use super::bodies::refresh_auto_name;
+use super::connection::{Store, WriteOutcome};
 use super::entries::{self, renumber};
 use super::rows::{path_len, touched};
+use super::tx::{setting_value, WriteTx};
 use super::window::{binding, live_state, set_window, unbind};
-use super::{search, setting_value, versions, Store, WriteOutcome, WriteTx};
+use super::{search, versions};
 use crate::domain::sessions::entries_item_name;
 use crate::domain::settings::{max_sessions, trash_days};
 use crate::domain::text::lower;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::entries::{parse_entry, path_chars, path_row_at, path_rows};
 use super::rows::path_len;
 use super::salvage::marker::content_damage;
-use super::WriteTx;
+use super::tx::WriteTx;
 use crate::domain::history::trim_count;
 use crate::protocol::HostResult;
 

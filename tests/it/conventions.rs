@@ -620,13 +620,26 @@ fn use_tree_paths(s: &str, prefix: &[String], out: &mut Vec<Vec<String>>) -> usi
 }
 
 /// The modules `code` (of module `me`, comments and literals blanked) names: `super::x`,
-/// `self::x`, `crate::store::x` paths in `use` items and in code, resolved against `modules`
-/// (the longest module a path starts with). Inline `mod name { … }` blocks are followed, so
-/// `use super::*` in a `mod tests` names the file itself. A `mod` declaration is no edge.
+/// `self::x`, `crate::store::x` paths in `use` items and in code, and paths that start with the
+/// name of a child the file declares (`mod x;` then `x::f()` or `pub use x::Y`: how a `mod.rs`
+/// uses its children), resolved against `modules` (the longest module a path starts with).
+/// Inline `mod name { … }` blocks are followed, so `use super::*` in a `mod tests` names the
+/// file itself (and a child's bare name inside one names nothing). A `mod` declaration alone is
+/// no edge.
 fn store_edges(code: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BTreeSet<Vec<String>> {
     let b = code.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut edges = BTreeSet::new();
+    // the children this file declares (`mod x;`, `pub mod x;`, `pub(super) mod x;`)
+    let children: Vec<String> = code
+        .match_indices("mod ")
+        .filter(|(i, _)| *i == 0 || !ident(b[i - 1]))
+        .filter_map(|(i, _)| {
+            let r = code[i + 4..].trim_start();
+            let name: String = r.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            (!name.is_empty() && r[name.len()..].trim_start().starts_with(';')).then_some(name)
+        })
+        .collect();
     // inline modules: (name, brace depth inside it)
     let mut inline: Vec<(String, usize)> = Vec::new();
     let mut depth = 0;
@@ -652,7 +665,18 @@ fn store_edges(code: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BT
             && ["crate::store::", "self::", "super::"].iter().any(|p| rest.starts_with(p))
             // `pub(in crate::store)` names who may see an item, not what it uses
             && !code[..i].trim_end().ends_with("(in");
-        let head = if !is_path {
+        // `child::…` where this file declared `mod child;` (not inside an inline module, where
+        // the bare name is out of scope, nor after `.`: a method's turbofish)
+        let child = (starts_word && inline.is_empty() && (i == 0 || b[i - 1] != b'.'))
+            .then(|| {
+                children.iter().find_map(|c| Some((c, rest.strip_prefix(c.as_str())?.strip_prefix("::")?)))
+            })
+            .flatten();
+        let head = if let Some((c, r)) = child {
+            let mut here = me.to_vec();
+            here.push(c.clone());
+            Some((here, r))
+        } else if !is_path {
             None
         } else if let Some(r) = rest.strip_prefix("crate::store::") {
             Some((vec!["store".to_owned()], r))
@@ -734,8 +758,11 @@ fn store_import_graph() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// `src/store` is layered: no module reaches itself again through `use super::x`,
-/// `use crate::store::x` or a `super::x::` / `crate::store::x::` path. (A parent's own uses of
-/// its children, `child::f()` in a `mod.rs`, are not counted: they are how Rust nests modules.)
+/// `use crate::store::x` or a `super::x::` / `crate::store::x::` path. A parent's uses of its
+/// children count too (`child::f()` or `pub use child::X` in a `mod.rs` is an edge to
+/// `store::child`), so a `mod.rs` that defines what its children import (`use super::Store`)
+/// is a cycle: `store/mod.rs` and `store/salvage/mod.rs` only declare and re-export, and every
+/// child imports from the module that defines the item.
 #[test]
 fn store_modules_have_no_import_cycle() {
     // the parser and the cycle search on known input first, so the check below cannot pass by
@@ -753,6 +780,15 @@ fn store_modules_have_no_import_cycle() {
         .map(|m| m.join("::"))
         .collect();
     assert_eq!(found, ["store", "store::a", "store::b"], "the import parser");
+    // a parent's uses of the children it declares count; a bare name inside an inline module,
+    // after `::` or after `.`, or a declaration alone, does not
+    let parent = code_only(
+        "mod a;\npub mod b;\npub(super) mod c;\npub use a::{X, Y};\nfn f() { b::g::<u8>(); \
+         crate::x::c::h(); q.c::<u8>(); }\nmod tests { use c::Z; }",
+    );
+    let found: Vec<String> =
+        store_edges(&parent, &["store".into()], &known).into_iter().map(|m| m.join("::")).collect();
+    assert_eq!(found, ["store::a", "store::b"], "the import parser on a parent");
     let ring: BTreeMap<String, BTreeSet<String>> = [("a", "b"), ("b", "c"), ("c", "a"), ("d", "a")]
         .iter()
         .map(|(f, t)| (f.to_string(), BTreeSet::from([t.to_string()])))

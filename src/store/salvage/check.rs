@@ -5,8 +5,8 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
+use crate::store::error::{is_corrupt, StoreError};
 use crate::store::open;
-use crate::store::{is_corrupt, StoreError};
 
 /// `Some(what is wrong)` when the file at `db` is damaged, `None` when `integrity_check`
 /// passes. Read-only: never writes the file, never deletes its WAL.

@@ -14,8 +14,9 @@ use super::header::{page_size_candidates, rebuild_header};
 use super::record::TableReport;
 use super::repair::repair;
 use super::scan::{columns, copy_table, scan_pages};
+use crate::store::error::StoreError;
+use crate::store::migrate;
 use crate::store::open::{self, Mode};
-use crate::store::{migrate, StoreError};
 use crate::util::paths::sidecar;
 
 /// Derived tables: rebuilt from the entries, never copied.
