@@ -281,8 +281,10 @@ impl NewEntry {
     }
 }
 
-/// An optional field that, when present, holds a `T` (`null` is refused). Use with `default`.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+/// Deserialize an optional field that, when present, must hold a `T` (`null` included: a field
+/// given as `null` is refused, not read as absent). Use with `#[serde(default)]`; the typed
+/// operation arguments (`server/ops`) use it too.
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
 }
 

@@ -74,11 +74,9 @@ impl JsonSchema for Index {
     }
 }
 
-/// Deserialize an optional field that, when present, must hold a `T` (`null` included: an
-/// optional index given as `null` is refused, as it always was). Use with `#[serde(default)]`.
-pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
-    T::deserialize(d).map(Some)
-}
+/// An optional argument that, when present, must hold a `T` (an optional index given as `null` is
+/// refused, as it always was).
+pub use crate::domain::new_entry::present;
 
 /// `images` of `history.get` and `sessions.get`: image data inline (default) or as references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]

@@ -154,6 +154,14 @@ impl Run {
         m
     }
 
+    /// Append a plain entry to the live chat and count its text as acknowledged.
+    fn append_acked(&mut self, role: &str, text: &str) {
+        self.s
+            .history_append(entry(json!({"role": role, "content": text})), false, false, None, None)
+            .unwrap();
+        self.ack(text);
+    }
+
     fn destroy(&mut self, gone: BTreeSet<u64>) {
         for m in gone {
             self.expected.remove(&m);
@@ -168,21 +176,9 @@ impl Run {
             0..=2 => {
                 let (q, a) = (self.marker(), self.marker());
                 let q = format!("question {q}");
-                self.s
-                    .history_append(entry(json!({"role": "user", "content": q})), false, false, None, None)
-                    .unwrap();
-                self.ack(&q);
+                self.append_acked("user", &q);
                 let a = format!("answer {a}");
-                self.s
-                    .history_append(
-                        entry(json!({"role": "assistant", "content": a})),
-                        false,
-                        false,
-                        None,
-                        None,
-                    )
-                    .unwrap();
-                self.ack(&a);
+                self.append_acked("assistant", &a);
                 self.log.push(("send", String::new()));
             }
             3 => {
@@ -220,16 +216,7 @@ impl Run {
                     .unwrap();
                 self.ack(&q);
                 let a = format!("reply {a}");
-                self.s
-                    .history_append(
-                        entry(json!({"role": "assistant", "content": a})),
-                        false,
-                        false,
-                        None,
-                        None,
-                    )
-                    .unwrap();
-                self.ack(&a);
+                self.append_acked("assistant", &a);
                 self.log.push(("edit & resend", i.to_string()));
             }
             5 => {
