@@ -7,6 +7,8 @@
 #   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
 #   BENCH_ONLY=search ./bench.sh  scenario 8 alone, printed only
 #   BENCH_ONLY=text ./bench.sh    scenario 4 alone, with a timeline of its turns, printed only
+#   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
+#                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
 # Needs cargo, node >= 20, npm, /usr/bin/chromium (Debian's; never downloaded) and playwright-core
 # in tests/e2e/node_modules (installed with `npm ci` there when missing). Exit status 0 unless
@@ -20,7 +22,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,13p' "$0"
+	sed -n '2,15p' "$0"
 	exit 0
 	;;
 esac
@@ -38,6 +40,13 @@ fi
 if [ ! -d tests/e2e/node_modules/playwright-core ]; then
 	say "npm ci (tests/e2e: playwright-core)"
 	(cd tests/e2e && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+if [ "${BENCH_ONLY:-}" = read ]; then
+	say "node bench/reading.mjs"
+	KEEPSAKE_E2E_CHROMIUM="${chromium_bin}"
+	export KEEPSAKE_E2E_CHROMIUM
+	exec node bench/reading.mjs
 fi
 
 say "cargo build --release (keepsake-host, examples/echo_host)"

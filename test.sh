@@ -64,6 +64,9 @@ cargo test --locked --no-fail-fast
 step "shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh"
 shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh
 
+step "npm ci in vendor/ (the pinned libraries extension/vendor/ copies; extension/vendor.test.js compares them)"
+(cd vendor && npm ci --no-audit --no-fund --loglevel=error)
+
 step "node --test extension/ (extension modules)"
 node --test extension/
 

@@ -1,10 +1,16 @@
 // chat.attachPage (README "Worker chat handlers"): the readable text of a tab (read in the page by
-// chrome.scripting), `history.attach` with a change note when the page changed since its last
-// attach, then the auto-summary when the host plans one (storage-model §9 "Auto-summary").
+// chrome.scripting: the article as Mozilla's Readability finds it, extension/vendor/readability,
+// laid out as Markdown-like text, or the page's main text when it finds none), `history.attach`
+// with a change note when the page changed since its last attach, then the auto-summary when the
+// host plans one (storage-model §9 "Auto-summary"). Pages the browser does not let an extension
+// read are refused before anything is injected, with the reason.
 
 import { redactUrl } from '../lib/entries.js';
 import { codeError, errorInfo } from './errors.js';
 import { pickProvider } from './provider.js';
+
+/** Mozilla's Readability (vendor/package.json pins it; vendor/copy.mjs copies it here). */
+const READABILITY = 'vendor/readability/Readability.js';
 
 /** Text extracted from a page is cut here (the host accepts far more; auto-summary condenses). */
 const MAX_PAGE_CHARS = 3_000_000;
@@ -29,22 +35,77 @@ function formatChangedSince(ts) {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
 }
 
+/** The attach header lines (storage-model §2.4 `header`) for an article's metadata, or `undefined`. */
+function articleHeader(page) {
+  const one = (v) => v.replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ').trim();
+  const line = (label, v) => (typeof v === 'string' && one(v) ? `${label}: ${one(v)}\n` : '');
+  const canonical = typeof page?.canonicalUrl === 'string' && page.canonicalUrl ? redactUrl(page.canonicalUrl) : '';
+  const h = line('Byline', page?.byline) + line('Site', page?.siteName) + line('Published', page?.publishedTime) + line('Canonical URL', canonical);
+  return h || undefined;
+}
+
 /** `history.attach` arguments for a page extracted by `extractReadablePage`. */
 function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince } = {}) {
   const rawUrl = (typeof tabUrl === 'string' && tabUrl) || page?.url || '';
   const url = redactUrl(rawUrl);
   const title = (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
   const body = typeof page?.text === 'string' ? page.text.slice(0, MAX_PAGE_CHARS) : '';
-  const ctx = { url, title, mode: 'full', body };
+  const article = page?.method === 'readability';
+  const ctx = { url, title, mode: article ? 'article' : 'full', body };
+  const header = article ? articleHeader(page) : undefined;
+  if (header) ctx.header = header;
   if (changedSince) ctx.changedSince = changedSince;
   const args = { ctx };
   if (page?.hasVideo) args.videoSrc = { platform: videoPlatform(rawUrl), url, tabId };
   return args;
 }
 
+/** The Chrome Web Store's hosts: no extension may script them. */
+const STORE_HOSTS = new Set(['chromewebstore.google.com', 'chrome.google.com', 'microsoftedge.microsoft.com', 'addons.mozilla.org']);
+
+/**
+ * Why the browser will not let the extension read `url`, or `null` when it may.
+ * @param {string} url the tab's URL
+ * @param {{fileAccess?: boolean}} [o] whether "Allow access to file URLs" is on for the extension
+ */
+export function unreadableReason(url, { fileAccess = false } = {}) {
+  let u;
+  try {
+    u = new URL(String(url || ''));
+  } catch {
+    return null; // not a URL the browser would show: let the injection say what it can
+  }
+  const scheme = u.protocol.slice(0, -1).toLowerCase();
+  if (scheme === 'http' || scheme === 'https') {
+    const host = u.hostname.toLowerCase();
+    if (STORE_HOSTS.has(host) && (host !== 'chrome.google.com' || u.pathname.startsWith('/webstore'))) {
+      return 'Browsers do not let extensions read their extension stores.';
+    }
+    return null;
+  }
+  if (scheme === 'file') {
+    return fileAccess ? null : 'Reading local files needs "Allow access to file URLs" in this extension\'s details (chrome://extensions).';
+  }
+  if (['chrome', 'edge', 'brave', 'vivaldi', 'opera', 'about', 'chrome-untrusted', 'devtools', 'view-source', 'chrome-search'].includes(scheme)) {
+    return `The browser does not let extensions read its own ${scheme}:// pages.`;
+  }
+  if (scheme === 'chrome-extension' || scheme === 'moz-extension' || scheme === 'extension') {
+    return 'Extensions may not read other extensions\' pages.';
+  }
+  if (scheme === 'data' || scheme === 'blob' || scheme === 'javascript') return `A ${scheme}: page cannot be read by an extension.`;
+  return `Pages of the ${scheme}: kind cannot be read by an extension.`;
+}
+
 // ----- functions injected into pages by chrome.scripting (must be self-contained)
 
-/** Readable text of the page: title, URL, main text of article/main/body, whitespace collapsed. */
+/**
+ * The readable text of the page, run in the page after extension/vendor/readability/Readability.js.
+ * Readability finds the article (title, byline, site name, published time) in a copy of the
+ * document; its content is laid out as Markdown-like text: headings with `#`, lists with `-` and
+ * `1.`, tables as `| a | b |` rows, code blocks fenced with their language, quotes with `>`.
+ * Without an article (or without Readability) the main text of article/main/body, as before.
+ * `method` says which: `readability` or `dom`.
+ */
 export function extractReadablePage() {
   const clean = (s) =>
     String(s || '')
@@ -53,6 +114,126 @@ export function extractReadablePage() {
       .replace(/ ?\n ?/g, '\n')
       .replace(/\n{3,}/g, '\n\n')
       .trim();
+  // inline text: every run of white space one space (newlines too: HTML wraps lines freely)
+  // (NUL marks where a code block goes back, so page text never carries one)
+  const flat = (s) => String(s || '').replaceAll('\u0000', '').replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ');
+  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'SVG', 'CANVAS', 'IFRAME', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'OBJECT', 'EMBED', 'IMG', 'PICTURE', 'VIDEO', 'AUDIO']);
+  const BLOCK = new Set(['P', 'DIV', 'SECTION', 'ARTICLE', 'MAIN', 'HEADER', 'FOOTER', 'ASIDE', 'FIGURE', 'FIGCAPTION', 'DETAILS', 'SUMMARY', 'ADDRESS', 'DL', 'DT', 'DD', 'NAV', 'FORM', 'FIELDSET', 'CENTER']);
+  // page furniture Readability would leave inside an article: taken out of its copy of the page
+  // first (never a box that holds the article itself)
+  const NOISE = [
+    '[class*="newsletter" i]', '[class*="share" i]', '[class*="related" i]', '[class*="subscribe" i]', '[class*="promo" i]',
+    '[class*="advert" i]', '[class~="ad" i]', '[class*="rating" i]', '[class~="tags" i]', '[class*="cookie" i]',
+    '[class*="comments" i]', '[role="complementary"]',
+  ].join(', ');
+  const lang = (el) => {
+    for (const c of String(el?.className || '').split(' ')) {
+      if (c.startsWith('language-')) return c.slice(9);
+      if (c.startsWith('lang-')) return c.slice(5);
+    }
+    return '';
+  };
+  const blocks = [];
+  // the cleaned text with every code block back in its place
+  const laidOut = (root) =>
+    clean(render(root, 0))
+      .split('\u0000')
+      .map((piece, i) => (i % 2 ? (blocks[Number(piece)] ?? '') : piece))
+      .join('');
+  const children = (node, depth) => Array.from(node.childNodes, (c) => render(c, depth)).join('');
+  const oneLine = (node, depth) => clean(children(node, depth)).replaceAll('\n', ' ');
+  function render(node, depth) {
+    if (node.nodeType === 3) return flat(node.nodeValue);
+    if (node.nodeType !== 1) return '';
+    const tag = String(node.tagName).toUpperCase();
+    if (SKIP.has(tag) || node.hidden || node.getAttribute('aria-hidden') === 'true') return '';
+    switch (tag) {
+      case 'BR':
+        return '\n';
+      case 'HR':
+        return '\n\n---\n\n';
+      case 'H1':
+      case 'H2':
+      case 'H3':
+      case 'H4':
+      case 'H5':
+      case 'H6':
+        return `\n\n${'#'.repeat(Number(tag[1]))} ${oneLine(node, depth)}\n\n`;
+      case 'PRE': {
+        // kept aside as it is (indentation, blank lines) and put back after the text is cleaned
+        let code = String(node.textContent || '').replaceAll('\u0000', '');
+        while (code.endsWith('\n')) code = code.slice(0, -1);
+        blocks.push(`\`\`\`${lang(node.querySelector('code')) || lang(node)}\n${code}\n\`\`\``);
+        return `\n\n\u0000${blocks.length - 1}\u0000\n\n`;
+      }
+      case 'CODE':
+        return `\`${flat(node.textContent)}\``;
+      case 'UL':
+      case 'OL': {
+        let n = Number(node.getAttribute('start')) || 1;
+        const items = [];
+        for (const li of node.children) {
+          if (String(li.tagName).toUpperCase() !== 'LI') continue;
+          const mark = tag === 'OL' ? `${n++}.` : '-';
+          items.push(`${'  '.repeat(depth)}${mark} ${clean(children(li, depth + 1)).replaceAll('\n\n', '\n')}`);
+        }
+        return `\n\n${items.join('\n')}\n\n`;
+      }
+      case 'TABLE': {
+        const rows = Array.from(node.querySelectorAll('tr')).filter((tr) => tr.closest('table') === node);
+        const lines = [];
+        rows.forEach((tr, i) => {
+          const cells = Array.from(tr.children).filter((c) => ['TD', 'TH'].includes(String(c.tagName).toUpperCase()));
+          lines.push(`| ${cells.map((c) => oneLine(c, depth).replaceAll('|', '\\|')).join(' | ')} |`);
+          if (i === 0 && cells.some((c) => String(c.tagName).toUpperCase() === 'TH')) lines.push(`|${' --- |'.repeat(cells.length)}`);
+        });
+        return `\n\n${lines.join('\n')}\n\n`;
+      }
+      case 'BLOCKQUOTE':
+        return `\n\n${clean(children(node, depth)).split('\n').map((l) => `> ${l}`).join('\n')}\n\n`;
+      case 'LI':
+        return `\n${children(node, depth)}\n`;
+      default:
+        return BLOCK.has(tag) ? `\n\n${children(node, depth)}\n\n` : children(node, depth);
+    }
+  }
+  const meta = (names) => {
+    for (const n of names) {
+      const v = document.querySelector(`meta[property="${n}"], meta[name="${n}"]`)?.getAttribute('content');
+      if (v && v.trim()) return v.trim();
+    }
+    return '';
+  };
+  const hasVideo = document.querySelectorAll('video').length > 0;
+  const base = { title: String(document.title || '').trim(), url: location.href, hasVideo };
+  try {
+    // eslint-disable-next-line no-undef -- defined by vendor/readability/Readability.js, injected first
+    const R = typeof Readability === 'function' ? Readability : null;
+    let article = null;
+    if (R) {
+      const doc = document.cloneNode(true);
+      for (const el of doc.querySelectorAll(NOISE)) {
+        if (el.isConnected && !el.matches('html, body, main, article') && !el.querySelector('article, main, h1')) el.remove();
+      }
+      article = new R(doc, { serializer: (el) => el, keepClasses: true }).parse();
+    }
+    const text = article?.content ? laidOut(article.content) : '';
+    if (text.length >= 200) {
+      return {
+        ...base,
+        title: String(article.title || base.title).trim(),
+        text,
+        method: 'readability',
+        byline: article.byline || meta(['author', 'article:author']),
+        siteName: article.siteName || meta(['og:site_name']),
+        publishedTime: article.publishedTime || meta(['article:published_time']),
+        canonicalUrl: document.querySelector('link[rel="canonical"]')?.href || '',
+        lang: article.lang || document.documentElement.lang || '',
+      };
+    }
+  } catch {
+    /* the page's own text below */
+  }
   const candidates = [
     document.querySelector('article'),
     document.querySelector('main'),
@@ -68,8 +249,7 @@ export function extractReadablePage() {
     }
     if (t.length > text.length) text = t;
   }
-  const hasVideo = document.querySelectorAll('video').length > 0;
-  return { title: String(document.title || '').trim(), url: location.href, text, hasVideo };
+  return { ...base, text, method: 'dom' };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -86,20 +266,26 @@ export function extractReadablePage() {
 export function createPageAttach({ storage, chrome = globalThis.chrome, readSettings, summarize }) {
   async function attachPage({ tabId } = {}) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.attachPage needs a tabId');
-    let page;
-    try {
-      const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
-      page = inj?.result;
-    } catch (e) {
-      throw codeError('attach_failed', `Could not read this page: ${e?.message ?? e}`);
-    }
-    if (!page) throw codeError('attach_failed', 'Could not read this page.');
     let tab = null;
     try {
       tab = await chrome.tabs.get(tabId);
     } catch {
       /* the injected result carries the URL */
     }
+    if (typeof tab?.url === 'string' && tab.url) {
+      const fileAccess = tab.url.startsWith('file:') ? await chrome.extension?.isAllowedFileSchemeAccess?.() : false;
+      const why = unreadableReason(tab.url, { fileAccess: !!fileAccess });
+      if (why) throw codeError('page_unreadable', why);
+    }
+    let page;
+    try {
+      await chrome.scripting.executeScript({ target: { tabId }, files: [READABILITY] });
+      const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
+      page = inj?.result;
+    } catch (e) {
+      throw codeError('attach_failed', `Could not read this page: ${e?.message ?? e}`);
+    }
+    if (!page) throw codeError('attach_failed', 'Could not read this page.');
     let args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title });
     try {
       const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });

@@ -7,11 +7,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createPageAttach } from './page-attach.js';
+import { createPageAttach, unreadableReason } from './page-attach.js';
 
 function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize } = {}) {
   const attached = [];
   const tracked = [];
+  const injected = [];
   const storage = {
     attach: {
       trackChange: async (args) => {
@@ -29,8 +30,14 @@ function setup({ page, tab = null, tabFails = false, change = null, summaryNeede
   };
   const chrome = {
     scripting: {
-      executeScript: async ({ target, func }) => {
+      executeScript: async ({ target, func, files }) => {
+        if (files) {
+          assert.deepEqual(files, ['vendor/readability/Readability.js'], 'Readability goes in first');
+          injected.push(...files);
+          return [{}];
+        }
         assert.equal(func.name, 'extractReadablePage');
+        assert.deepEqual(injected, ['vendor/readability/Readability.js']);
         assert.equal(target.tabId, 7);
         if (page instanceof Error) throw page;
         return [{ result: page }];
@@ -140,4 +147,52 @@ test('a planned summary goes to the active provider unless turned off; its failu
   assert.equal(r.summarized, false);
   assert.equal(r.summaryError.code, 'no_provider');
   assert.equal(s.attached.length, 1);
+});
+
+test('pages the browser does not let an extension read are refused before anything is injected, saying why', async () => {
+  for (const [url, why] of [
+    ['chrome://version/', /its own chrome:\/\/ pages/],
+    ['edge://settings', /its own edge:\/\/ pages/],
+    ['about:blank', /its own about:\/\/ pages/],
+    ['view-source:https://example.com/', /view-source/],
+    ['chrome-extension://abc/page.html', /other extensions' pages/],
+    ['https://chromewebstore.google.com/detail/x', /extension stores/],
+    ['https://chrome.google.com/webstore/detail/x', /extension stores/],
+    ['file:///home/me/notes.html', /Allow access to file URLs/],
+  ]) {
+    const s = setup({ page: { title: 'T', text: 'never read' }, tab: { url } });
+    await assert.rejects(s.attach(), (e) => e.code === 'page_unreadable' && why.test(e.message), url);
+    assert.deepEqual(s.attached, [], `${url}: nothing attached`);
+  }
+  // the rest of google.com, and a file URL with file access on, are read
+  assert.equal(unreadableReason('https://chrome.google.com/intl/en/chrome/'), null);
+  assert.equal(unreadableReason('https://example.com/a'), null);
+  assert.equal(unreadableReason('file:///home/me/notes.html', { fileAccess: true }), null);
+});
+
+test("an article Readability found: mode article and its metadata in the header; the page's text: mode full", async () => {
+  const article = {
+    title: 'A title',
+    text: 'Body',
+    method: 'readability',
+    byline: ' Ada\nLovelace ',
+    siteName: 'The Site',
+    publishedTime: '2026-01-02T03:04:05Z',
+    canonicalUrl: 'https://u:p@example.com/canonical',
+  };
+  let s = setup({ page: article, tab: { url: 'https://example.com/a' } });
+  await s.attach();
+  assert.deepEqual(s.attached[0].ctx, {
+    url: 'https://example.com/a',
+    title: 'A title',
+    mode: 'article',
+    body: 'Body',
+    header: 'Byline: Ada Lovelace\nSite: The Site\nPublished: 2026-01-02T03:04:05Z\nCanonical URL: https://example.com/canonical\n',
+  });
+  s = setup({ page: { ...article, byline: '', siteName: null, publishedTime: undefined, canonicalUrl: '' }, tab: { url: 'https://example.com/a' } });
+  await s.attach();
+  assert.equal(s.attached[0].ctx.header, undefined, 'no metadata, no header');
+  s = setup({ page: { ...article, method: 'dom' }, tab: { url: 'https://example.com/a' } });
+  await s.attach();
+  assert.deepEqual(s.attached[0].ctx, { url: 'https://example.com/a', title: 'A title', mode: 'full', body: 'Body' });
 });

@@ -1317,6 +1317,7 @@ function fakeChrome({ page, tabUrl = 'https://example.com/article', seekResult =
     scripting: {
       executeScript: async (inj) => {
         calls.push({ executeScript: inj });
+        if (inj.files) return [{}];
         if (inj.func.name === 'extractReadablePage') return [{ result: page }];
         if (inj.func.name === 'seekScript') return [{ result: seekResult }];
         throw new Error('unexpected func');

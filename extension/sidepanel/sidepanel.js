@@ -530,8 +530,8 @@ async function attachPage() {
     refreshHistory();
   } catch (err) {
     if (isConnectionError(err)) banner.show(err);
-    const ex = err && typeof err.code === 'string' ? explainHostError(err) : null;
-    composer.showNote(`Could not attach the page: ${ex ? ex.title : err?.message || err}`, { kind: 'error', sticky: true });
+    // a host error is explained; the worker's own (page_unreadable, attach_failed) say why themselves
+    composer.showNote(`Could not attach the page: ${explainLine(err)}`, { kind: 'error', sticky: true });
   } finally {
     button.disabled = false;
     button.removeAttribute('aria-busy');

@@ -126,7 +126,7 @@ test('video page: attach stores videoSrc, the reply copies it, its [00:05] pill 
       const videoSrc = { platform: 'html5', url: videoUrl, tabId };
       assert.deepEqual(rows[0].entry.videoSrc, videoSrc, 'history.attach stored the videoSrc stamp');
       const att = k.sql(`SELECT json_extract(ctx, '$.url') AS url, json_extract(ctx, '$.mode') AS mode FROM attachments WHERE attach_id = '${chip.attachId}'`);
-      assert.deepEqual(att, [{ url: videoUrl, mode: 'full' }]);
+      assert.deepEqual(att, [{ url: videoUrl, mode: 'article' }]);
 
       // ---- a reply with stamps: stored with videoSrc copied, shown with pills
       await panel.fill(tid('composer-input'), 'When is the lamp lifted out?');

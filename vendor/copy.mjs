@@ -1,0 +1,84 @@
+// The libraries the extension runs in pages, pinned in vendor/package.json (installed with
+// `npm ci` here) and copied into extension/vendor/ so the extension needs no build step: Load
+// unpacked works on the repository as it is.
+//
+//   node vendor/copy.mjs          copy every file below, write extension/vendor/VENDORED.json
+//   node vendor/copy.mjs --check  copy nothing; exit 1 when a copied file or its record differs
+//                                 from the pinned package (extension/vendor.test.js runs this check)
+
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+export const OUT = path.join(HERE, '..', 'extension', 'vendor');
+export const RECORD = path.join(OUT, 'VENDORED.json');
+
+/** What is copied: the package, its files, the folder under extension/vendor/. */
+export const VENDORED = [
+  { pkg: '@mozilla/readability', files: ['Readability.js', 'LICENSE.md'], to: 'readability' },
+];
+
+const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
+
+/** The pinned version of `pkg` (vendor/package.json) and the installed one. */
+function versions(pkg) {
+  const pinned = JSON.parse(fs.readFileSync(path.join(HERE, 'package.json'), 'utf8')).dependencies?.[pkg];
+  const manifest = path.join(HERE, 'node_modules', pkg, 'package.json');
+  const installed = fs.existsSync(manifest) ? JSON.parse(fs.readFileSync(manifest, 'utf8')).version : null;
+  return { pinned, installed };
+}
+
+/** The record of what extension/vendor/ should hold, read from the installed packages. */
+export function expectedRecord() {
+  return VENDORED.map(({ pkg, files, to }) => {
+    const { pinned, installed } = versions(pkg);
+    if (!installed) throw new Error(`${pkg} is not installed: run npm ci in vendor/`);
+    if (installed !== pinned) throw new Error(`${pkg}: vendor/package.json pins ${pinned}, node_modules has ${installed}: run npm ci in vendor/`);
+    return {
+      package: pkg,
+      version: installed,
+      files: files.map((f) => ({ from: f, to: `${to}/${path.basename(f)}`, sha256: sha256(fs.readFileSync(path.join(HERE, 'node_modules', pkg, f))) })),
+    };
+  });
+}
+
+/** Every difference between `dir` (extension/vendor/) and the pinned packages (empty: they agree). */
+export function differences(dir = OUT) {
+  const want = expectedRecord();
+  const out = [];
+  const record = path.join(dir, 'VENDORED.json');
+  const have = fs.existsSync(record) ? fs.readFileSync(record, 'utf8') : '';
+  if (have !== `${JSON.stringify(want, null, 2)}\n`) out.push('extension/vendor/VENDORED.json differs from the pinned packages');
+  for (const p of want) {
+    for (const f of p.files) {
+      const copy = path.join(dir, f.to);
+      if (!fs.existsSync(copy)) out.push(`extension/vendor/${f.to} is missing (${p.package} ${f.from})`);
+      else if (sha256(fs.readFileSync(copy)) !== f.sha256) out.push(`extension/vendor/${f.to} differs from ${p.package}@${p.version} ${f.from}`);
+    }
+  }
+  return out;
+}
+
+function copyAll() {
+  const want = expectedRecord();
+  for (const p of want) {
+    for (const f of p.files) {
+      const to = path.join(OUT, f.to);
+      fs.mkdirSync(path.dirname(to), { recursive: true });
+      fs.copyFileSync(path.join(HERE, 'node_modules', p.package, f.from), to);
+    }
+  }
+  fs.writeFileSync(RECORD, `${JSON.stringify(want, null, 2)}\n`);
+  return want;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes('--check')) {
+    const diff = differences();
+    for (const d of diff) console.error(d);
+    process.exit(diff.length ? 1 : 0);
+  }
+  for (const p of copyAll()) console.log(`${p.package}@${p.version}: ${p.files.map((f) => f.to).join(', ')}`);
+}
