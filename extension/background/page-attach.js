@@ -8,6 +8,7 @@
 import { redactUrl } from '../lib/entries.js';
 import { codeError, errorInfo } from './errors.js';
 import { pickProvider } from './provider.js';
+import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
 
 /** Mozilla's Readability (vendor/package.json pins it; vendor/copy.mjs copies it here). */
 const READABILITY = 'vendor/readability/Readability.js';
@@ -35,6 +36,31 @@ function formatChangedSince(ts) {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
 }
 
+/** A caption track's text is read up to this size (a feature film's WebVTT is about 100 KB). */
+const MAX_TRACK_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The transcript of the page's video from its caption tracks (`<track kind="subtitles|captions">`):
+ * the default track, else one in the page's language, else the first; fetched by the worker and
+ * read as WebVTT. `null` when the page has none or the track cannot be read.
+ * @returns {Promise<{label: string, cues: number, text: string, truncated: boolean} | null>}
+ */
+async function readTranscript(page, fetchImpl) {
+  const tracks = Array.isArray(page?.tracks) ? page.tracks.filter((t) => typeof t?.src === 'string' && (t.src.startsWith('https:') || t.src.startsWith('http:'))) : [];
+  if (!tracks.length) return null;
+  const track = tracks.find((t) => t.default) ?? tracks.find((t) => page.lang && t.lang === page.lang) ?? tracks[0];
+  try {
+    const res = await fetchImpl(track.src, { credentials: 'omit' });
+    if (!res.ok) return null;
+    const body = await res.text();
+    const { cues, truncated } = parseWebVtt(body.slice(0, MAX_TRACK_BYTES));
+    if (!cues.length) return null;
+    return { label: track.label || track.lang || 'captions', cues: cues.length, text: transcriptLines(cues), truncated: truncated || body.length > MAX_TRACK_BYTES };
+  } catch {
+    return null;
+  }
+}
+
 /** The attach header lines (storage-model §2.4 `header`) for an article's metadata, or `undefined`. */
 function articleHeader(page) {
   const one = (v) => v.replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ').trim();
@@ -45,14 +71,20 @@ function articleHeader(page) {
 }
 
 /** `history.attach` arguments for a page extracted by `extractReadablePage`. */
-function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince } = {}) {
+function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript } = {}) {
   const rawUrl = (typeof tabUrl === 'string' && tabUrl) || page?.url || '';
   const url = redactUrl(rawUrl);
   const title = (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
-  const body = typeof page?.text === 'string' ? page.text.slice(0, MAX_PAGE_CHARS) : '';
+  const text = typeof page?.text === 'string' ? page.text : '';
+  const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text;
+  const body = withTranscript.slice(0, MAX_PAGE_CHARS);
   const article = page?.method === 'readability';
   const ctx = { url, title, mode: article ? 'article' : 'full', body };
-  const header = article ? articleHeader(page) : undefined;
+  let header = article ? articleHeader(page) : undefined;
+  if (transcript) {
+    const more = transcript.truncated ? ', cut' : '';
+    header = `${header ?? ''}Transcript: ${transcript.label.replace(/[^\S\n]+/g, ' ').replaceAll('\n', ' ')} (${transcript.cues} cues${more}), lines stamped [mm:ss]\n`;
+  }
   if (header) ctx.header = header;
   if (changedSince) ctx.changedSince = changedSince;
   const args = { ctx };
@@ -205,7 +237,15 @@ export function extractReadablePage() {
     return '';
   };
   const hasVideo = document.querySelectorAll('video').length > 0;
-  const base = { title: String(document.title || '').trim(), url: location.href, hasVideo };
+  // caption tracks of the page's videos (the worker fetches and reads them: lib/webvtt.js)
+  const tracks = [];
+  for (const t of document.querySelectorAll('video track')) {
+    const kind = String(t.getAttribute('kind') || 'subtitles').toLowerCase();
+    if ((kind === 'subtitles' || kind === 'captions') && t.src) {
+      tracks.push({ src: t.src, kind, lang: t.srclang || '', label: t.label || '', default: t.default === true });
+    }
+  }
+  const base = { title: String(document.title || '').trim(), url: location.href, hasVideo, tracks, lang: document.documentElement?.lang || '' };
   try {
     // eslint-disable-next-line no-undef -- defined by vendor/readability/Readability.js, injected first
     const R = typeof Readability === 'function' ? Readability : null;
@@ -262,8 +302,9 @@ export function extractReadablePage() {
  * @param {object} [deps.chrome]              chrome.* APIs (scripting, tabs)
  * @param {() => Promise<object>} deps.readSettings the turn settings (SettingsMemory)
  * @param {(attachId: string, provider: object) => Promise<boolean>} deps.summarize summaries.js
+ * @param {typeof fetch} [deps.fetchImpl]       fetches a video's caption track
  */
-export function createPageAttach({ storage, chrome = globalThis.chrome, readSettings, summarize }) {
+export function createPageAttach({ storage, chrome = globalThis.chrome, readSettings, summarize, fetchImpl = globalThis.fetch?.bind(globalThis) }) {
   async function attachPage({ tabId } = {}) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.attachPage needs a tabId');
     let tab = null;
@@ -286,7 +327,8 @@ export function createPageAttach({ storage, chrome = globalThis.chrome, readSett
       throw codeError('attach_failed', `Could not read this page: ${e?.message ?? e}`);
     }
     if (!page) throw codeError('attach_failed', 'Could not read this page.');
-    let args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title });
+    const transcript = await readTranscript(page, fetchImpl);
+    let args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript });
     try {
       const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
       if (ch?.changed) {
@@ -295,6 +337,7 @@ export function createPageAttach({ storage, chrome = globalThis.chrome, readSett
           tabUrl: tab?.url,
           tabTitle: tab?.title,
           changedSince: formatChangedSince(ch.previousAttachedAt),
+          transcript,
         });
       }
     } catch {

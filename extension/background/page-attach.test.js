@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 
 import { createPageAttach, unreadableReason } from './page-attach.js';
 
-function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize } = {}) {
+function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize, fetchImpl } = {}) {
   const attached = [];
   const tracked = [];
   const injected = [];
@@ -55,6 +55,7 @@ function setup({ page, tab = null, tabFails = false, change = null, summaryNeede
     chrome,
     readSettings: async () => settings,
     summarize: summarize ?? (async () => assert.fail('no summary expected')),
+    fetchImpl: fetchImpl ?? (async (url) => assert.fail(`no fetch expected: ${url}`)),
   });
   return { attach: (args = { tabId: 7 }) => attachPage(args), attached, tracked };
 }
@@ -195,4 +196,37 @@ test("an article Readability found: mode article and its metadata in the header;
   s = setup({ page: { ...article, method: 'dom' }, tab: { url: 'https://example.com/a' } });
   await s.attach();
   assert.deepEqual(s.attached[0].ctx, { url: 'https://example.com/a', title: 'A title', mode: 'full', body: 'Body' });
+});
+
+test("a video's caption track: fetched by the worker, its cues stamped [mm:ss] after the text, named in the header", async () => {
+  const vtt = 'WEBVTT\n\n00:00.000 --> 00:03.000\nThe lamp room.\n\n00:42.000 --> 00:45.000\n<v Edith>All well, light burning.\n';
+  const fetched = [];
+  const page = {
+    title: 'Lamp',
+    text: 'About the film.',
+    hasVideo: true,
+    lang: 'en',
+    tracks: [
+      { src: 'https://example.com/fr.vtt', kind: 'subtitles', lang: 'fr', label: 'Français', default: false },
+      { src: 'https://example.com/en.vtt', kind: 'captions', lang: 'en', label: 'English', default: false },
+    ],
+  };
+  const fetchImpl = async (url, opts) => {
+    fetched.push([url, opts.credentials]);
+    return { ok: true, text: async () => vtt };
+  };
+  let s = setup({ page, tab: { url: 'https://example.com/film' }, fetchImpl });
+  await s.attach();
+  assert.deepEqual(fetched, [['https://example.com/en.vtt', 'omit']], "the track in the page's language");
+  const ctx = s.attached[0].ctx;
+  assert.equal(ctx.body, 'About the film.\n\n## Transcript\n\n[00:00] The lamp room.\n[00:42] All well, light burning.');
+  assert.equal(ctx.header, 'Transcript: English (2 cues), lines stamped [mm:ss]\n');
+  assert.deepEqual(s.attached[0].videoSrc, { platform: 'html5', url: 'https://example.com/film', tabId: 7 });
+
+  // a track that cannot be read: the page is attached without a transcript
+  for (const bad of [async () => ({ ok: false, text: async () => '' }), async () => ({ ok: true, text: async () => 'not vtt' }), async () => { throw new Error('offline'); }]) {
+    s = setup({ page, tab: { url: 'https://example.com/film' }, fetchImpl: bad });
+    await s.attach();
+    assert.deepEqual(s.attached[0].ctx, { url: 'https://example.com/film', title: 'Lamp', mode: 'full', body: 'About the film.' });
+  }
 });
