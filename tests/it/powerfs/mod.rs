@@ -19,7 +19,8 @@
 //!   independently of the others (a disk cache that flushes in any order), and a random prefix of
 //!   the pending name changes (a journal);
 //! - [`CutMode::Torn`]: as Reorder, at 512-byte sector granularity: each sector a pending write
-//!   covered is kept or lost on its own, so one write can land in part. Bytes a write did not
+//!   covered is kept or lost on its own, so one write can land in part (writes that follow one
+//!   another end to start count as one: the kernel may split a `write()` at any byte). Bytes a write did not
 //!   cover never change (SQLite's powersafe-overwrite assumption, which holds on real disks).
 //!
 //! The test then unmounts and mounts a new filesystem holding that disk, with nothing cached:
@@ -198,6 +199,38 @@ fn write_at(buf: &mut Vec<u8>, off: u64, data: &[u8]) {
     buf[off..end].copy_from_slice(data);
 }
 
+/// Writes that follow one another end to start become one: the kernel may hand one `write()` to
+/// the filesystem in pieces split at any byte (a short copy from user memory), while a disk sees
+/// whole sectors of the page cache. Without this a sector could tear inside at a split.
+fn coalesce(pending: &[Pending]) -> Vec<Pending> {
+    let mut out: Vec<Pending> = Vec::with_capacity(pending.len());
+    for p in pending {
+        if let (Some(Pending::Write { off, data }), Pending::Write { off: next, data: more }) =
+            (out.last_mut(), p)
+        {
+            if *off + data.len() as u64 == *next {
+                data.extend_from_slice(more);
+                continue;
+            }
+        }
+        out.push(p.clone());
+    }
+    out
+}
+
+/// A write landing in part: each 512-byte sector it covers kept or lost on its own.
+fn tear(bytes: &mut Vec<u8>, off: u64, data: &[u8], coin: &mut dyn FnMut() -> u64) {
+    let end = off + data.len() as u64;
+    let mut s = off;
+    while s < end {
+        let e = (((s / SECTOR) + 1) * SECTOR).min(end);
+        if coin() & 1 == 1 {
+            write_at(bytes, s, &data[(s - off) as usize..(e - off) as usize]);
+        }
+        s = e;
+    }
+}
+
 fn apply(buf: &mut Vec<u8>, p: &Pending) {
     match p {
         Pending::Write { off, data } => write_at(buf, *off, data),
@@ -369,7 +402,11 @@ impl Fs {
                     }
                     Body::File { disk, pending, .. } => {
                         let mut bytes = disk.clone();
-                        for p in pending {
+                        let pending = match mode {
+                            CutMode::Torn => coalesce(pending),
+                            _ => pending.clone(),
+                        };
+                        for p in &pending {
                             match (mode, p) {
                                 (CutMode::Lose, _) => {}
                                 (CutMode::Reorder, _) | (CutMode::Torn, Pending::SetLen(_)) => {
@@ -378,20 +415,7 @@ impl Fs {
                                     }
                                 }
                                 (CutMode::Torn, Pending::Write { off, data }) => {
-                                    let end = off + data.len() as u64;
-                                    let mut s = *off;
-                                    while s < end {
-                                        let e = ((s / SECTOR) + 1) * SECTOR;
-                                        let e = e.min(end);
-                                        if coin() & 1 == 1 {
-                                            write_at(
-                                                &mut bytes,
-                                                s,
-                                                &data[(s - off) as usize..(e - off) as usize],
-                                            );
-                                        }
-                                        s = e;
-                                    }
+                                    tear(&mut bytes, *off, data, coin)
                                 }
                             }
                         }
@@ -1003,4 +1027,48 @@ impl Drop for Mounted {
 /// Whether this machine can mount FUSE filesystems here (`/dev/fuse` exists).
 pub fn fuse_available() -> bool {
     Path::new("/dev/fuse").exists()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One write the kernel split mid-sector still tears only at sector boundaries.
+    #[test]
+    fn a_write_split_mid_sector_tears_only_between_sectors() {
+        let split = [
+            Pending::Write { off: 300, data: vec![b'n'; 3500] },
+            Pending::Write { off: 3800, data: vec![b'n'; 500] },
+            Pending::SetLen(8192),
+            Pending::Write { off: 5000, data: vec![b'm'; 10] },
+        ];
+        let merged = coalesce(&split);
+        assert_eq!(merged.len(), 3, "{merged:?}");
+        assert!(matches!(&merged[0], Pending::Write { off: 300, data } if data.len() == 4000));
+        let mut bits = 0x5555_5555_5555_5555u64;
+        for round in 0..64 {
+            let mut bytes = vec![b'o'; 8192];
+            let Pending::Write { off, data } = &merged[0] else { unreachable!() };
+            let mut coin = || {
+                bits = bits.rotate_left(round + 1) ^ 0x9e37_79b9_7f4a_7c15;
+                bits
+            };
+            tear(&mut bytes, *off, data, &mut coin);
+            for s in (0..8192usize).step_by(512) {
+                let part = &bytes[s.max(300)..(s + 512).min(4300).max(s.max(300))];
+                assert!(
+                    part.iter().all(|c| *c == part.first().copied().unwrap_or(b'o')),
+                    "sector {s} torn inside"
+                );
+            }
+        }
+        // without the merge, the sector holding the split (3584..4096) could tear inside
+        let mut bytes = vec![b'o'; 8192];
+        let mut flips = [1u64, 0].into_iter().cycle();
+        for p in &split[..2] {
+            let Pending::Write { off, data } = p else { unreachable!() };
+            tear(&mut bytes, *off, data, &mut || flips.next().unwrap());
+        }
+        assert_ne!(bytes[3700], bytes[3900], "the unmerged pieces tear sector 3584 inside");
+    }
 }
