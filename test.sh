@@ -25,6 +25,7 @@ fi
 # real Secret Service for the API-key tests (tests/it/settings/secrets.rs, tests/e2e/secrets.e2e.mjs
 # start a D-Bus session bus and GNOME Keyring of their own; secret-tool looks at what it holds)
 # fuse3 (T20's power-cut filesystem: fusermount3 mounts it where mount(2) is not allowed)
+# openssl (a test certificate for pages served under youtube.com names: tests/e2e/reading.e2e.mjs)
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
@@ -35,6 +36,7 @@ command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus)
 command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
 command -v secret-tool >/dev/null 2>&1 || missing+=(libsecret-tools)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "${#missing[@]}" -gt 0 ]; then
 	step "installing Debian packages: ${missing[*]}"
 	sudo_cmd=()
@@ -65,7 +67,7 @@ step "shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh"
 shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh
 
 step "npm ci in vendor/ (the pinned libraries extension/vendor/ copies; extension/vendor.test.js compares them)"
-(cd vendor && npm ci --no-audit --no-fund --loglevel=error)
+(cd vendor && npm ci --omit=optional --no-audit --no-fund --loglevel=error)
 
 step "node --test extension/ (extension modules)"
 node --test extension/

@@ -5,6 +5,9 @@
 // how long the extraction takes on a 2 MB article. Both ways run the extension's own function
 // (background/page-attach.js `extractReadablePage`) in Debian's headless Chromium: the old way is
 // that function without Readability injected (its DOM fallback is the old reader, unchanged).
+// Last, a 100-page PDF with 10 figures (tests/e2e/pdf-fixture.mjs) read the way an attach reads it:
+// the real extension's worker opens its offscreen document, PDF.js reads every page and renders the
+// figures, the document closes (background/pdf-attach.js `read`); the first round is a warm-up.
 //
 //   node bench/reading.mjs          (or BENCH_ONLY=read ./bench.sh) prints two Markdown tables
 
@@ -12,7 +15,8 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 
-import { CHROMIUM, ROOT } from '../tests/e2e/harness.mjs';
+import { CHROMIUM, ROOT, launch } from '../tests/e2e/harness.mjs';
+import { makePdf } from '../tests/e2e/pdf-fixture.mjs';
 
 // playwright-core is installed for the end-to-end tests (tests/e2e/package.json)
 const { chromium } = await import('../tests/e2e/node_modules/playwright-core/index.mjs');
@@ -110,6 +114,36 @@ async function main() {
     }
   } finally {
     await browser.close();
+    server.close();
+  }
+  await pdfTiming();
+}
+
+/** The 100-page PDF through the extension's own reader: median ms and what it found. */
+async function pdfTiming() {
+  const figures = Array.from({ length: 10 }, (_, i) => ({ page: 5 + i * 10, width: 400, height: 260 }));
+  const pdf = makePdf({ pages: 100, figures, linesPerPage: 30 });
+  const server = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'application/pdf', 'content-length': pdf.length }).end(pdf));
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${server.address().port}/paper.pdf`;
+  const k = await launch({ name: 'bench-pdf' });
+  try {
+    const times = [];
+    let last = null;
+    for (let i = 0; i < ROUNDS; i++) {
+      last = await k.worker.evaluate(async (u) => {
+        const t0 = performance.now();
+        const r = await self.__keepsake.pdfReader.read(u, { maxFigures: 8 });
+        return { ms: performance.now() - t0, pages: r.pagesRead, chars: r.text.length, figures: r.figures.length, found: r.figuresFound };
+      }, url);
+      if (i > 0) times.push(last.ms);
+    }
+    console.log('');
+    console.log(`| Reading a PDF (median of ${ROUNDS - 1}, min–max) | Size | Pages | Chars | Figures rendered (found) | ms |`);
+    console.log('|---|---|---|---|---|---|');
+    console.log(`| offscreen document + PDF.js, text of every page, figures cut out as JPEG | ${(pdf.length / 1e6).toFixed(2)} MB | ${last.pages} | ${last.chars} | ${last.figures} (${last.found}) | ${median(times).toFixed(0)} (${Math.min(...times).toFixed(0)}–${Math.max(...times).toFixed(0)}) |`);
+  } finally {
+    await k.close();
     server.close();
   }
 }

@@ -18,6 +18,8 @@ export const RECORD = path.join(OUT, 'VENDORED.json');
 /** What is copied: the package, its files, the folder under extension/vendor/. */
 export const VENDORED = [
   { pkg: '@mozilla/readability', files: ['Readability.js', 'LICENSE.md'], to: 'readability' },
+  // PDF.js: the library and its worker (offscreen/pdf.js reads PDFs with them)
+  { pkg: 'pdfjs-dist', files: ['build/pdf.min.mjs', 'build/pdf.worker.min.mjs', 'LICENSE'], to: 'pdfjs' },
 ];
 
 const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');

@@ -9,6 +9,7 @@ import { redactUrl } from '../lib/entries.js';
 import { codeError, errorInfo } from './errors.js';
 import { pickProvider } from './provider.js';
 import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
+import { createPdfReader, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
 
 /** Mozilla's Readability (vendor/package.json pins it; vendor/copy.mjs copies it here). */
 const READABILITY = 'vendor/readability/Readability.js';
@@ -36,29 +37,86 @@ function formatChangedSince(ts) {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
 }
 
+/** A URL without its fragment (`#t=42` is the same page). */
+function pageUrl(url) {
+  const u = String(url || '');
+  const i = u.indexOf('#');
+  return i < 0 ? u : u.slice(0, i);
+}
+
 /** A caption track's text is read up to this size (a feature film's WebVTT is about 100 KB). */
 const MAX_TRACK_BYTES = 4 * 1024 * 1024;
 
 /**
- * The transcript of the page's video from its caption tracks (`<track kind="subtitles|captions">`):
- * the default track, else one in the page's language, else the first; fetched by the worker and
- * read as WebVTT. `null` when the page has none or the track cannot be read.
+ * A caption track fetched by the worker (no cookies) and read as WebVTT, or `null`.
  * @returns {Promise<{label: string, cues: number, text: string, truncated: boolean} | null>}
+ */
+async function fetchTranscript(src, label, fetchImpl) {
+  try {
+    const res = await fetchImpl(src, { credentials: 'omit' });
+    if (!res.ok) return null;
+    const body = await res.text();
+    const { cues, truncated } = parseWebVtt(body.slice(0, MAX_TRACK_BYTES));
+    if (!cues.length) return null;
+    return { label, cues: cues.length, text: transcriptLines(cues), truncated: truncated || body.length > MAX_TRACK_BYTES };
+  } catch {
+    return null;
+  }
+}
+
+/** Whether a track's language (`en`, `en-GB`) is the wanted one (`en-US`): the primary tags match. */
+function sameLanguage(a, b) {
+  const primary = (x) => String(x || '').toLowerCase().split('-')[0];
+  return Boolean(primary(a)) && primary(a) === primary(b);
+}
+
+/**
+ * The transcript of the page's video from its caption tracks (`<track kind="subtitles|captions">`):
+ * the default track, else one in the page's language, else the first. `null` when the page has
+ * none or the track cannot be read.
  */
 async function readTranscript(page, fetchImpl) {
   const tracks = Array.isArray(page?.tracks) ? page.tracks.filter((t) => typeof t?.src === 'string' && (t.src.startsWith('https:') || t.src.startsWith('http:'))) : [];
   if (!tracks.length) return null;
   const track = tracks.find((t) => t.default) ?? tracks.find((t) => page.lang && t.lang === page.lang) ?? tracks[0];
+  return fetchTranscript(track.src, track.label || track.lang || 'captions', fetchImpl);
+}
+
+/** Whether `url` is on YouTube's own hosts over https (the only caption URLs the worker fetches for it). */
+function onYouTube(url) {
   try {
-    const res = await fetchImpl(track.src, { credentials: 'omit' });
-    if (!res.ok) return null;
-    const body = await res.text();
-    const { cues, truncated } = parseWebVtt(body.slice(0, MAX_TRACK_BYTES));
-    if (!cues.length) return null;
-    return { label: track.label || track.lang || 'captions', cues: cues.length, text: transcriptLines(cues), truncated: truncated || body.length > MAX_TRACK_BYTES };
+    const u = new URL(url);
+    const host = u.hostname.toLowerCase();
+    return u.protocol === 'https:' && (host === 'youtube.com' || host.endsWith('.youtube.com'));
   } catch {
-    return null;
+    return false;
   }
+}
+
+/**
+ * A YouTube video's transcript from the caption tracks its player lists (`readYouTubePlayer`):
+ * a track written by people in the reader's language, else any written by people, else the
+ * automatic one in the reader's language, else the first; asked for as WebVTT (`fmt=vtt`).
+ * @param {{tracks?: Array<{baseUrl: string, lang: string, label: string, asr: boolean}>}|null} player
+ * @param {{language?: string, fetchImpl: typeof fetch}} o
+ */
+export async function readYouTubeTranscript(player, { language = '', fetchImpl }) {
+  const tracks = (Array.isArray(player?.tracks) ? player.tracks : []).filter((t) => typeof t?.baseUrl === 'string' && onYouTube(t.baseUrl));
+  if (!tracks.length) return null;
+  const written = tracks.filter((t) => !t.asr);
+  const track =
+    written.find((t) => sameLanguage(t.lang, language)) ?? written[0] ?? tracks.find((t) => sameLanguage(t.lang, language)) ?? tracks[0];
+  const url = new URL(track.baseUrl);
+  url.searchParams.set('fmt', 'vtt');
+  const label = `${track.label || track.lang || 'captions'}${track.asr ? ' (auto-generated)' : ''}`;
+  return fetchTranscript(url.href, label, fetchImpl);
+}
+
+/** `m:ss` or `h:mm:ss` of a length in seconds. */
+function clock(seconds) {
+  const s = Math.max(0, Math.floor(Number(seconds) || 0));
+  const p = (n) => String(n).padStart(2, '0');
+  return s >= 3600 ? `${Math.floor(s / 3600)}:${p(Math.floor(s / 60) % 60)}:${p(s % 60)}` : `${Math.floor(s / 60)}:${p(s % 60)}`;
 }
 
 /** The attach header lines (storage-model §2.4 `header`) for an article's metadata, or `undefined`. */
@@ -71,16 +129,20 @@ function articleHeader(page) {
 }
 
 /** `history.attach` arguments for a page extracted by `extractReadablePage`. */
-function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript } = {}) {
+function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript, video } = {}) {
   const rawUrl = (typeof tabUrl === 'string' && tabUrl) || page?.url || '';
   const url = redactUrl(rawUrl);
-  const title = (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
+  const title = (typeof video?.title === 'string' && video.title.trim()) || (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
   const text = typeof page?.text === 'string' ? page.text : '';
   const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text;
   const body = withTranscript.slice(0, MAX_PAGE_CHARS);
   const article = page?.method === 'readability';
   const ctx = { url, title, mode: article ? 'article' : 'full', body };
   let header = article ? articleHeader(page) : undefined;
+  if (video?.author || video?.lengthSeconds) {
+    const one = (v) => String(v).replace(/[^\S\n]+/g, ' ').replaceAll('\n', ' ').trim();
+    header = `${header ?? ''}${video.author ? `Channel: ${one(video.author)}\n` : ''}${video.lengthSeconds ? `Length: ${clock(video.lengthSeconds)}\n` : ''}`;
+  }
   if (transcript) {
     const more = transcript.truncated ? ', cut' : '';
     header = `${header ?? ''}Transcript: ${transcript.label.replace(/[^\S\n]+/g, ' ').replaceAll('\n', ' ')} (${transcript.cues} cues${more}), lines stamped [mm:ss]\n`;
@@ -88,7 +150,7 @@ function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript
   if (header) ctx.header = header;
   if (changedSince) ctx.changedSince = changedSince;
   const args = { ctx };
-  if (page?.hasVideo) args.videoSrc = { platform: videoPlatform(rawUrl), url, tabId };
+  if (page?.hasVideo || video) args.videoSrc = { platform: videoPlatform(rawUrl), url, tabId };
   return args;
 }
 
@@ -245,7 +307,7 @@ export function extractReadablePage() {
       tracks.push({ src: t.src, kind, lang: t.srclang || '', label: t.label || '', default: t.default === true });
     }
   }
-  const base = { title: String(document.title || '').trim(), url: location.href, hasVideo, tracks, lang: document.documentElement?.lang || '' };
+  const base = { title: String(document.title || '').trim(), url: location.href, hasVideo, tracks, lang: document.documentElement?.lang || '', contentType: String(document.contentType || '') };
   try {
     // eslint-disable-next-line no-undef -- defined by vendor/readability/Readability.js, injected first
     const R = typeof Readability === 'function' ? Readability : null;
@@ -292,6 +354,40 @@ export function extractReadablePage() {
   return { ...base, text, method: 'dom' };
 }
 
+/**
+ * Run in the page's own world (`world: 'MAIN'`) on YouTube: the video's details and caption tracks
+ * from its player (`movie_player.getPlayerResponse()`, which follows in-page navigation), else the
+ * response the page was served with (`ytInitialPlayerResponse`). `null` when neither describes the
+ * video in the address bar (`v=`), so a stale response is never read.
+ */
+export function readYouTubePlayer() {
+  const wanted = new URL(location.href).searchParams.get('v') || '';
+  let r = null;
+  try {
+    r = document.getElementById('movie_player')?.getPlayerResponse?.() ?? null;
+  } catch {
+    r = null;
+  }
+  const d0 = r?.videoDetails;
+  if (!d0 || (wanted && d0.videoId !== wanted)) r = globalThis.ytInitialPlayerResponse ?? null;
+  const d = r?.videoDetails;
+  if (!d || typeof d !== 'object' || (wanted && d.videoId !== wanted)) return null;
+  const list = r.captions?.playerCaptionsTracklistRenderer?.captionTracks;
+  const text = (n) => (typeof n?.simpleText === 'string' ? n.simpleText : Array.isArray(n?.runs) ? n.runs.map((x) => String(x?.text ?? '')).join('') : '');
+  const tracks = [];
+  for (const t of Array.isArray(list) ? list : []) {
+    if (typeof t?.baseUrl !== 'string') continue;
+    tracks.push({ baseUrl: new URL(t.baseUrl, location.href).href, lang: String(t.languageCode || ''), label: text(t.name), asr: t.kind === 'asr' });
+  }
+  return {
+    videoId: String(d.videoId || ''),
+    title: String(d.title || ''),
+    author: String(d.author || ''),
+    lengthSeconds: Number(d.lengthSeconds) || 0,
+    tracks,
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // The handler
 
@@ -303,8 +399,65 @@ export function extractReadablePage() {
  * @param {() => Promise<object>} deps.readSettings the turn settings (SettingsMemory)
  * @param {(attachId: string, provider: object) => Promise<boolean>} deps.summarize summaries.js
  * @param {typeof fetch} [deps.fetchImpl]       fetches a video's caption track
+ * @param {object} [deps.siteCache]             site-cache.js: the tab's video and transcript, kept per page
+ * @param {() => string} [deps.language]        the reader's language (`navigator.language`)
+ * @param {{read: Function}} [deps.pdfReader]    pdf-attach.js (offscreen/pdf.html reads the PDF)
+ * @param {() => Promise<object|null>} [deps.hostLimits] `host.hello`'s limits (the per-turn picture caps)
  */
-export function createPageAttach({ storage, chrome = globalThis.chrome, readSettings, summarize, fetchImpl = globalThis.fetch?.bind(globalThis) }) {
+export function createPageAttach({
+  storage,
+  chrome = globalThis.chrome,
+  readSettings,
+  summarize,
+  fetchImpl = globalThis.fetch?.bind(globalThis),
+  siteCache = null,
+  language = () => globalThis.navigator?.language ?? '',
+  pdfReader = createPdfReader({ chrome }),
+  hostLimits = async () => null,
+}) {
+  /** A PDF (a tab showing one, or a link): read by offscreen/pdf.js, attached as a paper. */
+  async function attachPdf(url, tabTitle) {
+    const limits = await hostLimits().catch(() => null);
+    const caps = limits?.turnMaxImages;
+    const pdf = await pdfReader.read(url, { maxFigures: Number.isInteger(caps) && caps > 0 ? caps : undefined });
+    const args = pdfAttachArgs(pdf, { url, tabTitle, limits });
+    try {
+      await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
+    } catch {
+      /* the change note is optional */
+    }
+    return args;
+  }
+
+  /**
+   * The page's video: YouTube's player details and the transcript of its caption tracks or of a
+   * `<track>`. A transcript found is kept in the tab's site cache (site-cache.js) for this page,
+   * so attaching it again does not fetch it again; the cache forgets it when the tab closes or
+   * leaves the page.
+   */
+  async function videoOf(tabId, url, page) {
+    const here = pageUrl(url);
+    const cached = siteCache ? await siteCache.get(tabId).catch(() => null) : null;
+    if (cached?.page === here && cached.transcript) return { transcript: cached.transcript, video: cached.video ?? null };
+    let video = null;
+    let transcript = null;
+    if (videoPlatform(url) === 'youtube') {
+      try {
+        const [inj] = await chrome.scripting.executeScript({ target: { tabId }, world: 'MAIN', func: readYouTubePlayer });
+        video = inj?.result ?? null;
+      } catch {
+        video = null; // the page's text is still attached
+      }
+      transcript = await readYouTubeTranscript(video, { language: language(), fetchImpl });
+    }
+    transcript ??= await readTranscript(page, fetchImpl);
+    const kept = video ? { videoId: video.videoId, title: video.title, author: video.author, lengthSeconds: video.lengthSeconds } : null;
+    if (siteCache && transcript) {
+      await siteCache.put(tabId, { page: here, video: kept, transcript }, { url }).catch((e) => console.warn('keepsake: site cache put failed', e));
+    }
+    return { transcript, video: kept };
+  }
+
   async function attachPage({ tabId } = {}) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.attachPage needs a tabId');
     let tab = null;
@@ -318,31 +471,51 @@ export function createPageAttach({ storage, chrome = globalThis.chrome, readSett
       const why = unreadableReason(tab.url, { fileAccess: !!fileAccess });
       if (why) throw codeError('page_unreadable', why);
     }
-    let page;
-    try {
-      await chrome.scripting.executeScript({ target: { tabId }, files: [READABILITY] });
-      const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
-      page = inj?.result;
-    } catch (e) {
-      throw codeError('attach_failed', `Could not read this page: ${e?.message ?? e}`);
-    }
-    if (!page) throw codeError('attach_failed', 'Could not read this page.');
-    const transcript = await readTranscript(page, fetchImpl);
-    let args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript });
-    try {
-      const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
-      if (ch?.changed) {
-        args = attachArgsFor(page, {
-          tabId,
-          tabUrl: tab?.url,
-          tabTitle: tab?.title,
-          changedSince: formatChangedSince(ch.previousAttachedAt),
-          transcript,
-        });
+    let args = null;
+    if (looksLikePdf(tab?.url)) args = await attachPdf(tab.url, tab.title);
+    let page = null;
+    if (!args) {
+      try {
+        await chrome.scripting.executeScript({ target: { tabId }, files: [READABILITY] });
+        const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
+        page = inj?.result;
+      } catch (e) {
+        throw codeError('attach_failed', `Could not read this page: ${e?.message ?? e}`);
       }
-    } catch {
-      /* the change note is optional */
+      if (!page) throw codeError('attach_failed', 'Could not read this page.');
+      // a PDF in the browser's viewer whose address does not say so
+      if (page.contentType === 'application/pdf') args = await attachPdf(tab?.url || page.url, tab?.title);
     }
+    if (!args) {
+      const { transcript, video } = await videoOf(tabId, tab?.url || page.url, page);
+      args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript, video });
+      try {
+        const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
+        if (ch?.changed) {
+          args = attachArgsFor(page, {
+            tabId,
+            tabUrl: tab?.url,
+            tabTitle: tab?.title,
+            changedSince: formatChangedSince(ch.previousAttachedAt),
+            transcript,
+            video,
+          });
+        }
+      } catch {
+        /* the change note is optional */
+      }
+    }
+    return finish(args);
+  }
+
+  /** A PDF link `{url, title?}` (the context menu's "Attach this PDF", background/selection.js). */
+  async function attachPdfLink({ url, title = '' } = {}) {
+    if (!/^https?:\/\//i.test(String(url || ''))) throw codeError('bad_request', 'a PDF link must be an http(s) URL');
+    return finish(await attachPdf(url, title));
+  }
+
+  /** Store the attach and run its auto-summary when the host plans one. */
+  async function finish(args) {
     const res = await storage.history.attach(args);
     const out = {
       attachId: res.attachId,
@@ -353,6 +526,7 @@ export function createPageAttach({ storage, chrome = globalThis.chrome, readSett
       chars: args.ctx.body.length,
       summarized: false,
     };
+    if (args.images?.length) out.figures = args.images.length;
     if (res.summary?.needed) {
       try {
         const settings = await readSettings();
@@ -367,5 +541,6 @@ export function createPageAttach({ storage, chrome = globalThis.chrome, readSett
     return out;
   }
 
+  attachPage.pdfLink = attachPdfLink;
   return attachPage;
 }

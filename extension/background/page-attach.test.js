@@ -7,9 +7,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createPageAttach, unreadableReason } from './page-attach.js';
+import { createPageAttach, unreadableReason, readYouTubePlayer } from './page-attach.js';
 
-function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize, fetchImpl } = {}) {
+function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize, fetchImpl, player, siteCache = null, language = 'en-US', pdfReader, hostLimits } = {}) {
   const attached = [];
   const tracked = [];
   const injected = [];
@@ -30,11 +30,17 @@ function setup({ page, tab = null, tabFails = false, change = null, summaryNeede
   };
   const chrome = {
     scripting: {
-      executeScript: async ({ target, func, files }) => {
+      executeScript: async function ({ target, func, files }) {
         if (files) {
+          if (page === 'no injection') assert.fail('nothing is injected into a PDF tab');
           assert.deepEqual(files, ['vendor/readability/Readability.js'], 'Readability goes in first');
           injected.push(...files);
           return [{}];
+        }
+        if (func.name === 'readYouTubePlayer') {
+          assert.equal(arguments[0].world, 'MAIN', "the player is read in the page's own world");
+          if (player instanceof Error) throw player;
+          return [{ result: player ?? null }];
         }
         assert.equal(func.name, 'extractReadablePage');
         assert.deepEqual(injected, ['vendor/readability/Readability.js']);
@@ -56,6 +62,10 @@ function setup({ page, tab = null, tabFails = false, change = null, summaryNeede
     readSettings: async () => settings,
     summarize: summarize ?? (async () => assert.fail('no summary expected')),
     fetchImpl: fetchImpl ?? (async (url) => assert.fail(`no fetch expected: ${url}`)),
+    siteCache,
+    language: () => language,
+    ...(pdfReader ? { pdfReader } : {}),
+    ...(hostLimits ? { hostLimits } : {}),
   });
   return { attach: (args = { tabId: 7 }) => attachPage(args), attached, tracked };
 }
@@ -229,4 +239,130 @@ test("a video's caption track: fetched by the worker, its cues stamped [mm:ss] a
     await s.attach();
     assert.deepEqual(s.attached[0].ctx, { url: 'https://example.com/film', title: 'Lamp', mode: 'full', body: 'About the film.' });
   }
+});
+
+/** A site cache with the shape of site-cache.js, in memory. */
+function memoryCache() {
+  const m = new Map();
+  return { m, get: async (tabId) => m.get(tabId)?.data ?? null, put: async (tabId, data, { url }) => void m.set(tabId, { data, url }) };
+}
+
+test("YouTube: the player's caption track read as WebVTT (people's track in the reader's language first), its details in the header, kept in the site cache", async () => {
+  const vtt = 'WEBVTT\n\n00:00.000 --> 00:02.000\nHello harbour.\n\n00:42.000 --> 00:44.000\nAll well.\n';
+  const player = {
+    videoId: 'kpHarbour01',
+    title: 'The harbour that learned to wait',
+    author: 'Coastline',
+    lengthSeconds: 3725,
+    tracks: [
+      { baseUrl: 'https://www.youtube.com/api/timedtext?v=kpHarbour01&lang=en&kind=asr', lang: 'en', label: 'English', asr: true },
+      { baseUrl: 'https://www.youtube.com/api/timedtext?v=kpHarbour01&lang=de', lang: 'de', label: 'Deutsch', asr: false },
+      { baseUrl: 'https://www.youtube.com/api/timedtext?v=kpHarbour01&lang=en-GB', lang: 'en-GB', label: 'English (UK)', asr: false },
+      { baseUrl: 'https://evil.example/timedtext?lang=en', lang: 'en', label: 'English', asr: false },
+    ],
+  };
+  const fetched = [];
+  const fetchImpl = async (url) => {
+    fetched.push(url);
+    return { ok: true, text: async () => vtt };
+  };
+  const cache = memoryCache();
+  const url = 'https://www.youtube.com/watch?v=kpHarbour01';
+  const page = { title: 'YouTube', text: 'Comments and more.', hasVideo: true, tracks: [] };
+  let s = setup({ page, player, tab: { url }, fetchImpl, siteCache: cache });
+  await s.attach();
+  assert.deepEqual(fetched, ['https://www.youtube.com/api/timedtext?v=kpHarbour01&lang=en-GB&fmt=vtt'], "people's track in the reader's language, never a host that is not YouTube's");
+  const ctx = s.attached[0].ctx;
+  assert.equal(ctx.title, 'The harbour that learned to wait', "the video's title, not the tab's");
+  assert.equal(ctx.header, 'Channel: Coastline\nLength: 1:02:05\nTranscript: English (UK) (2 cues), lines stamped [mm:ss]\n');
+  assert.ok(ctx.body.endsWith('## Transcript\n\n[00:00] Hello harbour.\n[00:42] All well.'), ctx.body);
+  assert.deepEqual(s.attached[0].videoSrc, { platform: 'youtube', url, tabId: 7 });
+  assert.equal(cache.m.get(7).url, url);
+  assert.equal(cache.m.get(7).data.page, url);
+
+  // attached again on the same page (a #t= fragment is the same page): read from the cache
+  s = setup({ page, player, tab: { url: `${url}#t=42` }, fetchImpl: async () => assert.fail('fetched again'), siteCache: cache });
+  await s.attach();
+  assert.equal(s.attached[0].ctx.header, ctx.header);
+  assert.equal(s.attached[0].ctx.body, ctx.body);
+
+  // only automatic captions: the automatic one, said so
+  fetched.length = 0;
+  s = setup({ page, player: { ...player, tracks: [player.tracks[0]] }, tab: { url: 'https://www.youtube.com/watch?v=other' }, fetchImpl, siteCache: memoryCache() });
+  await s.attach();
+  assert.deepEqual(fetched, ['https://www.youtube.com/api/timedtext?v=kpHarbour01&lang=en&kind=asr&fmt=vtt']);
+  assert.match(s.attached[0].ctx.header, /^Transcript: English \(auto-generated\) \(2 cues\)/m);
+
+  // no player (or it throws), no captions: the page is attached without a transcript, nothing cached
+  for (const p of [null, new Error('Cannot access contents'), { ...player, tracks: [] }]) {
+    const c = memoryCache();
+    s = setup({ page, player: p, tab: { url }, fetchImpl: async () => assert.fail('nothing to fetch'), siteCache: c });
+    await s.attach();
+    assert.equal(s.attached[0].ctx.body, 'Comments and more.');
+    assert.equal(c.m.size, 0);
+  }
+});
+
+test('readYouTubePlayer: the player response for the video in the address bar, never a stale one', () => {
+  const response = (videoId, tracks) => ({
+    videoDetails: { videoId, title: `T ${videoId}`, author: 'A', lengthSeconds: '61' },
+    captions: { playerCaptionsTracklistRenderer: { captionTracks: tracks } },
+  });
+  const run = ({ href, player, initial }) => {
+    const saved = { location: globalThis.location, document: globalThis.document, yt: globalThis.ytInitialPlayerResponse };
+    globalThis.location = { href };
+    globalThis.document = { getElementById: (id) => (id === 'movie_player' && player ? { getPlayerResponse: () => player } : null) };
+    globalThis.ytInitialPlayerResponse = initial;
+    try {
+      return readYouTubePlayer();
+    } finally {
+      globalThis.location = saved.location;
+      globalThis.document = saved.document;
+      globalThis.ytInitialPlayerResponse = saved.yt;
+    }
+  };
+  const tracks = [
+    { baseUrl: '/api/timedtext?v=b&lang=en', languageCode: 'en', name: { simpleText: 'English' }, kind: 'asr' },
+    { baseUrl: 'https://www.youtube.com/api/timedtext?v=b&lang=fr', languageCode: 'fr', name: { runs: [{ text: 'Fran' }, { text: 'çais' }] } },
+    { languageCode: 'xx' },
+  ];
+  // after in-page navigation the player has the new video; the served response is the old one
+  const got = run({ href: 'https://www.youtube.com/watch?v=b', player: response('b', tracks), initial: response('a', []) });
+  assert.deepEqual(got, {
+    videoId: 'b',
+    title: 'T b',
+    author: 'A',
+    lengthSeconds: 61,
+    tracks: [
+      { baseUrl: 'https://www.youtube.com/api/timedtext?v=b&lang=en', lang: 'en', label: 'English', asr: true },
+      { baseUrl: 'https://www.youtube.com/api/timedtext?v=b&lang=fr', lang: 'fr', label: 'Français', asr: false },
+    ],
+  });
+  // no player yet: the served response, when it is this video's
+  assert.equal(run({ href: 'https://www.youtube.com/watch?v=a', player: null, initial: response('a', []) }).videoId, 'a');
+  // neither describes this video: nothing
+  assert.equal(run({ href: 'https://www.youtube.com/watch?v=c', player: response('b', tracks), initial: response('a', []) }), null);
+  assert.equal(run({ href: 'https://www.youtube.com/watch?v=c', player: null, initial: undefined }), null);
+});
+
+test('a PDF: a tab whose path ends in .pdf is read by the PDF reader without injecting anything; one the page says is a PDF, after', async () => {
+  const asked = [];
+  const pdfReader = {
+    read: async (url, o) => {
+      asked.push([url, o]);
+      return { numPages: 1, pagesRead: 1, info: { title: 'Paper' }, text: '[Page 1]\nHello.', figures: [], figuresFound: 0 };
+    },
+  };
+  const hostLimits = async () => ({ turnMaxImages: 5, turnImageBudget: 1000 });
+  let s = setup({ page: 'no injection', tab: { url: 'https://a.example/p.pdf', title: 'p.pdf' }, pdfReader, hostLimits });
+  const out = await s.attach();
+  assert.deepEqual(asked, [['https://a.example/p.pdf', { maxFigures: 5 }]]);
+  assert.deepEqual(s.attached[0], { ctx: { url: 'https://a.example/p.pdf', title: 'Paper', mode: 'pdf', header: 'Pages: 1\n', body: '[Page 1]\nHello.' }, paper: true });
+  assert.deepEqual(s.tracked, [{ mode: 'pdf', url: 'https://a.example/p.pdf', text: '[Page 1]\nHello.' }]);
+  assert.equal(out.title, 'Paper');
+
+  s = setup({ page: { title: '', text: '', contentType: 'application/pdf' }, tab: { url: 'https://a.example/download?id=7', title: 'Report' }, pdfReader });
+  await s.attach();
+  assert.equal(asked[1][0], 'https://a.example/download?id=7');
+  assert.equal(s.attached[0].ctx.mode, 'pdf');
 });

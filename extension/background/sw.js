@@ -14,6 +14,8 @@ import { EVENTS_PORT_NAME, WORKER_AWAKE, WORKER_HELLO } from '../lib/bridge.js';
 import { dispatchMessage, registerHandler, senderAllowed } from './handlers.js';
 import { createSiteCache } from './site-cache.js';
 import { installTurnHandlers } from './turns.js';
+import { createSelectionActions } from './selection.js';
+import { createPdfReader } from './pdf-attach.js';
 
 /** This worker instance; pages use it to tell a restarted worker from the one they talk to. */
 const INSTANCE = crypto.randomUUID();
@@ -65,7 +67,8 @@ function senderPageUrl(sender) {
 
 // ---- handlers -----------------------------------------------------------------------------------
 
-const turns = installTurnHandlers(registerHandler, { port, storage, broadcast });
+const pdfReader = createPdfReader();
+const turns = installTurnHandlers(registerHandler, { port, storage, broadcast, siteCache }, { pdfReader });
 // a page's host call; a settings write relayed here also forgets the worker's turn settings
 registerHandler('host', (msg) => {
   const done = port.request(msg.op, msg.args ?? {}, { timeoutMs: msg.opts?.timeoutMs });
@@ -73,6 +76,9 @@ registerHandler('host', (msg) => {
   return done;
 });
 registerHandler('host.state', () => hostState());
+// the context menu on selected text and the attach-page command (selection.js)
+const selection = createSelectionActions({ storage, broadcast, attachPage: turns.attachPage });
+registerHandler('chat.takeAsk', () => selection.takeAsk());
 registerHandler('host.reconnect', async () => {
   port.close();
   port.resetBackoff();
@@ -126,18 +132,28 @@ chrome.runtime.onConnect.addListener((p) => {
   p.postMessage({ type: 'host.state', ...hostState() });
 });
 
+chrome.contextMenus?.onClicked.addListener((info, tab) => {
+  selection.clicked(info, tab).catch((e) => console.warn('keepsake: the selection could not be quoted', e));
+});
+chrome.commands?.onCommand.addListener((name, tab) => {
+  selection.command(name, tab).catch((e) => console.warn('keepsake: command failed', e));
+});
+
 function openPanelOnActionClick() {
   chrome.sidePanel?.setPanelBehavior?.({ openPanelOnActionClick: true })?.catch?.((e) => {
     console.warn('keepsake: setPanelBehavior failed', e);
   });
 }
 
-chrome.runtime.onInstalled.addListener(openPanelOnActionClick);
+chrome.runtime.onInstalled.addListener(() => {
+  openPanelOnActionClick();
+  selection.installMenus().catch((e) => console.warn('keepsake: context menu not created', e));
+});
 openPanelOnActionClick();
 
 // Tell open pages that a (new) worker runs, so they reopen their events port (lib/bridge.js).
 chrome.runtime.sendMessage({ kind: WORKER_AWAKE, instance: INSTANCE }).catch(() => {});
 
 // For e2e tests: poll `self.__keepsakeReady` before evaluating anything else in the worker.
-self.__keepsake = { instance: INSTANCE, port, storage, siteCache, broadcast, hostState };
+self.__keepsake = { instance: INSTANCE, port, storage, siteCache, broadcast, hostState, selection, pdfReader };
 self.__keepsakeReady = true;

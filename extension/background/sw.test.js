@@ -12,7 +12,7 @@ const PAGE = { id: ID, url: `${ORIGIN}sidepanel/sidepanel.html` };
 const CONTENT = { id: ID, url: 'https://example.com/a', frameId: 0, tab: { id: 7, url: 'https://example.com/a' } };
 const HELLO = { name: 'keepsake-host', version: '0.1.0', protocolVersion: PROTOCOL_VERSION, dbPath: '/tmp/k.db', dbError: null };
 
-const world = { natives: [], toPages: [], panelBehavior: null, hostAnswers: new Map() };
+const world = { natives: [], toPages: [], panelBehavior: null, hostAnswers: new Map(), menus: [] };
 
 function fakePagePort(name, sender) {
   return {
@@ -94,6 +94,17 @@ before(async () => {
         return p;
       },
     },
+    contextMenus: {
+      removeAll: async () => {
+        world.menus.length = 0;
+      },
+      create: (props, done) => {
+        world.menus.push(props.id);
+        done?.();
+      },
+      onClicked: fakeEvent(),
+    },
+    commands: { onCommand: fakeEvent() },
     sidePanel: {
       setPanelBehavior: async (o) => {
         world.panelBehavior = o;
@@ -121,6 +132,13 @@ swTest('top-level setup: listeners, panel behaviour, wake announcement, ready fl
   assert.equal(world.toPages[0].instance, self.__keepsake.instance);
   assert.equal(world.natives.length, 0, 'the host is not started at wake');
   assert.equal(chrome.tabs.onUpdated.size, 0, 'no tab listeners at wake');
+  assert.equal(chrome.contextMenus.onClicked.size, 1, 'the selection menu is heard at top level');
+  assert.equal(chrome.commands.onCommand.size, 1, 'keyboard commands are heard at top level');
+  assert.deepEqual(world.menus, [], 'menus are made on install, not on every wake');
+  chrome.runtime.onInstalled.fire({ reason: 'install' });
+  await flush();
+  await flush();
+  assert.deepEqual(world.menus, ['keepsake', 'keepsake-ask', 'keepsake-explain', 'keepsake-translate', 'keepsake-summarize', 'keepsake-pdf-link']);
 });
 
 swTest('host messages from pages go to the port; the reply has the documented shape', async () => {

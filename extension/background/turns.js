@@ -78,6 +78,8 @@ function mayRescue(e, { kind, rescued, text }) {
  * @param {{on: Function}} [deps.events] the NativePort's events (`changed`, `state`): with them the
  *   turn settings are kept between sends (SettingsMemory)
  * @param {() => string} [deps.newId]
+ * @param {object} [deps.siteCache]  site-cache.js (page-attach keeps a video's transcript there)
+ * @param {object} [deps.pdfReader]  pdf-attach.js's reader (default: the offscreen document)
  */
 export function createTurns(deps) {
   const {
@@ -112,7 +114,15 @@ export function createTurns(deps) {
     progress,
     activity: { start: keepAlive.start, end: keepAlive.end, track },
   });
-  const attachPage = createPageAttach({ storage, chrome, readSettings, summarize });
+  const attachPage = createPageAttach({
+    storage,
+    chrome,
+    readSettings,
+    summarize,
+    siteCache: deps.siteCache ?? null,
+    ...(deps.pdfReader ? { pdfReader: deps.pdfReader } : {}),
+    hostLimits: async () => (events?.hello ?? (await events?.open?.()))?.limits ?? null,
+  });
 
   // ----- running work (keep-alive while streams or summaries run: keep-alive.js)
   function track(p) {
@@ -815,7 +825,7 @@ export function createTurns(deps) {
 
 /** Wire the worker chat handlers (README table) into sw.js's handler map. */
 export function installTurnHandlers(register, ctx, deps = {}) {
-  const turns = createTurns({ storage: ctx.storage, broadcast: ctx.broadcast, events: ctx.port, ...deps });
+  const turns = createTurns({ storage: ctx.storage, broadcast: ctx.broadcast, events: ctx.port, siteCache: ctx.siteCache, ...deps });
   register('chat.send', (msg) => turns.send(msg));
   register('chat.stop', (msg) => turns.stop(msg));
   register('chat.state', () => turns.state());

@@ -117,6 +117,18 @@ const AUDIT = {
     '/[^\\S\\n]+/g': CASE('page-attach.extractReadablePage'),
     '/ ?\\n ?/g': CASE('page-attach.extractReadablePage'),
     '/\\n{3,}/g': CASE('page-attach.extractReadablePage'),
+    '/^https?:\\/\\//i': SAFE('anchored literal on a link URL'),
+  },
+  'background/pdf-attach.js': {
+    '/\\s+/g': SAFE('one character class with +, linear (PDF metadata strings)'),
+  },
+  'background/selection.js': {
+    '/\\r\\n?/g': SAFE('a literal with one optional character, linear (the selected text)'),
+  },
+  'offscreen/pdf.js': {
+    '/[^\\S\\n]+/g': SAFE('one character class with +, linear (a PDF page\'s text)'),
+    '/\\n{3,}/g': SAFE('one character with a lower bound, linear'),
+    '/^D:(\\d{4})(\\d{2})?(\\d{2})?/': SAFE('anchored, at most 8 digits read (a PDF date)'),
   },
   'lib/caps.js': {
     '/^(?:https?:\\/\\/|data:image\\/)/i': CASE('caps.imageShapeOk'),

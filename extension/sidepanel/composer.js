@@ -211,8 +211,19 @@ export function createComposer({
   updateButtons();
   autosize();
 
+  /** Put `text` in the composer when it is empty (a draft being written is never replaced). */
+  function offerText(text) {
+    if (!text || input.value.trim()) return false;
+    input.value = text;
+    autosize();
+    updateButtons();
+    persist();
+    return true;
+  }
+
   return {
     restore,
+    offerText,
     addImages,
     addFiles,
     showNote,

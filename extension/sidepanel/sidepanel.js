@@ -374,6 +374,14 @@ function onEvent(ev) {
     case 'chat.progress':
       showProgress(ev);
       break;
+    case 'chat.ask':
+      takeAsk();
+      break;
+    case 'chat.attached':
+      refreshHistory();
+      if (ev.error) composer.showNote(`Could not attach the page: ${explainLine(ev.error)}`, { kind: 'error', sticky: true });
+      else composer.showNote(`Attached “${ev.title || 'page'}” (${formatChars(ev.chars || 0)}${ev.figures ? `, ${ev.figures} ${ev.figures === 1 ? 'figure' : 'figures'}` : ''})${ev.summarized ? ', condensed' : ''}.`);
+      break;
     default:
       break;
   }
@@ -526,7 +534,8 @@ async function attachPage() {
     }
     const r = await workerCall('chat.attachPage', { tabId: tab.id });
     const notCondensed = r?.summaryError ? ` It could not be condensed (${r.summaryError.message || r.summaryError.code}); the full text is kept.` : '';
-    composer.showNote(`Attached “${r?.title || tab.title || 'page'}” (${formatChars(r?.chars || 0)})${r?.summarized ? ', condensed' : ''}.${notCondensed}`, { kind: notCondensed ? 'warn' : 'info' });
+    const figures = r?.figures ? `, ${r.figures} ${r.figures === 1 ? 'figure' : 'figures'}` : '';
+    composer.showNote(`Attached “${r?.title || tab.title || 'page'}” (${formatChars(r?.chars || 0)}${figures})${r?.summarized ? ', condensed' : ''}.${notCondensed}`, { kind: notCondensed ? 'warn' : 'info' });
     refreshHistory();
   } catch (err) {
     if (isConnectionError(err)) banner.show(err);
@@ -536,6 +545,24 @@ async function attachPage() {
     button.disabled = false;
     button.removeAttribute('aria-busy');
   }
+}
+
+/** The quote a context-menu action attached (background/selection.js): its prompt, when the composer is empty. */
+let composerRestored = false;
+async function takeAsk() {
+  if (!composerRestored) return; // start() asks once the draft is back
+  let ask = null;
+  try {
+    ask = await workerCall('chat.takeAsk');
+  } catch {
+    return;
+  }
+  if (!ask) return;
+  refreshHistory();
+  const prompted = composer.offerText(ask.prompt);
+  const kept = ask.prompt && !prompted ? ' Your draft is kept; the prompt was not added.' : '';
+  composer.showNote(`Quoted ${formatChars(ask.chars || 0)} from “${ask.title || 'the page'}”.${kept}`);
+  composer.focus();
 }
 
 async function screenshot() {
@@ -733,7 +760,10 @@ async function start() {
     checkBootRead();
   }
   await afterPaint();
-  composer.restore();
+  composer.restore().finally(() => {
+    composerRestored = true;
+    takeAsk();
+  });
   await Promise.allSettled([hostState, ...others]);
   if (activeSessionId) updateTitle();
   drawer.refreshIfOpen();

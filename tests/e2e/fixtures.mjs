@@ -2,6 +2,11 @@
 // web page with an article and a <video> element, served from 127.0.0.1.
 
 import http from 'node:http';
+import https from 'node:https';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import zlib from 'node:zlib';
 
 const CRC_TABLE = (() => {
@@ -149,33 +154,60 @@ function serveBody(req, res, r) {
 }
 
 /**
- * Serve the test page (and any extra routes) on 127.0.0.1, a free port. `routes` maps a path to
- * `{type, body}` (string or Buffer) and is read on every request, so a test may add routes later.
- * @returns {Promise<{url: string, origin: string, close: () => Promise<void>}>}
+ * A self-signed certificate for `hosts`, made by openssl in a temporary folder (the browser is
+ * told to accept it: `--ignore-certificate-errors`).
+ * @param {string[]} hosts
+ * @returns {{key: Buffer, cert: Buffer}}
  */
-export async function startPageServer(routes = {}) {
-  const server = http.createServer((req, res) => {
-    const path = new URL(req.url, 'http://x').pathname;
-    const r = routes[path];
+export function testCertificate(hosts) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-e2e-cert-'));
+  try {
+    const san = hosts.map((h) => `DNS:${h}`).join(',');
+    const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${hosts[0]}`, '-addext', `subjectAltName=${san}`, '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')], { encoding: 'utf8', timeout: 30_000 });
+    if (r.status !== 0) throw new Error(`openssl could not make a test certificate: ${r.error?.message ?? r.stderr}`);
+    return { key: fs.readFileSync(path.join(dir, 'key.pem')), cert: fs.readFileSync(path.join(dir, 'cert.pem')) };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Serve the test page (and any extra routes) on 127.0.0.1, a free port. `routes` maps a path to
+ * `{type, body}` (string or Buffer), or to a function of the request's URL returning one, and is
+ * read on every request, so a test may add routes later. With `tls` (from `testCertificate`) the
+ * server speaks HTTPS. `requests` lists every URL asked for (path and query).
+ * @returns {Promise<{url: string, origin: string, port: number, requests: string[], close: () => Promise<void>}>}
+ */
+export async function startPageServer(routes = {}, { tls = null } = {}) {
+  const requests = [];
+  const handler = (req, res) => {
+    requests.push(req.url);
+    const url = new URL(req.url, 'http://x');
+    const pathname = url.pathname;
+    const r = typeof routes[pathname] === 'function' ? routes[pathname](url) : routes[pathname];
     if (r) {
       serveBody(req, res, r);
       return;
     }
-    if (path === '/favicon.ico') {
+    if (pathname === '/favicon.ico') {
       res.writeHead(204).end();
       return;
     }
-    if (path === '/' || path === '/article.html') {
+    if (pathname === '/' || pathname === '/article.html') {
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
       res.end(articleHtml());
       return;
     }
     res.writeHead(404).end('not found');
-  });
+  };
+  const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `http://127.0.0.1:${server.address().port}`;
+  const port = server.address().port;
+  const origin = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   return {
     origin,
+    port,
+    requests,
     url: `${origin}/article.html`,
     close: () =>
       new Promise((resolve) => {

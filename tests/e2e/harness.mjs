@@ -178,6 +178,7 @@ export function hostPidsUnder(ancestorPid) {
  * @param {string} [o.extDir]         the unpacked extension (default: extension/)
  * @param {boolean} [o.waitReady]     wait for self.__keepsakeReady (default true)
  * @param {boolean} [o.hostDebug]     debug logging in keepsake-host.log (a `debug` marker file)
+ * @param {string[]} [o.browserArgs]  more Chromium switches (e.g. `--host-resolver-rules`)
  */
 export async function launch({
   env = {},
@@ -188,6 +189,7 @@ export async function launch({
   waitReady = true,
   downloads = true,
   hostDebug = false,
+  browserArgs = [],
 } = {}) {
   const t0 = Date.now();
   const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), `${TMP_PREFIX}profile-`));
@@ -226,6 +228,7 @@ export async function launch({
         '--password-store=basic',
         `--disable-extensions-except=${extDir}`,
         `--load-extension=${extDir}`,
+        ...browserArgs,
       ],
       env: fullEnv,
       viewport: PANEL_VIEWPORT,

@@ -356,21 +356,31 @@ fn only_the_port_module_calls_connect_native() {
 #[test]
 fn the_extension_never_parses_html_strings() {
     // model output and user text reach the page only as text nodes (lib/markdown.js builds nodes).
-    // extension/vendor/ (Mozilla's Readability, as published) runs only inside a tab, injected by
-    // background/page-attach.js on a copy of that page's document: no extension page loads it.
+    // extension/vendor/ holds libraries as published, each used by one named module:
+    // Mozilla's Readability runs only inside a tab, injected by background/page-attach.js on a copy
+    // of that page's document; PDF.js runs only in the offscreen document offscreen/pdf.js, which
+    // reads PDF bytes (no web page's markup). No panel or options page loads either.
     let vendor = Path::new(env!("CARGO_MANIFEST_DIR")).join("extension/vendor");
+    let users = [("vendor/readability", "background/page-attach.js"), ("vendor/pdfjs", "offscreen/pdf.js")];
     for p in extension_sources() {
         if p.starts_with(&vendor) {
             continue;
         }
         let text = fs::read_to_string(&p).unwrap();
-        if text.contains("vendor/") {
+        // the repository's vendor/ folder (the pins and the copy script) is not extension/vendor/
+        let mut named = text.matches("vendor/").count()
+            - text.matches("vendor/package.json").count()
+            - text.matches("vendor/copy.mjs").count();
+        for (folder, user) in users {
+            let n = text.matches(folder).count();
             assert!(
-                p.ends_with("background/page-attach.js"),
-                "{} names extension/vendor/: only page-attach.js injects it, into tabs",
+                n == 0 || p.ends_with(user),
+                "{} names extension/{folder}: only {user} uses it",
                 p.display()
             );
+            named -= n;
         }
+        assert_eq!(named, 0, "{} names a vendored folder no rule admits", p.display());
     }
     for p in extension_sources().into_iter().filter(|p| !p.starts_with(&vendor)) {
         let text = fs::read_to_string(&p).unwrap();

@@ -1,0 +1,105 @@
+// Reading a PDF for chat.attachPage (README "Reading PDFs"): a tab showing a PDF in the browser's
+// viewer, or a PDF link (the context menu's "Attach this PDF"). The service worker cannot run
+// PDF.js, so the offscreen document offscreen/pdf.html reads it (opened with chrome.offscreen for
+// the one read, closed after). The attach: the text of every page after a `[Page N]` marker, the
+// PDF's metadata in the header, `paper: true` (its auto-summary keeps headings, numbers and page
+// markers), and the raster figures as images after the text (`placement: "end"`), as many as the
+// host's per-turn caps admit (`host.hello` limits: count and URL-char budget); the host's
+// byte-budget pass then bounds the stored pictures (8 MiB) as for any attach.
+
+import { redactUrl } from '../lib/entries.js';
+import { pickTurnImages, turnCaps } from '../lib/caps.js';
+import { codeError } from './errors.js';
+
+const OFFSCREEN_URL = 'offscreen/pdf.html';
+/** Figures asked for when the host's caps are not known yet (its default count cap). */
+const DEFAULT_MAX_FIGURES = 8;
+/** Text extracted from a PDF is cut here (as a page's). */
+const MAX_PDF_CHARS = 3_000_000;
+
+/**
+ * Whether `url` names a PDF by its path (`….pdf`), the cheap test before anything is injected.
+ * @param {string} url
+ */
+export function looksLikePdf(url) {
+  try {
+    const u = new URL(url);
+    return (u.protocol === 'https:' || u.protocol === 'http:') && u.pathname.toLowerCase().endsWith('.pdf');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The reader: opens the offscreen document, asks it, closes it.
+ * @param {{chrome?: any}} [deps]
+ * @returns {{read: (url: string, o?: {maxFigures?: number}) => Promise<object>}}
+ */
+export function createPdfReader({ chrome = globalThis.chrome } = {}) {
+  let busy = Promise.resolve();
+
+  async function readOnce(url, maxFigures) {
+    if (!chrome.offscreen?.createDocument) throw codeError('pdf_unreadable', 'This browser cannot read PDFs in the background (no offscreen documents).');
+    if (await chrome.offscreen.hasDocument?.()) await chrome.offscreen.closeDocument().catch(() => {});
+    await chrome.offscreen.createDocument({
+      url: OFFSCREEN_URL,
+      reasons: ['WORKERS'],
+      justification: 'PDF.js reads the PDF the reader attaches, in a worker of its own.',
+    });
+    try {
+      const reply = await chrome.runtime.sendMessage({ kind: 'pdf.read', url, maxFigures });
+      if (!reply?.ok) throw codeError(reply?.error?.code ?? 'pdf_unreadable', reply?.error?.message ?? 'The PDF reader did not answer.');
+      return reply.result;
+    } finally {
+      await chrome.offscreen.closeDocument().catch(() => {});
+    }
+  }
+
+  return {
+    /** One read at a time (one offscreen document per extension). */
+    read(url, { maxFigures = DEFAULT_MAX_FIGURES } = {}) {
+      const run = busy.then(() => readOnce(url, maxFigures));
+      busy = run.catch(() => {});
+      return run;
+    },
+  };
+}
+
+/**
+ * `history.attach` arguments for a PDF read by offscreen/pdf.js.
+ * @param {object} pdf the reader's result
+ * @param {{url: string, tabTitle?: string, limits?: object}} o the PDF's URL, the tab's title and
+ *   `host.hello`'s limits (the per-turn caps)
+ */
+export function pdfAttachArgs(pdf, { url, tabTitle = '', limits = null }) {
+  const clean = redactUrl(url);
+  const one = (v) => String(v ?? '').replace(/\s+/g, ' ').trim();
+  let file = '';
+  try {
+    file = decodeURIComponent(new URL(url).pathname.split('/').pop() || '');
+  } catch {
+    file = '';
+  }
+  const title = one(pdf.info?.title) || one(tabTitle) || file || clean;
+  const caps = turnCaps(limits);
+  const figures = pdf.figures ?? [];
+  const picked = pickTurnImages(figures.map((f) => f.dataUrl), { caps });
+  const keptFigures = figures.filter((_, i) => picked.reasons[i] === null);
+  const kept = keptFigures.length;
+  const found = Math.max(Number(pdf.figuresFound) || 0, figures.length);
+  const line = (label, v) => (one(v) ? `${label}: ${one(v)}\n` : '');
+  let header = line('Author', pdf.info?.author) + line('Subject', pdf.info?.subject) + line('Keywords', pdf.info?.keywords) + line('Created', pdf.info?.created);
+  const read = pdf.pagesRead < pdf.numPages ? `${pdf.pagesRead} of ${pdf.numPages} read (the rest is over the size Keepsake sends)` : `${pdf.numPages}`;
+  header += `Pages: ${read}\n`;
+  if (found) {
+    const pages = keptFigures.map((f) => f.page);
+    const where = pages.length ? ` (pages ${[...new Set(pages)].join(', ')})` : '';
+    header += kept === found ? `Figures: ${kept}, after the text${where}\n` : `Figures: ${kept} of ${found} attached, after the text${where}; the per-turn picture limits hold the rest\n`;
+  }
+  const args = { ctx: { url: clean, title, mode: 'pdf', header, body: String(pdf.text ?? '').slice(0, MAX_PDF_CHARS) }, paper: true };
+  if (kept) {
+    args.images = picked.images;
+    args.placement = 'end';
+  }
+  return args;
+}

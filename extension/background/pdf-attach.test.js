@@ -1,0 +1,122 @@
+// node --test extension/background/pdf-attach.test.js
+//
+// PDFs for chat.attachPage (pdf-attach.js): which URLs are PDFs by their path, the attach
+// arguments made from a read (metadata header, `[Page N]` text, figures within the per-turn caps),
+// and the reader's offscreen document (opened for one read, closed after, one read at a time),
+// with a fake chrome. The real document and PDF.js: tests/e2e/reading.e2e.mjs (b).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { createPdfReader, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+
+const fig = (page, chars) => ({ page, dataUrl: `data:image/jpeg;base64,${'A'.repeat(chars)}`, width: 100, height: 80 });
+const READ = {
+  numPages: 3,
+  pagesRead: 3,
+  info: { title: ' The  harbour\npaper ', author: 'The Keeper', subject: '', keywords: 'tides, lamps', created: '2026-11-30' },
+  text: '[Page 1]\nOne.\n\n[Page 2]\nTwo.\n\n[Page 3]\nThree.',
+  figures: [fig(1, 100), fig(3, 100)],
+  figuresFound: 2,
+  truncated: false,
+};
+const LIMITS = { turnMaxImages: 8, turnImageBudget: 3 * 1024 * 1024 };
+
+test('looksLikePdf: http(s) paths ending in .pdf, any case, with a query or fragment', () => {
+  for (const u of ['https://a.example/p.pdf', 'http://a.example/x/P.PDF?dl=1', 'https://a.example/p.pdf#page=2']) assert.equal(looksLikePdf(u), true, u);
+  for (const u of ['https://a.example/p.pdf.html', 'file:///home/me/p.pdf', 'https://a.example/?f=p.pdf', 'not a url', undefined]) assert.equal(looksLikePdf(u), false, String(u));
+});
+
+test('the attach: mode pdf, paper, the metadata header, the page text, the figures after it', () => {
+  const args = pdfAttachArgs(READ, { url: 'https://me:pw@a.example/papers/harbour.pdf', tabTitle: 'harbour.pdf', limits: LIMITS });
+  assert.deepEqual(args, {
+    ctx: {
+      url: 'https://a.example/papers/harbour.pdf',
+      title: 'The harbour paper',
+      mode: 'pdf',
+      header: 'Author: The Keeper\nKeywords: tides, lamps\nCreated: 2026-11-30\nPages: 3\nFigures: 2, after the text (pages 1, 3)\n',
+      body: READ.text,
+    },
+    paper: true,
+    images: READ.figures.map((f) => f.dataUrl),
+    placement: 'end',
+  });
+});
+
+test('no title in the PDF: the tab title, then the file name; no figures: no images and no Figures line', () => {
+  const bare = { ...READ, info: {}, figures: [], figuresFound: 0 };
+  let args = pdfAttachArgs(bare, { url: 'https://a.example/papers/tide%20tables.pdf', tabTitle: 'Tide tables' });
+  assert.equal(args.ctx.title, 'Tide tables');
+  assert.equal(args.ctx.header, 'Pages: 3\n');
+  assert.equal(args.images, undefined);
+  assert.equal(args.placement, undefined);
+  args = pdfAttachArgs(bare, { url: 'https://a.example/papers/tide%20tables.pdf' });
+  assert.equal(args.ctx.title, 'tide tables.pdf');
+});
+
+test('figures beyond the per-turn caps stay out, and the header says how many were found', () => {
+  const many = { ...READ, figures: [fig(1, 100), fig(2, 2 * 1024 * 1024), fig(4, 2 * 1024 * 1024), fig(5, 100)], figuresFound: 12 };
+  const args = pdfAttachArgs(many, { url: 'https://a.example/p.pdf', limits: LIMITS });
+  // first fit by URL chars: the second big one would pass 3 MiB
+  assert.equal(args.images.length, 3);
+  assert.match(args.ctx.header, /^Figures: 3 of 12 attached, after the text \(pages 1, 2, 5\); the per-turn picture limits hold the rest$/m);
+  const capped = pdfAttachArgs({ ...READ, figures: Array.from({ length: 5 }, (_, i) => fig(i + 1, 10)), figuresFound: 5 }, { url: 'https://a.example/p.pdf', limits: { ...LIMITS, turnMaxImages: 2 } });
+  assert.equal(capped.images.length, 2);
+});
+
+test('a PDF cut short says how many pages were read', () => {
+  const args = pdfAttachArgs({ ...READ, numPages: 900, pagesRead: 610 }, { url: 'https://a.example/p.pdf' });
+  assert.match(args.ctx.header, /^Pages: 610 of 900 read \(the rest is over the size Keepsake sends\)$/m);
+});
+
+function fakeOffscreen({ reply, delayMs = 0 } = {}) {
+  const log = [];
+  let open = false;
+  const chrome = {
+    offscreen: {
+      hasDocument: async () => open,
+      createDocument: async (o) => {
+        assert.equal(open, false, 'one document at a time');
+        log.push(['create', o.url, o.reasons]);
+        open = true;
+      },
+      closeDocument: async () => {
+        log.push('close');
+        open = false;
+      },
+    },
+    runtime: {
+      sendMessage: async (msg) => {
+        log.push(['ask', msg]);
+        await new Promise((r) => setTimeout(r, delayMs));
+        return typeof reply === 'function' ? reply(msg) : reply;
+      },
+    },
+  };
+  return { chrome, log, get open() {
+    return open;
+  } };
+}
+
+test('the reader opens the offscreen document for one read and closes it, also when the read fails', async () => {
+  const f = fakeOffscreen({ reply: { ok: true, result: READ } });
+  const reader = createPdfReader({ chrome: f.chrome });
+  assert.deepEqual(await reader.read('https://a.example/p.pdf', { maxFigures: 4 }), READ);
+  assert.deepEqual(f.log, [['create', 'offscreen/pdf.html', ['WORKERS']], ['ask', { kind: 'pdf.read', url: 'https://a.example/p.pdf', maxFigures: 4 }], 'close']);
+  assert.equal(f.open, false);
+
+  const bad = fakeOffscreen({ reply: { ok: false, error: { code: 'too_large', message: 'The PDF is 120 MiB' } } });
+  await assert.rejects(createPdfReader({ chrome: bad.chrome }).read('https://a.example/p.pdf'), { code: 'too_large', message: 'The PDF is 120 MiB' });
+  assert.equal(bad.open, false);
+  const silent = fakeOffscreen({ reply: undefined });
+  await assert.rejects(createPdfReader({ chrome: silent.chrome }).read('https://a.example/p.pdf'), { code: 'pdf_unreadable' });
+  await assert.rejects(createPdfReader({ chrome: {} }).read('https://a.example/p.pdf'), { code: 'pdf_unreadable' });
+});
+
+test('reads queue: the second waits for the first document to close', async () => {
+  const f = fakeOffscreen({ reply: (msg) => ({ ok: true, result: { ...READ, text: msg.url } }), delayMs: 20 });
+  const reader = createPdfReader({ chrome: f.chrome });
+  const [a, b] = await Promise.all([reader.read('https://a.example/1.pdf'), reader.read('https://a.example/2.pdf')]);
+  assert.deepEqual([a.text, b.text], ['https://a.example/1.pdf', 'https://a.example/2.pdf']);
+  assert.deepEqual(f.log.map((x) => (Array.isArray(x) ? x[0] : x)), ['create', 'ask', 'close', 'create', 'ask', 'close']);
+});

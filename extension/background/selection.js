@@ -1,0 +1,207 @@
+// Asking about what the reader selected, and the keyboard commands (README "Selection and
+// shortcuts"):
+// - a context menu on selected text, "Keepsake" → Ask Keepsake / Explain / Translate / Summarize:
+//   the side panel opens, the selection is attached to the conversation as a quote
+//   (`history.attach`, mode `selection`), and the panel puts the action's prompt in an empty
+//   composer (a draft the reader is writing is never replaced);
+// - a context menu on links to PDFs, "Keepsake" → Attach this PDF: the panel opens and the PDF
+//   is read and attached (page-attach.js → pdf-attach.js);
+// - the `attach-page` command (Alt+Shift+J) opens the panel and attaches the page; the manifest's
+//   `_execute_action` command (Alt+Shift+K) opens the panel itself (openPanelOnActionClick).
+//
+// `chrome.sidePanel.open` must run inside the click's user gesture, so it is called before any
+// await. What the panel still has to do (the prompt) waits as a "pending ask" in worker memory
+// and `chrome.storage.session` (a UI-only key; the quote itself is already in the host) until the
+// panel takes it (`chat.takeAsk`), at start-up or on the `chat.ask` event.
+
+import { redactUrl } from '../lib/entries.js';
+
+/** The context menu's items (ids are `keepsake-<id>`), in menu order. */
+export const ASK_ACTIONS = Object.freeze([
+  { id: 'ask', title: 'Ask Keepsake' },
+  { id: 'explain', title: 'Explain' },
+  { id: 'translate', title: 'Translate' },
+  { id: 'summarize', title: 'Summarize' },
+]);
+
+const MENU_PARENT = 'keepsake';
+/** The link menu item, on links whose path ends in .pdf. */
+export const PDF_LINK_ITEM = 'keepsake-pdf-link';
+const PDF_LINK_PATTERNS = ['*://*/*.pdf', '*://*/*.pdf?*', '*://*/*.pdf#*', '*://*/*.PDF', '*://*/*.PDF?*'];
+const MENU_PREFIX = 'keepsake-';
+/** chrome.storage.session key of the ask the panel has not taken yet. */
+export const PENDING_ASK_KEY = 'pendingAsk';
+/** A pending ask older than this is dropped (the panel never opened). */
+export const PENDING_ASK_MAX_AGE_MS = 2 * 60 * 1000;
+/** A selection is quoted up to this many characters. */
+export const MAX_QUOTE_CHARS = 200_000;
+
+/**
+ * The prompt an action puts in the composer (empty for "Ask Keepsake": the reader writes it).
+ * @param {string} action one of ASK_ACTIONS' ids
+ * @param {string} language the reader's language tag (`navigator.language`), for Translate
+ */
+export function promptFor(action, language = '') {
+  switch (action) {
+    case 'explain':
+      return 'Explain the quoted text.';
+    case 'summarize':
+      return 'Summarize the quoted text.';
+    case 'translate': {
+      let name = '';
+      try {
+        // the language, not the region: "French" for fr-FR (Chinese keeps its script or region)
+        const tag = String(language).toLowerCase().startsWith('zh') ? language : String(language).split('-')[0];
+        name = tag ? new Intl.DisplayNames(['en'], { type: 'language' }).of(tag) || '' : '';
+      } catch {
+        name = '';
+      }
+      return `Translate the quoted text into ${name || 'English'}.`;
+    }
+    default:
+      return '';
+  }
+}
+
+/** Run in the page (the frame the menu was opened in): the selection with its line breaks. */
+export function readSelection() {
+  return String(globalThis.getSelection?.() ?? '');
+}
+
+/**
+ * @param {object} deps
+ * @param {object} deps.storage                 lib/storage.js client
+ * @param {(event: object) => void} deps.broadcast events to the panel
+ * @param {((args: {tabId: number}) => Promise<object>) & {pdfLink: Function}} deps.attachPage page-attach.js
+ * @param {object} [deps.chrome]
+ * @param {() => string} [deps.language]
+ * @param {() => number} [deps.now]
+ */
+export function createSelectionActions({ storage, broadcast, attachPage, chrome = globalThis.chrome, language = () => globalThis.navigator?.language ?? '', now = () => Date.now() }) {
+  let pending = null;
+
+  /** (Re)create the menu (onInstalled; items survive worker restarts). */
+  async function installMenus() {
+    await chrome.contextMenus.removeAll();
+    const made = (props) =>
+      new Promise((resolve) => {
+        chrome.contextMenus.create(props, () => {
+          void chrome.runtime.lastError; // an id that exists already (a second onInstalled)
+          resolve();
+        });
+      });
+    await made({ id: MENU_PARENT, title: 'Keepsake', contexts: ['selection', 'link'] });
+    for (const a of ASK_ACTIONS) await made({ id: MENU_PREFIX + a.id, parentId: MENU_PARENT, title: a.title, contexts: ['selection'] });
+    await made({ id: PDF_LINK_ITEM, parentId: MENU_PARENT, title: 'Attach this PDF', contexts: ['link'], targetUrlPatterns: PDF_LINK_PATTERNS });
+  }
+
+  /** Open the side panel for the tab's window; must be called before any await of a gesture. */
+  function openPanel(tab) {
+    const target = Number.isInteger(tab?.windowId) ? { windowId: tab.windowId } : Number.isInteger(tab?.id) ? { tabId: tab.id } : null;
+    if (!target || !chrome.sidePanel?.open) return Promise.resolve(false);
+    return chrome.sidePanel.open(target).then(
+      () => true,
+      (e) => {
+        console.warn('keepsake: the side panel did not open', e?.message ?? e);
+        return false;
+      },
+    );
+  }
+
+  async function setPending(ask) {
+    pending = ask;
+    try {
+      await (ask ? chrome.storage.session.set({ [PENDING_ASK_KEY]: ask }) : chrome.storage.session.remove(PENDING_ASK_KEY));
+    } catch (e) {
+      console.warn('keepsake: could not keep the pending ask', e);
+    }
+  }
+
+  /** The selection as the page holds it (line breaks kept), else the menu's copy of it. */
+  async function selectionText(info, tab) {
+    try {
+      const [inj] = await chrome.scripting.executeScript({
+        target: { tabId: tab.id, frameIds: [Number.isInteger(info.frameId) ? info.frameId : 0] },
+        func: readSelection,
+      });
+      const t = inj?.result;
+      if (typeof t === 'string' && t.trim()) return t;
+    } catch {
+      /* a page the extension may not script: the menu's text */
+    }
+    return typeof info.selectionText === 'string' ? info.selectionText : '';
+  }
+
+  /**
+   * A click on one of the menu's items: `{attachId, prompt}` or null when it was not ours.
+   * @param {{menuItemId: string, selectionText?: string, frameId?: number, pageUrl?: string}} info
+   * @param {{id: number, windowId?: number, url?: string, title?: string}} tab
+   */
+  async function clicked(info, tab) {
+    const id = String(info?.menuItemId ?? '');
+    if (id === PDF_LINK_ITEM) return pdfLink(info, tab);
+    const action = ASK_ACTIONS.find((a) => MENU_PREFIX + a.id === id);
+    if (!action) return null;
+    const opened = openPanel(tab); // first: the click's gesture
+    const raw = await selectionText(info ?? {}, tab ?? {});
+    const body = raw.replace(/\r\n?/g, '\n').trim().slice(0, MAX_QUOTE_CHARS);
+    if (!body) return null;
+    const url = redactUrl(String(tab?.url || info.pageUrl || ''));
+    const title = String(tab?.title || url);
+    const res = await storage.history.attach({ ctx: { url, title, mode: 'selection', header: 'Quoted: the text the reader selected\n', body } });
+    const ask = { attachId: res.attachId, action: action.id, prompt: promptFor(action.id, language()), chars: body.length, title, at: now() };
+    await setPending(ask);
+    broadcast({ type: 'chat.ask' });
+    await opened;
+    return ask;
+  }
+
+  /** "Attach this PDF" on a link: the panel opens; the PDF is read and attached; the panel hears how it went. */
+  async function pdfLink(info, tab) {
+    const opened = openPanel(tab);
+    try {
+      return await attached(() => attachPage.pdfLink({ url: String(info.linkUrl || ''), title: '' }));
+    } finally {
+      await opened;
+    }
+  }
+
+  /** Run an attach and tell the panel how it went (`chat.attached`). */
+  async function attached(run) {
+    try {
+      const r = await run();
+      broadcast({ type: 'chat.attached', title: r.title, chars: r.chars, summarized: r.summarized, figures: r.figures ?? 0 });
+      return r;
+    } catch (e) {
+      broadcast({ type: 'chat.attached', error: { code: e?.code ?? 'attach_failed', message: String(e?.message ?? e) } });
+      return null;
+    }
+  }
+
+  /** The ask the panel has to finish (once), or null. */
+  async function takeAsk() {
+    let ask = pending;
+    if (!ask) {
+      try {
+        ask = (await chrome.storage.session.get(PENDING_ASK_KEY))?.[PENDING_ASK_KEY] ?? null;
+      } catch {
+        ask = null;
+      }
+    }
+    if (ask) await setPending(null);
+    return ask && now() - Number(ask.at) <= PENDING_ASK_MAX_AGE_MS ? ask : null;
+  }
+
+  /** A keyboard command (manifest `commands`): `attach-page` opens the panel and attaches the tab. */
+  async function command(name, tab) {
+    if (name !== 'attach-page' || !Number.isInteger(tab?.id)) return null;
+    const opened = openPanel(tab);
+    try {
+      return await attached(() => attachPage({ tabId: tab.id }));
+    } finally {
+      await opened;
+    }
+  }
+
+  return { installMenus, clicked, takeAsk, command };
+}
