@@ -9,7 +9,8 @@ import { redactUrl } from '../lib/entries.js';
 import { codeError, errorInfo } from './errors.js';
 import { pickProvider } from './provider.js';
 import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
-import { createPdfReader, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+import { pickTurnImages, turnCaps } from '../lib/caps.js';
 
 /** Mozilla's Readability (vendor/package.json pins it; vendor/copy.mjs copies it here). */
 const READABILITY = 'vendor/readability/Readability.js';
@@ -119,6 +120,75 @@ function clock(seconds) {
   return s >= 3600 ? `${Math.floor(s / 3600)}:${p(Math.floor(s / 60) % 60)}:${p(s % 60)}` : `${Math.floor(s / 60)}:${p(s % 60)}`;
 }
 
+/** One picture of an article is fetched up to this size (the host's image cap is 32 MiB). */
+const MAX_FIGURE_BYTES = 8 * 1024 * 1024;
+/** Figures attached when the host's per-turn count is not known yet (its default). */
+const DEFAULT_TURN_IMAGES = 8;
+
+/** Base64 of bytes (Uint8Array.prototype.toBase64 where the browser has it). */
+function toBase64(bytes) {
+  if (typeof bytes.toBase64 === 'function') return bytes.toBase64();
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
+}
+
+/** An article's picture as a data URL (fetched by the worker, no cookies), or null. SVG is not a picture here. */
+async function fetchFigure(src, fetchImpl) {
+  try {
+    const res = await fetchImpl(src, { credentials: 'omit' });
+    if (!res.ok) return null;
+    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim().toLowerCase();
+    if (!type.startsWith('image/') || type === 'image/svg+xml') return null;
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    if (!bytes.length || bytes.length > MAX_FIGURE_BYTES) return null;
+    return `data:${type};base64,${toBase64(bytes)}`;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * An article's figures (`extractReadablePage` marks each with U+0001 i U+0001 in the text): the
+ * worker fetches them in order while the per-turn count allows, keeps those the per-turn caps
+ * admit (first fit), numbers them `[Figure 1]`, `[Figure 2]` … where they stood (the host puts each
+ * picture after its anchor's line, storage-model §6.6) and writes the `## Figures` section with
+ * their captions. A figure not attached keeps its caption as text.
+ * @returns {Promise<{text: string, images: string[], section: string}>}
+ */
+export async function placeFigures(page, { fetchImpl, limits = null }) {
+  const figs = Array.isArray(page?.figures) ? page.figures : [];
+  const text = typeof page?.text === 'string' ? page.text : '';
+  if (!figs.length) return { text, images: [], section: '' };
+  const caps = turnCaps(limits);
+  const most = caps?.maxImages ?? DEFAULT_TURN_IMAGES;
+  const urls = [];
+  for (const f of figs) urls.push(urls.filter(Boolean).length < most ? await fetchFigure(String(f?.src ?? ''), fetchImpl) : null);
+  const fetched = urls.filter(Boolean);
+  const picked = pickTurnImages(fetched, { caps: caps ?? { maxImages: most, budget: Number.MAX_SAFE_INTEGER } });
+  const number = new Map(); // figure index → its number among the attached
+  const captions = [];
+  let j = 0;
+  urls.forEach((u, i) => {
+    if (!u) return;
+    if (picked.reasons[j++] === null) {
+      number.set(i, number.size + 1);
+      captions.push(String(figs[i]?.caption ?? ''));
+    }
+  });
+  const placed = text
+    .split('\u0001')
+    .map((piece, k) => {
+      if (k % 2 === 0) return piece;
+      const i = Number(piece);
+      const caption = String(figs[i]?.caption ?? '').trim();
+      if (number.has(i)) return `[Figure ${number.get(i)}]${caption ? ` ${caption}` : ''}`;
+      return caption ? `(Picture not attached: ${caption})` : '';
+    })
+    .join('');
+  return { text: placed, images: picked.images, section: figuresSection(captions.map((c) => ({ caption: c }))) };
+}
+
 /** The attach header lines (storage-model §2.4 `header`) for an article's metadata, or `undefined`. */
 function articleHeader(page) {
   const one = (v) => v.replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ').trim();
@@ -129,13 +199,14 @@ function articleHeader(page) {
 }
 
 /** `history.attach` arguments for a page extracted by `extractReadablePage`. */
-function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript, video } = {}) {
+function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript, video, figures = null } = {}) {
   const rawUrl = (typeof tabUrl === 'string' && tabUrl) || page?.url || '';
   const url = redactUrl(rawUrl);
   const title = (typeof video?.title === 'string' && video.title.trim()) || (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
-  const text = typeof page?.text === 'string' ? page.text : '';
+  const text = figures ? figures.text : typeof page?.text === 'string' ? page.text : '';
   const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text;
-  const body = withTranscript.slice(0, MAX_PAGE_CHARS);
+  const section = figures?.section ? `\n\n${figures.section}` : '';
+  const body = withTranscript.slice(0, MAX_PAGE_CHARS - section.length) + section;
   const article = page?.method === 'readability';
   const ctx = { url, title, mode: article ? 'article' : 'full', body };
   let header = article ? articleHeader(page) : undefined;
@@ -150,6 +221,7 @@ function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript
   if (header) ctx.header = header;
   if (changedSince) ctx.changedSince = changedSince;
   const args = { ctx };
+  if (figures?.images.length) args.images = figures.images;
   if (page?.hasVideo || video) args.videoSrc = { platform: videoPlatform(rawUrl), url, tabId };
   return args;
 }
@@ -210,8 +282,17 @@ export function extractReadablePage() {
       .trim();
   // inline text: every run of white space one space (newlines too: HTML wraps lines freely)
   // (NUL marks where a code block goes back, so page text never carries one)
-  const flat = (s) => String(s || '').replaceAll('\u0000', '').replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ');
-  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'SVG', 'CANVAS', 'IFRAME', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'OBJECT', 'EMBED', 'IMG', 'PICTURE', 'VIDEO', 'AUDIO']);
+  // (U+0001 marks where an article's figure goes: the worker numbers the ones it attaches)
+  const flat = (s) => String(s || '').replaceAll('\u0000', '').replaceAll('\u0001', '').replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ');
+  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'SVG', 'CANVAS', 'IFRAME', 'BUTTON', 'INPUT', 'SELECT', 'TEXTAREA', 'OBJECT', 'EMBED', 'VIDEO', 'AUDIO']);
+  // the pictures of the page as shown (the copy Readability reads has no loaded images): src → size
+  const shown = new Map();
+  for (const im of document.querySelectorAll('img')) {
+    const src = im.currentSrc || im.src;
+    if (src && im.naturalWidth) shown.set(src, { w: im.naturalWidth, h: im.naturalHeight });
+  }
+  const figures = [];
+  const MAX_FIGURES = 24;
   const BLOCK = new Set(['P', 'DIV', 'SECTION', 'ARTICLE', 'MAIN', 'HEADER', 'FOOTER', 'ASIDE', 'FIGURE', 'FIGCAPTION', 'DETAILS', 'SUMMARY', 'ADDRESS', 'DL', 'DT', 'DD', 'NAV', 'FORM', 'FIELDSET', 'CENTER']);
   // page furniture Readability would leave inside an article: taken out of its copy of the page
   // first (never a box that holds the article itself)
@@ -242,6 +323,20 @@ export function extractReadablePage() {
     const tag = String(node.tagName).toUpperCase();
     if (SKIP.has(tag) || node.hidden || node.getAttribute('aria-hidden') === 'true') return '';
     switch (tag) {
+      case 'IMG': {
+        // an article's picture: a figure when it is a real picture (not an icon, a spacer or a
+        // tracking pixel), its caption the figure's <figcaption> or the image's alt text
+        const src = node.currentSrc || node.src || '';
+        if (!figuresWanted || figures.length >= MAX_FIGURES || !(src.startsWith('https:') || src.startsWith('http:'))) return '';
+        const size = shown.get(src) ?? { w: Number(node.getAttribute('width')) || 0, h: Number(node.getAttribute('height')) || 0 };
+        if (size.w < 120 || size.h < 80) return '';
+        const cap = node.closest('figure')?.querySelector('figcaption');
+        const caption = flat(cap ? cap.textContent : node.getAttribute('alt')).trim().slice(0, 300);
+        figures.push({ src, caption });
+        return `\n\n\u0001${figures.length - 1}\u0001\n\n`;
+      }
+      case 'PICTURE':
+        return children(node, depth);
       case 'BR':
         return '\n';
       case 'HR':
@@ -291,6 +386,7 @@ export function extractReadablePage() {
         return BLOCK.has(tag) ? `\n\n${children(node, depth)}\n\n` : children(node, depth);
     }
   }
+  let figuresWanted = false;
   const meta = (names) => {
     for (const n of names) {
       const v = document.querySelector(`meta[property="${n}"], meta[name="${n}"]`)?.getAttribute('content');
@@ -319,10 +415,12 @@ export function extractReadablePage() {
       }
       article = new R(doc, { serializer: (el) => el, keepClasses: true }).parse();
     }
+    figuresWanted = true;
     const text = article?.content ? laidOut(article.content) : '';
     if (text.length >= 200) {
       return {
         ...base,
+        figures,
         title: String(article.title || base.title).trim(),
         text,
         method: 'readability',
@@ -488,7 +586,8 @@ export function createPageAttach({
     }
     if (!args) {
       const { transcript, video } = await videoOf(tabId, tab?.url || page.url, page);
-      args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript, video });
+      const figures = page.figures?.length ? await placeFigures(page, { fetchImpl, limits: await hostLimits().catch(() => null) }) : null;
+      args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript, video, figures });
       try {
         const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
         if (ch?.changed) {
@@ -499,6 +598,7 @@ export function createPageAttach({
             changedSince: formatChangedSince(ch.previousAttachedAt),
             transcript,
             video,
+            figures,
           });
         }
       } catch {

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createPageAttach, unreadableReason, readYouTubePlayer } from './page-attach.js';
+import { createPageAttach, unreadableReason, readYouTubePlayer, placeFigures } from './page-attach.js';
 
 function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize, fetchImpl, player, siteCache = null, language = 'en-US', pdfReader, hostLimits } = {}) {
   const attached = [];
@@ -365,4 +365,50 @@ test('a PDF: a tab whose path ends in .pdf is read by the PDF reader without inj
   await s.attach();
   assert.equal(asked[1][0], 'https://a.example/download?id=7');
   assert.equal(s.attached[0].ctx.mode, 'pdf');
+});
+
+function imageResponse(type, bytes) {
+  return { ok: true, headers: { get: (h) => (h.toLowerCase() === 'content-type' ? type : null) }, arrayBuffer: async () => new Uint8Array(bytes).buffer };
+}
+
+test("an article's figures: fetched in order, numbered where they stood, captions in the Figures section; failures keep their caption as text", async () => {
+  const page = {
+    text: 'Intro.\n\n\u00010\u0001\n\nMiddle.\n\n\u00011\u0001\n\nMore.\n\n\u00012\u0001\n\nEnd.',
+    figures: [
+      { src: 'https://a.example/lamp.png', caption: 'The lamp room' },
+      { src: 'https://a.example/broken.png', caption: 'A broken one' },
+      { src: 'https://a.example/tide.jpg', caption: '' },
+    ],
+  };
+  const fetched = [];
+  const fetchImpl = async (url, o) => {
+    fetched.push([url, o.credentials]);
+    if (url.includes('broken')) return { ok: false };
+    return imageResponse(url.endsWith('.png') ? 'image/png' : 'image/jpeg; charset=binary', [1, 2, 3]);
+  };
+  const out = await placeFigures(page, { fetchImpl, limits: { turnMaxImages: 8, turnImageBudget: 1000 } });
+  assert.deepEqual(fetched.map((f) => f[1]), ['omit', 'omit', 'omit']);
+  assert.equal(out.text, 'Intro.\n\n[Figure 1] The lamp room\n\nMiddle.\n\n(Picture not attached: A broken one)\n\nMore.\n\n[Figure 2]\n\nEnd.');
+  assert.deepEqual(out.images, ['data:image/png;base64,AQID', 'data:image/jpeg;base64,AQID']);
+  assert.equal(out.section, '## Figures\nThe pictures attached with this text, in order:\n1. The lamp room\n2. Figure on page ?');
+
+  // the per-turn count: only the first one fetched and attached
+  fetched.length = 0;
+  const one = await placeFigures(page, { fetchImpl, limits: { turnMaxImages: 1, turnImageBudget: 1000 } });
+  assert.deepEqual(fetched.map((f) => f[0]), ['https://a.example/lamp.png']);
+  assert.equal(one.images.length, 1);
+  assert.match(one.text, /\(Picture not attached: A broken one\)[\s\S]*More\.\n\n\n\nEnd\.$/);
+  // not a picture (SVG, HTML): not attached
+  const svg = await placeFigures({ text: '\u00010\u0001', figures: [{ src: 'https://a.example/x.svg', caption: 'Logo' }] }, { fetchImpl: async () => imageResponse('image/svg+xml', [1]) });
+  assert.deepEqual(svg, { text: '(Picture not attached: Logo)', images: [], section: '' });
+});
+
+test('an attached article with figures: the pictures go with it, anchored, the Figures section last', async () => {
+  const page = { title: 'A', text: 'Intro.\n\n\u00010\u0001\n\nEnd.', method: 'readability', figures: [{ src: 'https://a.example/lamp.png', caption: 'Lamp' }] };
+  const s = setup({ page, tab: { url: 'https://a.example/a' }, fetchImpl: async () => imageResponse('image/png', [1, 2, 3]), hostLimits: async () => ({ turnMaxImages: 8, turnImageBudget: 1000 }) });
+  const out = await s.attach();
+  assert.equal(s.attached[0].ctx.body, 'Intro.\n\n[Figure 1] Lamp\n\nEnd.\n\n## Figures\nThe pictures attached with this text, in order:\n1. Lamp');
+  assert.deepEqual(s.attached[0].images, ['data:image/png;base64,AQID']);
+  assert.equal(s.attached[0].placement, undefined, 'anchors: each picture after its line');
+  assert.equal(out.figures, 1);
 });

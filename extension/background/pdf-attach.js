@@ -66,6 +66,21 @@ export function createPdfReader({ chrome = globalThis.chrome } = {}) {
 }
 
 /**
+ * The `## Figures` section of an attach with pictures (storage-model §2.5): one explanatory line,
+ * then `N. <caption>` in picture order, a missing caption written `Figure on page <page>` (`?`
+ * when the page is not known). The host reads these as the pictures' labels. '' for no pictures.
+ * @param {Array<{caption?: string, page?: number}>} figures
+ */
+export function figuresSection(figures) {
+  if (!figures.length) return '';
+  const lines = figures.map((f, i) => {
+    const caption = String(f.caption ?? '').replace(/\s+/g, ' ').trim();
+    return `${i + 1}. ${caption || `Figure on page ${Number.isInteger(f.page) ? f.page : '?'}`}`;
+  });
+  return `## Figures\nThe pictures attached with this text, in order:\n${lines.join('\n')}`;
+}
+
+/**
  * `history.attach` arguments for a PDF read by offscreen/pdf.js.
  * @param {object} pdf the reader's result
  * @param {{url: string, tabTitle?: string, limits?: object}} o the PDF's URL, the tab's title and
@@ -96,7 +111,9 @@ export function pdfAttachArgs(pdf, { url, tabTitle = '', limits = null }) {
     const where = pages.length ? ` (pages ${[...new Set(pages)].join(', ')})` : '';
     header += kept === found ? `Figures: ${kept}, after the text${where}\n` : `Figures: ${kept} of ${found} attached, after the text${where}; the per-turn picture limits hold the rest\n`;
   }
-  const args = { ctx: { url: clean, title, mode: 'pdf', header, body: String(pdf.text ?? '').slice(0, MAX_PDF_CHARS) }, paper: true };
+  const section = kept ? `\n\n${figuresSection(keptFigures)}` : '';
+  const body = String(pdf.text ?? '').slice(0, MAX_PDF_CHARS - section.length) + section;
+  const args = { ctx: { url: clean, title, mode: 'pdf', header, body }, paper: true };
   if (kept) {
     args.images = picked.images;
     args.placement = 'end';

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createPdfReader, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
 
 const fig = (page, chars) => ({ page, dataUrl: `data:image/jpeg;base64,${'A'.repeat(chars)}`, width: 100, height: 80 });
 const READ = {
@@ -35,7 +35,7 @@ test('the attach: mode pdf, paper, the metadata header, the page text, the figur
       title: 'The harbour paper',
       mode: 'pdf',
       header: 'Author: The Keeper\nKeywords: tides, lamps\nCreated: 2026-11-30\nPages: 3\nFigures: 2, after the text (pages 1, 3)\n',
-      body: READ.text,
+      body: `${READ.text}\n\n## Figures\nThe pictures attached with this text, in order:\n1. Figure on page 1\n2. Figure on page 3`,
     },
     paper: true,
     images: READ.figures.map((f) => f.dataUrl),
@@ -119,4 +119,12 @@ test('reads queue: the second waits for the first document to close', async () =
   const [a, b] = await Promise.all([reader.read('https://a.example/1.pdf'), reader.read('https://a.example/2.pdf')]);
   assert.deepEqual([a.text, b.text], ['https://a.example/1.pdf', 'https://a.example/2.pdf']);
   assert.deepEqual(f.log.map((x) => (Array.isArray(x) ? x[0] : x)), ['create', 'ask', 'close', 'create', 'ask', 'close']);
+});
+
+test('figuresSection: the labels the host reads, a missing caption named by its page', () => {
+  assert.equal(figuresSection([]), '');
+  assert.equal(
+    figuresSection([{ caption: ' The  lamp\nroom ' }, { page: 4 }, {}]),
+    '## Figures\nThe pictures attached with this text, in order:\n1. The lamp room\n2. Figure on page 4\n3. Figure on page ?',
+  );
 });

@@ -4,6 +4,8 @@
 //       sidebar and a footer (tests/e2e/pages/news.html; pages.json names its boilerplate and
 //       article strings): the stored attach text holds the article's paragraphs, laid out, its
 //       metadata in the header, and none of the boilerplate;
+//   an article with two pictures and an icon: the pictures are attached as [Figure 1] and
+//       [Figure 2] where they stood (each image part right after its anchor's line), the icon is not;
 //   (b) a 10-page PDF with two figures, open in the browser's PDF viewer, then the same file as a
 //       link ("Keepsake › Attach this PDF"): the text of every page in order after its [Page N]
 //       marker, the PDF's metadata in the header, and the two figures as image parts after the text;
@@ -26,7 +28,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 
 import { withKeepsake, waitFor, hostCall } from './harness.mjs';
-import { startPageServer, makeWebmVideo, testCertificate } from './fixtures.mjs';
+import { startPageServer, makeWebmVideo, testCertificate, makePng } from './fixtures.mjs';
 import { startMockLlm } from './mock-llm.mjs';
 import { tid, chips, pills, waitForBubbles } from './panel.mjs';
 import { live } from './db.mjs';
@@ -388,6 +390,46 @@ test('(b) a 10-page PDF with two figures (a PDF tab, then a PDF link): every pag
         timeoutMs: 10_000,
         what: 'the note in the open panel',
       });
+    });
+  } finally {
+    await site.close();
+  }
+});
+
+test("an article's pictures: attached as [Figure N] where they stood, captions in the Figures section, the icon left out", { timeout: 120_000 }, async (t) => {
+  const para = (i) => `<p>Paragraph ${i} of the lamp room story: the keepers wrote down every change of the tide, every ship, and every repair of the great lens.</p>`;
+  const site = await startPageServer({
+    '/lamp.html': {
+      body: `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>The lamp room</title></head><body>
+<nav><a href="/">Home</a></nav><main><article><h1>The lamp room</h1>${para(1)}${para(2)}
+<figure><img src="/lens.png" width="640" height="400" alt="lens"><figcaption>The great lens, cleaned in 1931.</figcaption></figure>
+${para(3)}<p><img src="/icon.png" width="16" height="16" alt="icon"> A note with an icon.</p>${para(4)}
+<p><img src="/tide.png" alt="The tide gauge at noon"></p>${para(5)}</article></main><footer>Footer</footer></body></html>`,
+    },
+    '/lens.png': { type: 'image/png', body: makePng(640, 400, { seed: 3 }) },
+    '/icon.png': { type: 'image/png', body: makePng(16, 16, { seed: 4 }) },
+    '/tide.png': { type: 'image/png', body: makePng(300, 200, { seed: 5 }) },
+  });
+  try {
+    await withKeepsake(t, {}, async (k) => {
+      const tab = await k.context.newPage();
+      await tab.goto(`${site.origin}/lamp.html`);
+      await tab.waitForFunction(() => [...document.images].every((i) => i.complete && i.naturalWidth > 0));
+      const panel = await k.openPanel();
+      await panel.click(tid('attach-page'));
+      await waitFor(async () => (await chips(panel)).find((c) => c.attachId), { timeoutMs: 20_000, what: 'the attach chip' });
+      const row = live(k)[0];
+      const text = row.text;
+      assert.match(text, /^\[Figure 1\] The great lens, cleaned in 1931\.$/m);
+      assert.match(text, /^\[Figure 2\] The tide gauge at noon$/m);
+      assert.ok(text.indexOf('Paragraph 2') < text.indexOf('[Figure 1]') && text.indexOf('[Figure 1]') < text.indexOf('Paragraph 3'), 'the figure where it stood');
+      assert.ok(!text.includes('icon.png') && !/\[Figure 3\]/.test(text), 'the icon is no figure');
+      assert.ok(text.endsWith('## Figures\nThe pictures attached with this text, in order:\n1. The great lens, cleaned in 1931.\n2. The tide gauge at noon'), text.slice(-200));
+      assert.equal(row.image_count, 2);
+      // each picture right after the line of its anchor (storage-model §6.6)
+      const parts = row.entry.content;
+      const kinds = parts.map((p) => (p.type === 'text' ? `text:${/\[Figure (\d)\][^\n]*$/.exec(p.text.trimEnd())?.[1] ?? '-'}` : p.type));
+      assert.deepEqual(kinds, ['text:1', 'image_url', 'text:2', 'image_url', 'text:-']);
     });
   } finally {
     await site.close();
