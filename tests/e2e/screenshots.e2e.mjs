@@ -6,6 +6,9 @@
 //   sidepanel-versions.png      a regenerated reply with its "‹ 2 / 2 ›" versions and a message
 //                               that was not answered, with Retry
 //   options-host.png            the options page's Host panel
+//   sidepanel-pdf.png           a 10-page PDF attached (its figures shown) and a reply citing pages
+//   sidepanel-video.png         a video's caption transcript attached and a reply whose [mm:ss]
+//                               pills seek the video
 // They are written to artifacts/screenshots/ on every run, and to docs/screenshots/ (committed)
 // when KEEPSAKE_E2E_UPDATE_SCREENSHOTS=1 (`tests/e2e/run.sh --screenshots`), so a normal run
 // never dirties the work tree.
@@ -16,7 +19,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { withKeepsake, waitFor, hostCall, ARTIFACTS, SCREENSHOTS } from './harness.mjs';
 import { startMockLlm } from './mock-llm.mjs';
-import { startPageServer, makePng } from './fixtures.mjs';
+import { startPageServer, makePng, makeWebmVideo } from './fixtures.mjs';
+import { makePdf } from './pdf-fixture.mjs';
 import {
   tid,
   waitForBubbles,
@@ -203,6 +207,73 @@ test('README screenshots: conversation with images, drawer search, Recently dele
       });
       assert.match(await opt.innerText(tid('host-db-path')), /keepsake\.db/);
       await shoot(opt, 'options-host.png', { locator: opt.locator(tid('host-panel')) });
+      if (UPDATE) t.diagnostic(`updated ${SCREENSHOTS}`);
+    });
+  } finally {
+    await mock.close();
+    await site.close();
+  }
+});
+
+test('README screenshots: a PDF with its figures, a video transcript with pills', { timeout: 180_000 }, async (t) => {
+  const mock = await startMockLlm({
+    script: {
+      text: 'Page 3 reports the tide **9 centimetres** above the mark, and Figure 1 (page 3) shows the gauge readings; by page 7 it is *21 centimetres* (Figure 2). [Page 3] [Page 7]',
+      chunkSize: 24,
+      delayMs: 5,
+    },
+  });
+  const VTT = ['WEBVTT', '', '00:03.000 --> 00:08.000', 'The lamp room before the restoration.', '', '00:42.000 --> 00:46.000', '<v Edith>All well, light burning.', ''].join('\n');
+  const routes = {
+    '/paper.pdf': { type: 'application/pdf', body: makePdf({ pages: 10, figures: [{ page: 3, width: 320, height: 200 }, { page: 7, width: 300, height: 300 }] }) },
+    '/blank.html': { body: '<!doctype html><title>encoder</title>' },
+    '/captions.vtt': { type: 'text/vtt', body: VTT },
+    '/film.html': {
+      body: `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Lamp room restoration</title></head><body><h1>Lamp room restoration</h1>
+<p>Fifty seconds inside the lamp room of Saltmarsh Point.</p><video id="clip" src="/clip.webm" controls muted width="320" height="180">
+<track kind="captions" srclang="en" label="English" src="/captions.vtt"></video></body></html>`,
+    },
+  };
+  const site = await startPageServer(routes);
+  try {
+    await withKeepsake(t, {}, async (k) => {
+      const opt = await k.openOptions();
+      await addProvider(opt, { name: 'OpenAI', kind: 'chat', baseUrl: `${mock.url}/v1`, apiKey: 'sk-demo', model: 'gpt-4o-mini' });
+      await opt.close();
+
+      // ---- a PDF
+      const pdfTab = await k.context.newPage();
+      await pdfTab.goto(`${site.origin}/paper.pdf`).catch(() => {});
+      const panel = await k.openPanel();
+      await panel.click(tid('attach-page'));
+      await waitFor(async () => (await chips(panel)).length === 1, { timeoutMs: 30_000, what: 'the PDF chip' });
+      await panel.fill(tid('composer-input'), 'How high was the tide on pages 3 and 7?');
+      await panel.click(tid('send'));
+      await waitForBubbles(panel, (b) => b.some((x) => x.role === 'assistant' && !x.streaming && x.index !== null), { timeoutMs: 30_000, what: 'the reply' });
+      assert.equal(live(k)[0].image_count, 2);
+      await panel.evaluate(() => document.activeElement?.blur());
+      await shoot(panel, 'sidepanel-pdf.png');
+
+      // ---- a video with its transcript
+      await panel.click(tid('new-chat'));
+      await waitForBubbles(panel, (b) => b.length === 0, { timeoutMs: 10_000, what: 'a new chat' });
+      const maker = await k.context.newPage();
+      await maker.goto(`${site.origin}/blank.html`);
+      routes['/clip.webm'] = { type: 'video/webm', body: await makeWebmVideo(maker, { fps: 1, seconds: 50 }) };
+      await maker.close();
+      const film = await k.context.newPage();
+      await film.goto(`${site.origin}/film.html`);
+      await panel.bringToFront();
+      mock.setScript({ text: 'Edith reports **all well, light burning** at [00:42]; the first shot, at [00:03], shows the lamp room before the restoration.', chunkSize: 24, delayMs: 5 });
+      await panel.click(tid('attach-page'));
+      await waitFor(async () => (await chips(panel)).length === 1, { timeoutMs: 30_000, what: 'the video chip' });
+      assert.match(live(k)[0].text, /\[00:42\] All well, light burning\./);
+      await panel.fill(tid('composer-input'), 'What does Edith say, and when?');
+      await panel.click(tid('send'));
+      await waitForBubbles(panel, (b) => b.some((x) => x.role === 'assistant' && !x.streaming && x.index !== null), { timeoutMs: 30_000, what: 'the reply' });
+      await panel.locator('.md-pill[data-seconds="42"]').waitFor({ timeout: 10_000 });
+      await panel.evaluate(() => document.activeElement?.blur());
+      await shoot(panel, 'sidepanel-video.png');
       if (UPDATE) t.diagnostic(`updated ${SCREENSHOTS}`);
     });
   } finally {
