@@ -203,10 +203,11 @@ function splitDump(doc, budget) {
 
 /** Results of every piece's `storage.importPreview`, as one preview. */
 export function mergePreviews(list) {
-  const out = { sessionsNew: 0, sessionsSkipped: 0, liveEntries: 0, settings: [], settingsInvalid: 0, warnings: [] };
+  const out = { sessionsNew: 0, sessionsSkipped: 0, sessionsAlreadyHere: 0, liveEntries: 0, settings: [], settingsInvalid: 0, warnings: [] };
   for (const p of list) {
     out.sessionsNew += Number(p?.sessionsNew) || 0;
     out.sessionsSkipped += Number(p?.sessionsSkipped) || 0;
+    out.sessionsAlreadyHere += Number(p?.sessionsAlreadyHere) || 0;
     out.liveEntries += Number(p?.liveEntries) || 0;
     out.settingsInvalid += Number(p?.settingsInvalid) || 0;
     if (Array.isArray(p?.settings)) out.settings.push(...p.settings);
@@ -217,10 +218,11 @@ export function mergePreviews(list) {
 
 /** Results of every piece's `storage.import`, as one result. */
 export function mergeResults(list) {
-  const out = { sessionsImported: 0, sessionsSkipped: 0, settingsImported: 0, settingsSkipped: 0, live: 'absent', imagesStored: 0, overCap: 0, warnings: [] };
+  const out = { sessionsImported: 0, sessionsSkipped: 0, sessionsAlreadyHere: 0, settingsImported: 0, settingsSkipped: 0, live: 'absent', imagesStored: 0, overCap: 0, warnings: [] };
   for (const r of list) {
     out.sessionsImported += Number(r?.sessionsImported) || 0;
     out.sessionsSkipped += Number(r?.sessionsSkipped) || 0;
+    out.sessionsAlreadyHere += Number(r?.sessionsAlreadyHere) || 0;
     out.settingsImported += Number(r?.settingsImported) || 0;
     out.settingsSkipped += Number(r?.settingsSkipped) || 0;
     out.imagesStored += Number(r?.imagesStored) || 0;

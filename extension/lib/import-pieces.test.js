@@ -98,8 +98,8 @@ test('a session too large for one message is named and left out, the others stil
 
 test('mergeResults adds the counts and keeps every warning', () => {
   const r = mergeResults([
-    { sessionsImported: 2, sessionsSkipped: 1, settingsImported: 1, settingsSkipped: 0, live: 'absent', imagesStored: 3, overCap: 0, warnings: ['a'] },
-    { sessionsImported: 5, sessionsSkipped: 0, settingsImported: 0, settingsSkipped: 0, live: 'replaced', imagesStored: 1, overCap: 2, warnings: ['b'] },
+    { sessionsImported: 2, sessionsSkipped: 1, sessionsAlreadyHere: 1, settingsImported: 1, settingsSkipped: 0, live: 'absent', imagesStored: 3, overCap: 0, warnings: ['a'] },
+    { sessionsImported: 5, sessionsSkipped: 0, sessionsAlreadyHere: 0, settingsImported: 0, settingsSkipped: 0, live: 'replaced', imagesStored: 1, overCap: 2, warnings: ['b'] },
   ]);
-  assert.deepEqual(r, { sessionsImported: 7, sessionsSkipped: 1, settingsImported: 1, settingsSkipped: 0, live: 'replaced', imagesStored: 4, overCap: 2, warnings: ['a', 'b'] });
+  assert.deepEqual(r, { sessionsImported: 7, sessionsSkipped: 1, sessionsAlreadyHere: 1, settingsImported: 1, settingsSkipped: 0, live: 'replaced', imagesStored: 4, overCap: 2, warnings: ['a', 'b'] });
 });

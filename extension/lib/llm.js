@@ -318,6 +318,45 @@ function describeThrown(e) {
   return cause && cause !== base ? `${base} (${cause})` : base;
 }
 
+/** `url` without credentials, query or fragment (what an error message may show). */
+function shownUrl(url) {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return String(url ?? '');
+  }
+}
+
+/** Whether `url` is on this machine or the local network (where Ollama and LM Studio run). */
+export function isLocalAddress(url) {
+  let host = '';
+  try {
+    host = new URL(url).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  if (host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.local') || host === '[::1]') return true;
+  const o = host.split('.').map(Number);
+  if (o.length !== 4 || o.some((n) => !Number.isInteger(n) || n < 0 || n > 255)) return false;
+  return o[0] === 127 || o[0] === 10 || (o[0] === 192 && o[1] === 168) || (o[0] === 172 && o[1] >= 16 && o[1] <= 31);
+}
+
+/** Ollama's note on browser origins (a local server that refuses the extension answers 403 or not at all). */
+export const OLLAMA_ORIGINS_NOTE = 'For Ollama, allow the extension first: set OLLAMA_ORIGINS=chrome-extension://* and restart Ollama.';
+
+/**
+ * A network failure (nothing came back) explained: the address, what the browser said, the likely causes.
+ * @param {string} url
+ * @param {unknown} e what fetch threw
+ */
+export function networkErrorMessage(url, e) {
+  const causes = ['the server is not running', 'the address, port or path in the base URL is wrong'];
+  const local = isLocalAddress(url);
+  if (!local) causes.push('this computer is offline or a proxy or firewall blocks it');
+  return `Could not reach ${shownUrl(url)} (${describeThrown(e)}). Likely: ${causes.join('; ')}.${local ? ` ${OLLAMA_ORIGINS_NOTE}` : ''}`;
+}
+
 // ------------------------------------------------------------------------------------------------ events
 
 function normalizeFinish(kind, reason) {
@@ -562,7 +601,7 @@ export async function streamReply({ provider, body, bodyText, signal, onDelta, o
     }
     if (why === 'aborted') return withPartial(new LlmError('aborted', 'Aborted', { cause: e }));
     if (e instanceof LlmError) return withPartial(e);
-    return withPartial(new LlmError('network', `Network error: ${describeThrown(e)}`, { cause: e }));
+    return withPartial(new LlmError('network', networkErrorMessage(req.url, e), { cause: e }));
   };
 
   let reader = null;
@@ -689,39 +728,65 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
   if (!provider || !KINDS.has(provider.kind)) return done(false, `Unknown provider kind: ${provider?.kind}`);
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
+  let asked = '';
   const call = async (url, init) => {
+    asked = url;
     const res = await fetchImpl(url, { ...init, signal: ctrl.signal, ...NO_REDIRECT });
     if (isRedirect(res)) throw redirectError(res, url);
     const text = await res.text();
-    return { res, text };
+    return { res, text, url };
   };
   const post = (body) =>
     call(endpointFor(provider), { method: 'POST', headers: headersFor(provider, false), body: JSON.stringify(body) });
-  const failed = (res, text) => done(false, extractError(res.status, text, res.statusText).message, res.status);
-  const replied = (res, text) => {
+  const hint = provider.kind === 'anthropic' ? '' : ' (OpenAI-compatible servers usually answer under …/v1)';
+  // what came back, in a few words: an HTML page, an empty body, or the first characters
+  const got = (res, text) => {
+    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim() || 'no content type';
+    const body = String(text ?? '').trim();
+    if (body.startsWith('<')) return `an HTML page (${type})`;
+    if (!body) return `an empty body (${type})`;
+    return `${type}: “${body.replaceAll('\n', ' ').slice(0, 60)}${body.length > 60 ? '…' : ''}”`;
+  };
+  const notApi = ({ res, text, url }, expected) =>
+    done(false, `${shownUrl(url)} answered HTTP ${res.status} with ${got(res, text)}, not ${expected}. Is the base URL right${hint}?`, res.status);
+  const failed = ({ res, text, url }) => {
+    if (res.status === 404) return done(false, `${shownUrl(url)} answered HTTP 404: nothing there. Is the base URL right${hint}?`, 404);
+    const local = res.status === 403 && isLocalAddress(url) ? ` ${OLLAMA_ORIGINS_NOTE}` : '';
+    return done(false, `${extractError(res.status, text, res.statusText).message} (${shownUrl(url)})${local}`, res.status);
+  };
+  const SHAPES = {
+    chat: [(j) => Array.isArray(j?.choices), 'a chat completion'],
+    responses: [(j) => j?.object === 'response' || Array.isArray(j?.output), 'a Responses reply'],
+    anthropic: [(j) => j?.type === 'message' || Array.isArray(j?.content), 'an Anthropic message'],
+  };
+  const replied = (r) => {
+    const [fits, expected] = SHAPES[provider.kind];
     let j;
     try {
-      j = JSON.parse(text);
+      j = JSON.parse(r.text);
     } catch {
-      return done(false, 'The provider answered with invalid JSON', res.status);
+      return notApi(r, expected);
     }
+    if (!fits(j)) return notApi(r, expected);
     const w = parseWholeReply(provider.kind, j);
     const model = typeof j?.model === 'string' ? j.model : provider.model;
-    return done(true, `OK${model ? ` (${model})` : ''}${w.text ? `: “${w.text.slice(0, 40)}”` : ''}`, res.status);
+    return done(true, `OK${model ? ` (${model})` : ''}${w.text ? `: “${w.text.slice(0, 40)}”` : ''}`, r.res.status);
   };
   try {
     if (provider.kind === 'chat') {
-      const { res, text } = await call(endpointFor(provider, '/models'), { method: 'GET', headers: headersFor(provider, false) });
+      const listing = await call(endpointFor(provider, '/models'), { method: 'GET', headers: headersFor(provider, false) });
+      const { res, text } = listing;
       if (res.ok) {
-        let ids = null;
+        let j;
         try {
-          const j = JSON.parse(text);
-          if (Array.isArray(j?.data)) ids = j.data.map((m) => m?.id).filter((x) => typeof x === 'string');
-          else if (Array.isArray(j?.models)) ids = j.models.map((m) => m?.id ?? m?.name).filter((x) => typeof x === 'string');
+          j = JSON.parse(text);
         } catch {
-          // fall through
+          return notApi(listing, 'an OpenAI-compatible model list');
         }
-        if (!ids) return done(true, 'OK', res.status);
+        let ids = null;
+        if (Array.isArray(j?.data)) ids = j.data.map((m) => m?.id).filter((x) => typeof x === 'string');
+        else if (Array.isArray(j?.models)) ids = j.models.map((m) => m?.id ?? m?.name).filter((x) => typeof x === 'string');
+        if (!ids) return notApi(listing, 'an OpenAI-compatible model list');
         const listed = !provider.model || ids.includes(provider.model);
         return done(
           true,
@@ -729,20 +794,21 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
           res.status,
         );
       }
-      if (res.status !== 404 && res.status !== 405) return failed(res, text);
+      if (res.status !== 404 && res.status !== 405) return failed(listing);
+      // no model list there: a one-token completion says whether this is a chat API
       const r = await post({ model: provider.model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 });
-      return r.res.ok ? replied(r.res, r.text) : failed(r.res, r.text);
+      return r.res.ok ? replied(r) : failed(r);
     }
     const body =
       provider.kind === 'responses'
         ? { model: provider.model, input: 'ping', max_output_tokens: 16, store: false }
         : { model: provider.model, max_tokens: 1, messages: [{ role: 'user', content: 'ping' }] };
     const r = await post(body);
-    return r.res.ok ? replied(r.res, r.text) : failed(r.res, r.text);
+    return r.res.ok ? replied(r) : failed(r);
   } catch (e) {
-    if (ctrl.signal.aborted) return done(false, `Timed out after ${Math.round(timeoutMs / 1000)} s`);
+    if (ctrl.signal.aborted) return done(false, `No answer from ${shownUrl(asked)} within ${Math.round(timeoutMs / 1000)} s`);
     if (e instanceof LlmError && e.kind === 'redirect') return done(false, e.message, e.status);
-    return done(false, `Network error: ${describeThrown(e)}`);
+    return done(false, networkErrorMessage(asked, e));
   } finally {
     clearTimeout(timer);
   }

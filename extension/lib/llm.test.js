@@ -277,7 +277,8 @@ for (const kind of KINDS) {
     const bad = await ping(provider(kind));
     assert.equal(bad.ok, false);
     assert.equal(bad.status, 401);
-    assert.equal(bad.detail, kind === 'anthropic' ? 'invalid x-api-key' : 'Incorrect API key provided.');
+    const said = kind === 'anthropic' ? 'invalid x-api-key' : 'Incorrect API key provided.';
+    assert.ok(bad.detail.startsWith(`${said} (${mock.url}/v1/`), `the provider's words and the address asked: ${bad.detail}`);
   });
 }
 
@@ -350,11 +351,54 @@ test('connection refused is a network error', async () => {
   await new Promise((r) => srv.close(r));
   await expectLlmError(
     streamReply({ provider: { kind: 'chat', baseUrl: `http://127.0.0.1:${port}/v1`, model: 'm' }, body: {} }),
-    (e) => assert.equal(e.kind, 'network'),
+    (e) => {
+      assert.equal(e.kind, 'network');
+      assert.ok(e.message.startsWith(`Could not reach http://127.0.0.1:${port}/v1/chat/completions (`), e.message);
+      assert.match(e.message, /Likely: the server is not running; the address, port or path in the base URL is wrong\. For Ollama, allow the extension first: set OLLAMA_ORIGINS=chrome-extension:\/\/\* and restart Ollama\.$/);
+    },
   );
   const p = await ping({ kind: 'chat', baseUrl: `http://127.0.0.1:${port}/v1`, model: 'm' });
   assert.equal(p.ok, false);
-  assert.match(p.detail, /^Network error/);
+  assert.ok(p.detail.startsWith(`Could not reach http://127.0.0.1:${port}/v1/models (`), p.detail);
+});
+
+test('ping fails on what is not the provider\'s API, saying what it got', async () => {
+  const pages = http.createServer((req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    if (path === '/ui/v1/models') return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Open WebUI</title><div id="app"></div>');
+    if (path === '/json/v1/models') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok","version":"1.2"}');
+    if (path === '/plain/v1/models') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('hello from a web server');
+    if (path === '/shape/v1/chat/completions' || path === '/shape/v1/responses' || path === '/shape/v1/messages') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+    if (path === '/ollama/v1/models') return void res.writeHead(403).end();
+    res.writeHead(404, { 'content-type': 'text/html' }).end('<h1>Not Found</h1>');
+  });
+  await new Promise((r) => pages.listen(0, '127.0.0.1', r));
+  const origin = `http://127.0.0.1:${pages.address().port}`;
+  try {
+    const chat = (base) => ping({ kind: 'chat', baseUrl: `${origin}${base}`, model: 'm' });
+    let r = await chat('/ui/v1');
+    assert.equal(r.ok, false);
+    assert.equal(r.detail, `${origin}/ui/v1/models answered HTTP 200 with an HTML page (text/html), not an OpenAI-compatible model list. Is the base URL right (OpenAI-compatible servers usually answer under …/v1)?`);
+    r = await chat('/json/v1');
+    assert.equal(r.ok, false);
+    assert.match(r.detail, /answered HTTP 200 with application\/json: “\{"status":"ok","version":"1\.2"\}”, not an OpenAI-compatible model list/);
+    r = await chat('/plain/v1');
+    assert.match(r.detail, /with text\/plain: “hello from a web server”/);
+    r = await chat('/nothing');
+    assert.equal(r.ok, false);
+    assert.equal(r.status, 404);
+    assert.equal(r.detail, `${origin}/nothing/chat/completions answered HTTP 404: nothing there. Is the base URL right (OpenAI-compatible servers usually answer under …/v1)?`);
+    r = await chat('/ollama/v1');
+    assert.equal(r.status, 403);
+    assert.match(r.detail, /OLLAMA_ORIGINS=chrome-extension:\/\/\*/);
+    for (const kind of ['responses', 'anthropic']) {
+      r = await ping({ kind, baseUrl: `${origin}/shape${kind === 'anthropic' ? '' : '/v1'}`, model: 'm' });
+      assert.equal(r.ok, false, kind);
+      assert.match(r.detail, new RegExp(`answered HTTP 200 with application/json: “\\{"ok":true\\}”, not ${kind === 'responses' ? 'a Responses reply' : 'an Anthropic message'}`));
+    }
+  } finally {
+    await new Promise((r) => pages.close(r));
+  }
 });
 
 test('a JSON reply to a streaming request is read whole', async () => {

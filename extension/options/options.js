@@ -13,7 +13,7 @@ import { askImportSettings, importWithPreview } from '../lib/ui/import-confirm.j
 import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import {
   KINDS, PRESETS, OPTION_KEYS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
-  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, insecureBaseUrlWarning,
+  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, insecureBaseUrlWarning, keyPlaceholder,
 } from './providers.js';
 import { saveSettings } from './settings-save.js';
 
@@ -123,7 +123,12 @@ function buildCard(v) {
   const kind = h('select', { testid: 'provider-kind' }, KINDS.map((k) => h('option', { value: k.value, text: k.label })));
   kind.value = KINDS.some((k) => k.value === c.kind) ? c.kind : 'chat';
   const baseUrl = h('input', { type: 'url', testid: 'provider-base-url', value: c.baseUrl || '', placeholder: 'https://…/v1', autocomplete: 'off', spellcheck: 'false' });
-  const apiKey = h('input', { type: 'password', testid: 'provider-api-key', value: c.apiKey || '', placeholder: 'not needed for local servers', autocomplete: 'off', spellcheck: 'false' });
+  const apiKey = h('input', { type: 'password', testid: 'provider-api-key', value: c.apiKey || '', placeholder: keyPlaceholder(c), autocomplete: 'off', spellcheck: 'false' });
+  const followBase = () => {
+    apiKey.placeholder = keyPlaceholder({ kind: kind.value, baseUrl: baseUrl.value });
+  };
+  baseUrl.addEventListener('input', followBase);
+  kind.addEventListener('change', followBase);
   const showKey = h('button', { type: 'button', class: 'btn btn-small', testid: 'provider-api-key-toggle', text: 'Show', 'aria-pressed': 'false' });
   showKey.addEventListener('click', () => {
     const show = apiKey.type === 'password';

@@ -1,5 +1,7 @@
 // Provider cards and settings validation for the options page. Pure (no DOM, no chrome.*).
 
+import { isLocalAddress } from '../lib/llm.js';
+
 export const KINDS = Object.freeze([
   { value: 'chat', label: 'OpenAI-compatible (chat completions)' },
   { value: 'responses', label: 'OpenAI Responses' },
@@ -17,6 +19,26 @@ export const PRESETS = Object.freeze([
 ]);
 
 const KIND_SET = new Set(KINDS.map((k) => k.value));
+
+/**
+ * What the API key field says before anything is typed: a server on this machine or the local
+ * network needs none; the hosted providers need theirs (with the shape of their keys).
+ * @param {{kind?: string, baseUrl?: string}} card
+ */
+export function keyPlaceholder(card) {
+  const base = String(card?.baseUrl ?? '').trim();
+  if (base && isLocalAddress(base)) return 'not needed for a server on this computer or network';
+  let host = '';
+  try {
+    host = new URL(base).hostname.toLowerCase();
+  } catch {
+    host = '';
+  }
+  if (host === 'api.openai.com') return 'sk-… (required: platform.openai.com/api-keys)';
+  if (host === 'api.anthropic.com' || card?.kind === 'anthropic') return 'sk-ant-… (required: console.anthropic.com)';
+  if (host === 'openrouter.ai') return 'sk-or-… (required: openrouter.ai/keys)';
+  return base ? 'API key (hosted providers need one)' : 'API key (none for a local server)';
+}
 
 /** A new card from a preset id (unknown → custom); `newId` makes the card id. */
 export function cardFromPreset(presetId, newId, existingNames = []) {

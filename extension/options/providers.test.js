@@ -3,8 +3,7 @@ import assert from 'node:assert/strict';
 import {
   PRESETS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
   insecureBaseUrlWarning,
-  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS,
-} from './providers.js';
+  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS, keyPlaceholder } from './providers.js';
 
 let n = 0;
 const newId = () => `id-${++n}`;
@@ -111,4 +110,14 @@ test('plain http to anything but loopback is warned about (issue 18)', () => {
   assert.equal(insecureBaseUrlWarning('http://[::1]:8080/v1'), '');
   assert.notEqual(insecureBaseUrlWarning('http://127.0.0.1.example/v1'), '');
   assert.notEqual(insecureBaseUrlWarning('http://128.0.0.1/v1'), '');
+});
+
+test('keyPlaceholder: local servers need no key; the hosted ones say theirs is required (not "not needed" on OpenAI)', () => {
+  assert.equal(keyPlaceholder(cardFromPreset('openai', () => 'a')), 'sk-… (required: platform.openai.com/api-keys)');
+  assert.equal(keyPlaceholder(cardFromPreset('anthropic', () => 'a')), 'sk-ant-… (required: console.anthropic.com)');
+  assert.equal(keyPlaceholder(cardFromPreset('openrouter', () => 'a')), 'sk-or-… (required: openrouter.ai/keys)');
+  for (const id of ['ollama', 'lmstudio']) assert.equal(keyPlaceholder(cardFromPreset(id, () => 'a')), 'not needed for a server on this computer or network', id);
+  assert.equal(keyPlaceholder({ kind: 'chat', baseUrl: 'http://192.168.1.20:8080/v1' }), 'not needed for a server on this computer or network');
+  assert.equal(keyPlaceholder({ kind: 'chat', baseUrl: 'https://llm.example.com/v1' }), 'API key (hosted providers need one)');
+  assert.equal(keyPlaceholder({ kind: 'chat', baseUrl: '' }), 'API key (none for a local server)');
 });

@@ -202,6 +202,10 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       try {
         await storage.sessions.pin({ id: row.id, pinned: !row.pinned });
         await refresh();
+        // the list was built anew: focus goes to the same row's pin, not to <body> (where the
+        // drawer's Escape would no longer be heard)
+        const again = [...list.querySelectorAll('[data-testid="session-row"]')].find((li) => li.dataset.id === row.id);
+        (again?.querySelector('[data-testid="session-pin"]') ?? search).focus();
       } catch (err) {
         fail(err, 'Could not change the pin');
       }
@@ -488,6 +492,13 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   toggleButton.addEventListener('click', () => (opened ? close() : open()));
   closeButton.addEventListener('click', close);
   el.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); close(); } });
+  // focus that fell to <body> (a row rebuilt under it) still closes an open drawer with Escape
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && opened && (!document.activeElement || document.activeElement === document.body)) {
+      e.preventDefault();
+      close();
+    }
+  });
   search.addEventListener('input', () => refreshSoon());
   search.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); refreshSoon.flush(); } });
   nameButton.addEventListener('click', nameCurrent);

@@ -299,3 +299,27 @@ test('Import with settings: "these settings" sends keep, "replace" overwrite, Ca
     if (button === 'import-cancel') assert.match(ctx.$('import-result').textContent, /cancelled; nothing was changed/);
   }
 });
+
+test("pinning a row keeps the focus on that row's pin, and Escape still closes the drawer", async () => {
+  const host = fakeKeeps({ sessions: [{ id: 's1', name: 'A' }, { id: 's2', name: 'B' }] });
+  const { el, drawer } = setup(host);
+  drawer.open();
+  await settle();
+  const pinOf = (id) => el.querySelector(`[data-testid="session-row"][data-id="${id}"] [data-testid="session-pin"]`);
+  pinOf('s2').focus();
+  pinOf('s2').click();
+  await settle();
+  assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.pin').map((c) => c.args), [{ id: 's2', pinned: true }]);
+  assert.equal(document.activeElement, pinOf('s2'), 'the rebuilt row\'s pin has the focus');
+  assert.equal(pinOf('s2').getAttribute('aria-pressed'), 'true');
+  fire(document.activeElement, 'keydown', { key: 'Escape' });
+  assert.equal(el.hidden, true, 'Escape closes the drawer');
+
+  // focus that fell to <body> while the drawer is open: Escape is still heard
+  drawer.open();
+  await settle();
+  document.activeElement.blur();
+  assert.equal(document.activeElement, document.body);
+  fire(document.body, 'keydown', { key: 'Escape' });
+  assert.equal(el.hidden, true);
+});

@@ -94,6 +94,21 @@ export function describeAttach(entry) {
   };
 }
 
+/**
+ * The size line of an attach chip: what the attach holds, in the words a reader uses. A screenshot
+ * is its picture (its text is a placeholder, so no character count); a quote says so; a PDF's and
+ * an article's pictures are figures.
+ * @param {{mode: string, chars: number, images: number}} a describeAttach's result
+ * @param {(n: number) => string} formatChars
+ */
+export function attachSize(a, formatChars) {
+  const n = a.images || 0;
+  if (a.mode === 'screenshot') return n > 1 ? `${n} pictures` : 'picture';
+  const pictures = n ? `${n} ${a.mode === 'pdf' || a.mode === 'article' ? 'figure' : 'image'}${n === 1 ? '' : 's'}` : '';
+  const what = a.mode === 'selection' ? `quote, ${formatChars(a.chars)}` : formatChars(a.chars);
+  return [what, pictures].filter(Boolean).join(' · ');
+}
+
 /** Index of the last assistant entry, or -1. */
 export function lastAssistantIndex(entries) {
   for (let i = entries.length - 1; i >= 0; i--) if (entries[i] && entries[i].role === 'assistant') return i;

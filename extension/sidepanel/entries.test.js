@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  entryImages, displayParts, describeAttach, lastAssistantIndex,
+  entryImages, displayParts, describeAttach, attachSize, lastAssistantIndex,
 } from './entries.js';
 import { entryText } from '../lib/entries.js';
 
@@ -58,4 +58,15 @@ test('last assistant', () => {
   ];
   assert.equal(lastAssistantIndex(entries), 4);
   assert.equal(lastAssistantIndex([]), -1);
+});
+
+test('attachSize: a screenshot is its picture (no character count of its placeholder text); quotes and figures say so', () => {
+  const fc = (n) => `${n.toLocaleString('en-US')} chars`;
+  assert.equal(attachSize({ mode: 'screenshot', chars: 12, images: 1 }, fc), 'picture');
+  assert.equal(attachSize({ mode: 'screenshot', chars: 12, images: 2 }, fc), '2 pictures');
+  assert.equal(attachSize({ mode: 'full', chars: 1234, images: 0 }, fc), '1,234 chars');
+  assert.equal(attachSize({ mode: 'full', chars: 1234, images: 1 }, fc), '1,234 chars · 1 image');
+  assert.equal(attachSize({ mode: 'pdf', chars: 2383, images: 2 }, fc), '2,383 chars · 2 figures');
+  assert.equal(attachSize({ mode: 'article', chars: 900, images: 1 }, fc), '900 chars · 1 figure');
+  assert.equal(attachSize({ mode: 'selection', chars: 55, images: 0 }, fc), 'quote, 55 chars');
 });

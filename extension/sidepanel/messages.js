@@ -5,7 +5,7 @@
 import { renderMarkdown } from '../lib/markdown.js';
 import { h, icon, iconButton, replaceChildren } from '../lib/ui/dom.js';
 import { entryKey, planReconcile } from './mirror.js';
-import { displayParts, describeAttach, lastAssistantIndex } from './entries.js';
+import { displayParts, describeAttach, attachSize, lastAssistantIndex } from './entries.js';
 import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
 import { formatChars, shortUrl } from '../lib/ui/format.js';
 import {
@@ -178,7 +178,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   function buildAttachChip(row, { readOnly = false } = {}) {
     const a = describeAttach(row.entry);
     const label = a.mode === 'screenshot' ? 'Screenshot' : a.title || shortUrl(a.url) || 'Attached page';
-    const size = [formatChars(a.chars), a.images ? `${a.images} image${a.images === 1 ? '' : 's'}` : ''].filter(Boolean).join(' · ');
+    const size = attachSize(a, formatChars);
     const undo = readOnly ? null : a.attachId
       ? iconButton('x', 'Remove attached page', { class: 'icon-btn chip-x', testid: 'attach-undo', on: { click: () => actions.onUndoAttach(a.attachId, row.index, undo) } })
       : iconButton('x', 'Remove this entry', { class: 'icon-btn chip-x', testid: 'attach-delete', on: { click: () => actions.onDelete(row.index, undo) } });

@@ -427,7 +427,10 @@ fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]
     let mut places: Vec<Place> = Vec::new();
     let mut add = |label: &str, file: PathBuf, explicit: bool| {
         if let Some(p) = places.iter_mut().find(|p| p.file == file) {
-            p.label = format!("{}, {label}", p.label);
+            // one file named twice (a --user-data-dir that the install receipt lists too): one label
+            if !p.label.split(", ").any(|l| l == label) {
+                p.label = format!("{}, {label}", p.label);
+            }
             p.explicit |= explicit;
         } else {
             places.push(Place { label: label.into(), file, explicit });

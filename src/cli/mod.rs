@@ -52,6 +52,7 @@ pub enum Command {
     },
     /// Export sessions (markdown: one session; json: one or more)
     Export {
+        /// Chat ids, whole or their first characters (8 are usually enough)
         #[arg(required = true)]
         ids: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Markdown)]
@@ -196,9 +197,9 @@ fn fmt_time(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-fn print_rows(rows: &[DrawerRow]) {
+fn print_rows(rows: &[DrawerRow], empty: &str) {
     if rows.is_empty() {
-        println!("(no sessions)");
+        println!("{empty}");
         return;
     }
     println!("{:<38} {:<16} {:>3} {:>7}  NAME", "ID", "CREATED", "PIN", "ENTRIES");
@@ -215,6 +216,44 @@ fn print_rows(rows: &[DrawerRow]) {
             println!("{:<38} {}", "", s);
         }
     }
+}
+
+/// Chat ids as given on the command line: a whole id, or the start of exactly one (as `sessions`
+/// prints them; 8 characters are usually enough). No match, or several, is an error that says so,
+/// listing the candidates.
+fn resolve_ids(rows: &[DrawerRow], given: &[String]) -> Result<Vec<String>, CliError> {
+    let mut out = Vec::with_capacity(given.len());
+    for g in given {
+        if rows.iter().any(|r| &r.id == g) {
+            out.push(g.clone());
+            continue;
+        }
+        let hits: Vec<&DrawerRow> =
+            rows.iter().filter(|r| !g.is_empty() && r.id.starts_with(g.as_str())).collect();
+        match hits.as_slice() {
+            [one] => out.push(one.id.clone()),
+            [] => {
+                return Err(CliError(
+                    format!(
+                        "no saved chat has an id starting with “{g}” (keepsake-host sessions lists them)"
+                    ),
+                    2,
+                ))
+            }
+            many => {
+                let list: Vec<String> = many.iter().map(|r| format!("  {}  {}", r.id, r.name)).collect();
+                return Err(CliError(
+                    format!(
+                        "“{g}” starts the ids of {} saved chats; give more of the id:\n{}",
+                        many.len(),
+                        list.join("\n")
+                    ),
+                    2,
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Run a CLI command; returns the process exit code.
@@ -238,7 +277,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             if json {
                 println!("{}", pretty(&rows));
             } else {
-                print_rows(&rows);
+                print_rows(&rows, "No saved chats yet.");
             }
             Ok(0)
         }
@@ -248,7 +287,10 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             if json {
                 println!("{}", pretty(&rows));
             } else {
-                print_rows(&rows);
+                print_rows(
+                    &rows,
+                    &format!("No saved chat matches “{query}” (names and full text were searched)."),
+                );
             }
             Ok(0)
         }
@@ -261,6 +303,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 Format::Markdown => ExportFormat::Markdown,
                 Format::Json => ExportFormat::Json,
             };
+            let ids = resolve_ids(&s.sessions_list(None)?.rows(), &ids)?;
             let v = s.sessions_export(&ids, f)?;
             let text = v["text"].as_str().unwrap_or_default();
             match out {

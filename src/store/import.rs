@@ -40,9 +40,11 @@ impl Store {
         self.read(|tx| {
             let mut new = 0u64;
             let mut skipped = plan.malformed_sessions as u64;
+            let mut already = 0u64;
             for s in &plan.sessions {
                 if session_known(tx, &s.id)? {
                     skipped += 1;
+                    already += 1;
                 } else {
                     new += 1;
                 }
@@ -66,6 +68,7 @@ impl Store {
             Ok(json!({
                 "sessionsNew": new,
                 "sessionsSkipped": skipped,
+                "sessionsAlreadyHere": already,
                 "liveEntries": plan.live.as_ref().map_or(0, Vec::len),
                 "settings": settings,
                 "settingsInvalid": plan.settings_invalid,
@@ -137,11 +140,13 @@ impl Store {
             let now = w.now;
             let mut imported = 0u64;
             let mut skipped = plan.malformed_sessions as u64;
+            let mut already = 0u64;
             let mut created = std::collections::HashSet::new();
             for ((s, ing), forks) in plan.sessions.iter().zip(&bodies).zip(&versions) {
                 // an id the host has (in the trash too) is skipped: the host's copy wins
                 if session_known(&w.tx, &s.id)? {
                     skipped += 1;
+                    already += 1;
                     continue;
                 }
                 insert_session(w, &s.id, &s.name, s.created_at.unwrap_or(now), s.pinned, Some(&s.extra))?;
@@ -282,6 +287,7 @@ impl Store {
             Ok(json!({
                 "sessionsImported": imported,
                 "sessionsSkipped": skipped,
+                "sessionsAlreadyHere": already,
                 "settingsImported": settings_imported,
                 "settingsSkipped": settings_skipped,
                 "live": live_status,

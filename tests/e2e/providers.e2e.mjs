@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { withKeepsake, waitFor } from './harness.mjs';
 import { startMockLlm } from './mock-llm.mjs';
-import { makePng } from './fixtures.mjs';
+import { makePng, startPageServer } from './fixtures.mjs';
+import http from 'node:http';
 import {
   tid,
   waitForBubbles,
@@ -154,5 +155,44 @@ test('every provider kind: options card, pasted image, streamed reply, stored tu
     });
   } finally {
     await mock.close();
+  }
+});
+
+test('Ping in Options: OK on the API; a named reason for an HTML page, a 404 and a closed port', { timeout: 120_000 }, async (t) => {
+  const mock = await startMockLlm();
+  const site = await startPageServer({
+    '/webui/v1/models': { body: '<!doctype html><html><head><title>Open WebUI</title></head><body><div id="app"></div></body></html>' },
+  });
+  const closed = http.createServer();
+  await new Promise((r) => closed.listen(0, '127.0.0.1', r));
+  const closedPort = closed.address().port;
+  await new Promise((r) => closed.close(r));
+  const pingOf = async (opt, id) => {
+    const card = opt.locator(`${tid('provider-card')}[data-id="${id}"]`);
+    await card.locator(tid('provider-ping')).click();
+    const result = card.locator(tid('provider-ping-result'));
+    await waitFor(async () => ((await result.getAttribute('data-ok')) !== null ? true : null), { timeoutMs: 30_000, what: 'the ping result' });
+    return { ok: (await result.getAttribute('data-ok')) === 'true', text: await result.innerText() };
+  };
+  try {
+    await withKeepsake(t, {}, async (k) => {
+      const opt = await k.openOptions();
+      const cases = [
+        ['API', `${mock.url}/v1`, true, /^OK in \d+ ms — 2 models$/],
+        ['HTML page', `${site.origin}/webui/v1`, false, /^Failed after \d+ ms: http:\/\/127\.0\.0\.1:\d+\/webui\/v1\/models answered HTTP 200 with an HTML page \(text\/html\), not an OpenAI-compatible model list\. Is the base URL right/],
+        ['404', `${site.origin}/nothing`, false, /^Failed after \d+ ms: http:\/\/127\.0\.0\.1:\d+\/nothing\/chat\/completions answered HTTP 404: nothing there\. Is the base URL right/],
+        ['closed port', `http://127.0.0.1:${closedPort}/v1`, false, /^Failed after \d+ ms: Could not reach http:\/\/127\.0\.0\.1:\d+\/v1\/models \(.+\)\. Likely: the server is not running; .+OLLAMA_ORIGINS=chrome-extension:\/\/\*/],
+      ];
+      for (const [name, baseUrl, ok, shape] of cases) {
+        const id = await addProvider(opt, { name, kind: 'chat', baseUrl, model: 'mock-model' });
+        const r = await pingOf(opt, id);
+        t.diagnostic(`${name}: ${r.text}`);
+        assert.equal(r.ok, ok, `${name}: ${r.text}`);
+        assert.match(r.text, shape, name);
+      }
+    });
+  } finally {
+    await mock.close();
+    await site.close();
   }
 });

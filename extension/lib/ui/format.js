@@ -33,12 +33,27 @@ export function formatWhen(ms, now = Date.now()) {
   return sameDay ? time : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}`;
 }
 
+/**
+ * Why chats were skipped: ` (3 already here)`, ` (1 unreadable: see the warnings)`, both, or ''.
+ * @param {number} skipped
+ * @param {number} already the ones the host has (its copy wins)
+ */
+export function skippedWhy(skipped, already) {
+  if (!skipped) return '';
+  const here = Math.min(already, skipped);
+  const bad = skipped - here;
+  const bits = [];
+  if (here) bits.push(`${here} already here`);
+  if (bad) bits.push(`${bad} unreadable: see the warnings`);
+  return ` (${bits.join(', ')})`;
+}
+
 /** storage.import result → short human lines (PROTOCOL.md storage.import). */
 export function describeImportResult(r) {
   if (!r || typeof r !== 'object') return ['The host returned no result.'];
   const lines = [];
   const n = (x) => Number(x) || 0;
-  lines.push(`Chats: ${n(r.sessionsImported)} imported, ${n(r.sessionsSkipped)} skipped.`);
+  lines.push(`Chats: ${n(r.sessionsImported)} imported, ${n(r.sessionsSkipped)} skipped${skippedWhy(n(r.sessionsSkipped), n(r.sessionsAlreadyHere))}.`);
   if (n(r.settingsImported) || n(r.settingsSkipped)) lines.push(`Settings: ${n(r.settingsImported)} imported, ${n(r.settingsSkipped)} skipped.`);
   else lines.push('Settings: none taken.');
   const live = {

@@ -23,9 +23,12 @@ test('formatWhen', () => {
 });
 
 test('import results', () => {
-  const r = { sessionsImported: 2, sessionsSkipped: 1, settingsImported: 3, settingsSkipped: 0, live: 'archived', imagesStored: 4, overCap: 0, warnings: ['bad item'] };
+  const r = { sessionsImported: 2, sessionsSkipped: 1, sessionsAlreadyHere: 1, settingsImported: 3, settingsSkipped: 0, live: 'archived', imagesStored: 4, overCap: 0, warnings: ['bad item'] };
   const lines = describeImportResult(r);
-  assert.equal(lines[0], 'Chats: 2 imported, 1 skipped.');
+  assert.equal(lines[0], 'Chats: 2 imported, 1 skipped (1 already here).');
+  // "0 imported, 3 skipped" says why
+  assert.equal(describeImportResult({ ...r, sessionsImported: 0, sessionsSkipped: 3, sessionsAlreadyHere: 3 })[0], 'Chats: 0 imported, 3 skipped (3 already here).');
+  assert.equal(describeImportResult({ ...r, sessionsImported: 0, sessionsSkipped: 3, sessionsAlreadyHere: 1 })[0], 'Chats: 0 imported, 3 skipped (1 already here, 2 unreadable: see the warnings).');
   assert.equal(lines[1], 'Settings: 3 imported, 0 skipped.');
   assert.match(lines[2], /kept as a chat of its own/);
   assert.equal(lines[3], 'Images stored: 4.');

@@ -225,7 +225,10 @@ export function previewSettings(preview) {
 export function previewSummary(preview) {
   const n = (x) => Math.max(0, Math.trunc(Number(x) || 0));
   const bits = [`${plural(n(preview?.sessionsNew), 'new chat')}`];
-  if (n(preview?.sessionsSkipped)) bits.push(`${n(preview.sessionsSkipped)} already here`);
+  const skipped = n(preview?.sessionsSkipped);
+  const here = Math.min(skipped, n(preview?.sessionsAlreadyHere));
+  if (here) bits.push(`${here} already here`);
+  if (skipped > here) bits.push(`${skipped - here} unreadable (see the warnings)`);
   if (n(preview?.liveEntries)) bits.push(`a current chat of ${messagesText(n(preview.liveEntries))}`);
   return `This file has ${bits.join(', ')}.`;
 }

@@ -105,5 +105,7 @@ test('import preview: settings with masked values and what they would change', (
   assert.equal(long.value.length, 120);
   assert.ok(long.value.endsWith('…'));
   assert.deepEqual(previewSettings(null), []);
-  assert.equal(previewSummary({ sessionsNew: 1, sessionsSkipped: 2, liveEntries: 0 }), 'This file has 1 new chat, 2 already here.');
+  assert.equal(previewSummary({ sessionsNew: 1, sessionsSkipped: 2, sessionsAlreadyHere: 2, liveEntries: 0 }), 'This file has 1 new chat, 2 already here.');
+  // a skipped chat the host does not have was unreadable, not "already here"
+  assert.equal(previewSummary({ sessionsNew: 0, sessionsSkipped: 3, sessionsAlreadyHere: 1, liveEntries: 0 }), 'This file has 0 new chats, 1 already here, 2 unreadable (see the warnings).');
 });

@@ -186,6 +186,10 @@ fn search_finds_names_content_and_single_cjk_characters() {
     // The trash is not searched, by name or content.
     assert_eq!(json_out(&db, &["search", "zebra", "--json"]), json!([]));
     assert_eq!(json_out(&db, &["search", "striped", "--json"]), json!([]));
+    // No hit, in text: says what was searched for (not "(no sessions)": there are sessions)
+    let (code, out, _) = cli(&db, &["search", "nothinghere"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "No saved chat matches “nothinghere” (names and full text were searched).");
     // Text form.
     let (code, out, err) = cli(&db, &["search", "ownership"]);
     assert_eq!(code, 0, "{err}");
@@ -196,6 +200,33 @@ fn search_finds_names_content_and_single_cjk_characters() {
 
 // ---------------------------------------------------------------------------------------------
 // export, import
+
+#[test]
+fn export_takes_the_start_of_an_id_and_refuses_one_that_several_ids_share() {
+    let (d, db) = temp_db();
+    let doc = json!({
+        "format": "keepsake.sessions", "version": 1, "exportedAt": "2026-12-06T00:00:00Z", "images": {},
+        "sessions": [
+            {"id": "harbour-1111", "name": "Tides", "createdAt": 1_700_000_000_000i64, "pinned": false,
+             "entries": [user("when is low water?"), assistant("at noon")]},
+            {"id": "harbour-2222", "name": "Lamps", "createdAt": 1_700_000_100_000i64, "pinned": false,
+             "entries": [user("how bright?"), assistant("very")]},
+        ]
+    });
+    let file = d.path().join("doc.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let (code, _, err) = cli(&db, &["import", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, md, err) = cli(&db, &["export", "harbour-2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(md.starts_with("# Lamps\n"), "{md}");
+    let (code, out, err) = cli(&db, &["export", "harbour-"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.contains("“harbour-” starts the ids of 2 saved chats; give more of the id:"), "{err}");
+    assert!(err.contains("harbour-1111  Tides") && err.contains("harbour-2222  Lamps"), "{err}");
+    let (code, _, err) = cli(&db, &["export", "--format", "json", "harbour-1", "harbour-2"]);
+    assert_eq!(code, 0, "{err}");
+}
 
 #[test]
 fn export_markdown_to_stdout_and_json_to_a_file_then_import_it_elsewhere() {
@@ -215,8 +246,12 @@ fn export_markdown_to_stdout_and_json_to_a_file_then_import_it_elsewhere() {
     // Markdown takes exactly one id; unknown ids fail.
     assert_ne!(cli(&db, &["export", &s.alpha, &s.beta]).0, 0);
     let (code, _, err) = cli(&db, &["export", "no-such-session"]);
-    assert_ne!(code, 0);
-    assert!(!err.is_empty());
+    assert_eq!(code, 2);
+    assert!(err.contains("no saved chat has an id starting with “no-such-session”"), "{err}");
+    // The first 8 characters of an id are enough, as `sessions` prints them.
+    let (code, md8, err) = cli(&db, &["export", &s.alpha[..8]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(md8.starts_with("# Alpha notes\n"), "{md8}");
 
     let out = d.path().join("all.json");
     let (code, stdout, err) = cli(

@@ -272,6 +272,8 @@ fn user_data_dir_registers_just_that_profile() {
         "{}",
         o.stdout
     );
+    // named twice (the argument and the receipt): one label, not "(profile, profile)"
+    assert!(!o.stdout.contains("profile, profile"), "{}", o.stdout);
     // The receipt remembers the profile: plain doctor checks it too.
     let doc = m.run(&["doctor", "--json"]).json();
     let ok_files: Vec<&str> = doc["checks"]

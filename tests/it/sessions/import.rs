@@ -438,6 +438,7 @@ fn legacy_malformed_elements_are_skipped_or_normalised_with_warnings() {
     let t1 = now_ms();
     assert_eq!(r["sessionsImported"], 5, "{r}");
     assert_eq!(r["sessionsSkipped"], 8, "{r}");
+    assert_eq!(r["sessionsAlreadyHere"], 0, "malformed, not already here: {r}");
     let w = warnings(&r);
     assert!(w.len() >= 8 + 1 + 3, "every skipped item and dropped entry is explained: {w:?}");
     assert!(w.iter().any(|x| x.contains("session_orphan")), "orphan session key named in a warning: {w:?}");
@@ -1300,6 +1301,7 @@ fn json_export_round_trips_into_a_fresh_database() {
     let r = import(&mut h2, &doc2);
     assert_eq!(r["sessionsImported"], 1, "{r}");
     assert_eq!(r["sessionsSkipped"], 3, "{r}");
+    assert_eq!(r["sessionsAlreadyHere"], 3, "the three the host has: {r}");
     assert_eq!(r["imagesStored"], 0, "{r}");
     assert_eq!(h2.ok("sessions.get", json!({"id": s1, "images": "ref"})), host_s1, "host copy wins");
     assert_eq!(session_row(&db2, "new-from-export"), Some(("New".into(), 42, 0, 1)));

@@ -605,6 +605,7 @@ fn an_import_takes_no_setting_unless_asked_after_a_preview() {
     });
     let p = h.ok("storage.importPreview", json!({"document": crafted}));
     assert_eq!((p["sessionsNew"].clone(), p["sessionsSkipped"].clone()), (json!(1), json!(0)));
+    assert_eq!(p["sessionsAlreadyHere"], json!(0));
     let keys: Vec<&str> =
         p["settings"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
     assert_eq!(keys, vec!["maxSessions", "systemPrompt", "providers", "activeProvider"]);
