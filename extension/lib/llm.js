@@ -706,6 +706,49 @@ export async function streamReply({ provider, body, bodyText, signal, onDelta, o
   }
 }
 
+// ------------------------------------------------------------------------------------------------ models
+
+/** The model ids of a `/models` answer (OpenAI's and Anthropic's `data: [{id}]`, Ollama's `models: [{name}]`), or null. */
+function modelIds(text) {
+  let j;
+  try {
+    j = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (Array.isArray(j?.data)) return j.data.map((m) => m?.id).filter((x) => typeof x === 'string');
+  if (Array.isArray(j?.models)) return j.models.map((m) => m?.id ?? m?.name).filter((x) => typeof x === 'string');
+  return null;
+}
+
+/**
+ * The models a provider lists (`GET …/models`; Anthropic's `GET /v1/models`), for the panel's
+ * switcher. Never throws: `{ok: true, models}` sorted, or `{ok: false, detail}` saying why.
+ * @param {{kind: string, baseUrl?: string, apiKey?: string}} provider
+ * @param {typeof fetch} [fetchImpl]
+ * @param {{timeoutMs?: number}} [opts]
+ */
+export async function listModels(provider, fetchImpl = defaultFetch, { timeoutMs = 15_000 } = {}) {
+  if (!provider || !KINDS.has(provider.kind)) return { ok: false, detail: `Unknown provider kind: ${provider?.kind}` };
+  const url = endpointFor(provider, '/models');
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), timeoutMs);
+  try {
+    const res = await fetchImpl(url, { method: 'GET', headers: headersFor(provider, false), signal: ctrl.signal, ...NO_REDIRECT });
+    if (isRedirect(res)) return { ok: false, detail: redirectError(res, url).message };
+    const text = await res.text();
+    if (!res.ok) return { ok: false, detail: `${extractError(res.status, text, res.statusText).message} (${shownUrl(url)})` };
+    const ids = modelIds(text);
+    if (!ids) return { ok: false, detail: `${shownUrl(url)} did not answer with a model list` };
+    return { ok: true, models: [...new Set(ids)].sort((a, b) => a.localeCompare(b)) };
+  } catch (e) {
+    if (ctrl.signal.aborted) return { ok: false, detail: `No answer from ${shownUrl(url)} within ${Math.round(timeoutMs / 1000)} s` };
+    return { ok: false, detail: networkErrorMessage(url, e) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 // ------------------------------------------------------------------------------------------------ ping
 
 /**
@@ -777,15 +820,7 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
       const listing = await call(endpointFor(provider, '/models'), { method: 'GET', headers: headersFor(provider, false) });
       const { res, text } = listing;
       if (res.ok) {
-        let j;
-        try {
-          j = JSON.parse(text);
-        } catch {
-          return notApi(listing, 'an OpenAI-compatible model list');
-        }
-        let ids = null;
-        if (Array.isArray(j?.data)) ids = j.data.map((m) => m?.id).filter((x) => typeof x === 'string');
-        else if (Array.isArray(j?.models)) ids = j.models.map((m) => m?.id ?? m?.name).filter((x) => typeof x === 'string');
+        const ids = modelIds(text);
         if (!ids) return notApi(listing, 'an OpenAI-compatible model list');
         const listed = !provider.model || ids.includes(provider.model);
         return done(

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 
 import { startMockLlm } from '../../tests/e2e/mock-llm.mjs';
-import { LlmError, createSseParser, extractError, ping, streamReply } from './llm.js';
+import { LlmError, createSseParser, extractError, listModels, ping, streamReply } from './llm.js';
 
 let mock;
 before(async () => {
@@ -753,4 +753,25 @@ test('mock: non-stream replies in each provider shape, default stamp option', as
   assert.equal(a.stop_reason, 'end_turn');
   assert.equal(mock.requests.length, 3);
   assert.equal(mock.requests[2].lastUserText, 'hey');
+});
+
+test('listModels: the ids a provider lists, sorted; a page that is not a model list, or no server, says why', async () => {
+  const r = await listModels(provider('chat'));
+  assert.deepEqual(r, { ok: true, models: ['mock-model', 'mock-model-2'] });
+  assert.equal(mock.requests.at(-1).path, '/v1/models');
+  const an = await listModels(provider('anthropic'));
+  assert.equal(an.ok, true, an.detail);
+  assert.equal(mock.requests.at(-1).path, '/v1/models');
+  assert.equal(mock.requests.at(-1).headers['x-api-key'], 'sk-test');
+  const srv = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html></html>'));
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${srv.address().port}`;
+  try {
+    assert.deepEqual(await listModels({ kind: 'chat', baseUrl: `${base}/v1` }), { ok: false, detail: `${base}/v1/models did not answer with a model list` });
+  } finally {
+    await new Promise((r) => srv.close(r));
+  }
+  const gone = await listModels({ kind: 'chat', baseUrl: `${base}/v1` });
+  assert.equal(gone.ok, false);
+  assert.ok(gone.detail.startsWith(`Could not reach ${base}/v1/models (`), gone.detail);
 });

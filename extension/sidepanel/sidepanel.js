@@ -22,6 +22,7 @@ import { createEarlier } from './earlier.js';
 import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import { unplacedForks } from '../lib/ui/keeps.js';
 import { createTurnActions } from './turn-actions.js';
+import { createSwitcher } from './switcher.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -680,7 +681,14 @@ $('attach-page').addEventListener('click', attachPage);
 $('screenshot').addEventListener('click', screenshot);
 $('new-chat').addEventListener('click', newChat);
 $('open-options').addEventListener('click', () => chrome.runtime.openOptionsPage());
-$('model-label').addEventListener('click', () => chrome.runtime.openOptionsPage());
+// the provider and model switcher (switcher.js); with no provider yet the label opens Options
+createSwitcher({
+  button: $('model-label'),
+  anchor: $('composer'),
+  storage,
+  onChanged: () => loadConfig(),
+  openOptions: () => chrome.runtime.openOptionsPage(),
+});
 
 async function resyncAll() {
   await Promise.allSettled([refreshHistory(), resyncStream(), loadConfig()]);

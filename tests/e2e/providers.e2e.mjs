@@ -196,3 +196,45 @@ test('Ping in Options: OK on the API; a named reason for an HTML page, a 404 and
     await site.close();
   }
 });
+
+test('the panel switcher: the models the provider lists, or any name typed, go into the next request', { timeout: 120_000 }, async (t) => {
+  const mock = await startMockLlm({ script: { text: 'Switched.', chunkSize: 8, delayMs: 2 } });
+  try {
+    await withKeepsake(t, {}, async (k) => {
+      const opt = await k.openOptions();
+      await addProvider(opt, { name: 'Mock', kind: 'chat', baseUrl: `${mock.url}/v1`, model: 'mock-model' });
+      await opt.close();
+      const panel = await k.openPanel();
+      await waitFor(async () => ((await panel.innerText(tid('model-label'))) === 'Mock · mock-model' ? true : null), { timeoutMs: 10_000, what: 'the model label' });
+      const send = async (text) => {
+        const before = mock.requests.filter((r) => r.kind === 'chat').length;
+        await panel.fill(tid('composer-input'), text);
+        await panel.click(tid('send'));
+        await waitFor(async () => (mock.requests.filter((r) => r.kind === 'chat').length > before ? true : null), { timeoutMs: 20_000, what: 'the request' });
+        await waitForBubbles(panel, (b) => b.filter((x) => x.role === 'assistant' && !x.streaming && x.index !== null).length >= 1, { timeoutMs: 20_000, what: 'the reply' });
+        return mock.requests.filter((r) => r.kind === 'chat').pop().body.model;
+      };
+      assert.equal(await send('first'), 'mock-model');
+
+      // a listed model
+      await panel.click(tid('model-label'));
+      await waitFor(async () => (/2 models listed/.test(await panel.innerText(tid('switch-status'))) ? true : null), { timeoutMs: 10_000, what: 'the listed models' });
+      const offered = await panel.$$eval('#switch-models option', (os) => os.map((o) => o.value));
+      assert.deepEqual(offered, ['mock-model', 'mock-model-2']);
+      await panel.fill(tid('switch-model'), 'mock-model-2');
+      await panel.click(tid('switch-apply'));
+      await waitFor(async () => ((await panel.innerText(tid('model-label'))) === 'Mock · mock-model-2' ? true : null), { timeoutMs: 10_000, what: 'the label after the switch' });
+      assert.equal(await send('second'), 'mock-model-2', 'the next request names the model chosen');
+
+      // a name the provider does not list
+      await panel.click(tid('model-label'));
+      await panel.fill(tid('switch-model'), 'my-finetune:7b');
+      await panel.press(tid('switch-model'), 'Enter');
+      await waitFor(async () => ((await panel.innerText(tid('model-label'))) === 'Mock · my-finetune:7b' ? true : null), { timeoutMs: 10_000, what: 'the typed model' });
+      assert.equal(await send('third'), 'my-finetune:7b');
+      assert.equal(setting(k, 'activeModel'), 'my-finetune:7b');
+    });
+  } finally {
+    await mock.close();
+  }
+});

@@ -1,0 +1,105 @@
+// node --test extension/sidepanel/switcher.test.js
+//
+// The provider and model switcher on a fake DOM: the provider cards listed, the chosen
+// provider's models offered (any name still typed), "Use" stores activeProvider and activeModel;
+// a failed listing says why; no provider opens Options. The real panel: tests/e2e/layout.e2e.mjs.
+
+import { test, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { installFakeDom, fire, byTestId } from '../test-support/fake-dom.js';
+import { flush } from '../test-support/fakes.js';
+import { h } from '../lib/ui/dom.js';
+import { createSwitcher } from './switcher.js';
+
+let dom;
+beforeEach(() => {
+  dom = installFakeDom();
+});
+afterEach(() => dom.restore());
+
+const CARDS = [
+  { id: 'a', name: 'Local', kind: 'chat', baseUrl: 'http://localhost:11434/v1', model: 'llama3.2' },
+  { id: 'b', name: 'Hosted', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-x', apiKey: 'k' },
+];
+
+function setup({ settings = { providers: CARDS, activeProvider: 'a', activeModel: 'qwen2.5' }, models = {} } = {}) {
+  const button = h('button', { type: 'button', testid: 'model-label' });
+  const anchor = h('form', { testid: 'composer' });
+  document.body.append(button, anchor);
+  const sets = [];
+  const listed = [];
+  let changed = 0;
+  let options = 0;
+  const sw = createSwitcher({
+    button,
+    anchor,
+    storage: { settings: { get: async () => settings, set: async (a) => void sets.push(a) } },
+    onChanged: () => changed++,
+    openOptions: () => options++,
+    listModels: async (card) => {
+      listed.push(card.id);
+      return models[card.id] ?? { ok: true, models: [] };
+    },
+  });
+  return { sw, button, sets, listed, changed: () => changed, options: () => options };
+}
+
+async function settle() {
+  for (let i = 0; i < 5; i++) await flush();
+}
+
+test('the switcher lists the providers, offers the listed models, and Use stores the choice', async () => {
+  const s = setup({ models: { a: { ok: true, models: ['llama3.2', 'qwen2.5'] }, b: { ok: true, models: ['claude-x', 'claude-y'] } } });
+  s.button.click();
+  await settle();
+  const $ = (id) => byTestId(document.body, id);
+  assert.equal(s.button.getAttribute('aria-expanded'), 'true');
+  assert.deepEqual([...$('switch-provider').querySelectorAll('option')].map((o) => o.textContent), ['Local', 'Hosted']);
+  assert.equal($('switch-provider').value, 'a');
+  assert.equal($('switch-model').value, 'qwen2.5', "the active model, not the card's");
+  assert.deepEqual([...document.body.querySelectorAll('datalist option')].map((o) => o.textContent), ['llama3.2', 'qwen2.5']);
+  assert.equal($('switch-status').textContent, '2 models listed; any name can be typed.');
+
+  $('switch-provider').value = 'b';
+  fire($('switch-provider'), 'change');
+  await settle();
+  assert.deepEqual(s.listed, ['a', 'b']);
+  assert.equal($('switch-model').value, 'claude-x', "another provider starts from its card's model");
+  $('switch-model').value = 'claude-y';
+  fire($('switcher'), 'submit');
+  await settle();
+  assert.deepEqual(s.sets, [{ map: { activeProvider: 'b', activeModel: 'claude-y' } }]);
+  assert.equal(s.changed(), 1);
+  assert.equal($('switcher'), null, 'closed after Use');
+  assert.equal(document.activeElement, s.button);
+});
+
+test('a name the provider does not list is taken as typed; a failed listing says why; Escape closes; a blank name is refused', async () => {
+  const s = setup({ models: { a: { ok: false, detail: 'Could not reach http://localhost:11434/v1/models (Failed to fetch)' } } });
+  s.button.click();
+  await settle();
+  const $ = (id) => byTestId(document.body, id);
+  assert.match($('switch-status').textContent, /^Could not list the models \(Could not reach http:\/\/localhost:11434\/v1\/models \(Failed to fetch\)\); type a model name\.$/);
+  $('switch-model').value = '  ';
+  fire($('switcher'), 'submit');
+  await settle();
+  assert.deepEqual(s.sets, []);
+  assert.equal($('switch-status').textContent, 'Give a model name.');
+  $('switch-model').value = 'my-finetune:7b';
+  fire($('switcher'), 'submit');
+  await settle();
+  assert.deepEqual(s.sets, [{ map: { activeProvider: 'a', activeModel: 'my-finetune:7b' } }]);
+
+  s.button.click();
+  await settle();
+  fire($('switch-model'), 'keydown', { key: 'Escape' });
+  assert.equal($('switcher'), null);
+});
+
+test('with no provider the label opens Options', async () => {
+  const s = setup({ settings: { providers: [] } });
+  s.button.click();
+  await settle();
+  assert.equal(s.options(), 1);
+  assert.equal(byTestId(document.body, 'switcher'), null);
+});
