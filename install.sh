@@ -94,9 +94,20 @@ main() {
 	echo "==> registering with your browsers"
 	"${dst}" install --bin "${dst}" --owns-bin "$@"
 
+	# the commands below (and the README's) name keepsake-host: say how to reach it when
+	# ${bin_dir} is not on PATH (Debian puts ~/.local/bin there only when it exists at login)
+	khost=keepsake-host
 	case ":${PATH}:" in
 	*":${bin_dir}:"*) ;;
-	*) echo "note: ${bin_dir} is not on your PATH; add it to run keepsake-host by name" ;;
+	*)
+		khost=${dst}
+		cat <<PATHMSG
+
+note: ${bin_dir} is not on your PATH yet, so "keepsake-host" alone is not found in this shell.
+  Add it for new shells:   echo 'export PATH="${bin_dir}:\$PATH"' >> ~/.profile
+  Or use the full path:    ${dst}
+PATHMSG
+		;;
 	esac
 	cat <<MSG
 
@@ -105,7 +116,7 @@ Next steps: load the extension
   2. Turn on Developer mode
   3. Load unpacked -> ${repo}/extension
   The extension ID will be ${EXTENSION_ID} (fixed by the key in extension/manifest.json).
-  Check the setup any time with: keepsake-host doctor
+  Check the setup any time with: ${khost} doctor
   Remove it again with: ./install.sh --uninstall   (keeps your chat data)
 MSG
 }

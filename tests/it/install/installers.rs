@@ -321,6 +321,19 @@ fn scenario(
                 .push(format!("{name}: install.sh {args:?} exited {}:\n{}{}", o.code, o.stdout, o.stderr));
             return;
         }
+        // the throwaway machine's bin folder is not on PATH: install.sh says how to reach the
+        // binary and names it by its full path in the commands it prints
+        let doctor_line =
+            o.stdout.lines().find(|l| l.contains("Check the setup any time with:")).unwrap_or("");
+        if !o.stdout.contains("is not on your PATH yet")
+            || !o.stdout.contains("export PATH=")
+            || !doctor_line.trim_end().ends_with("/keepsake-host doctor")
+        {
+            f.problems.push(format!(
+                "{name}: install.sh does not say how to reach keepsake-host off PATH:\n{}",
+                o.stdout
+            ));
+        }
     }
     let first = m.listing();
     let first_manifests = manifests(m.path());
