@@ -159,8 +159,9 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     const actions = h('div', { class: 'session-actions' },
       iconButton('pin', row.pinned ? 'Unpin' : 'Pin', { testid: 'session-pin', 'aria-pressed': row.pinned ? 'true' : 'false', class: `icon-btn${row.pinned ? ' on' : ''}`, on: { click: (e) => pin(row, e.currentTarget) } }),
       iconButton('edit', 'Rename', { testid: 'session-rename', on: { click: () => startRename(li, row) } }),
-      iconButton('download', 'Export Markdown', { testid: 'export-md', on: { click: (e) => exportRows([row], 'markdown', e.currentTarget) } }),
-      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-json', 'aria-label': 'Export JSON', title: 'Export JSON', text: '{ }', on: { click: (e) => exportRows([row], 'json', e.currentTarget) } }),
+      // the two export formats named, not drawn ("{ }" said nothing to most people)
+      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-md', 'aria-label': 'Export as Markdown', title: 'Export as Markdown (to read or share)', text: 'MD', on: { click: (e) => exportRows([row], 'markdown', e.currentTarget) } }),
+      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-json', 'aria-label': 'Export as JSON', title: 'Export as JSON (everything, to import again)', text: 'JSON', on: { click: (e) => exportRows([row], 'json', e.currentTarget) } }),
       iconButton('trash', 'Delete', { testid: 'session-delete', on: { click: () => confirmInRow(li, `Delete “${name}”? It goes to Recently deleted.`, 'Delete', () => remove(row, active)) } }));
     li.append(main, actions);
     return li;
@@ -220,7 +221,9 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     const form = h('form', { class: 'rename-form' }, input,
       h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'session-rename-save', text: 'Save' }),
       h('button', { type: 'button', class: 'btn btn-small', testid: 'session-rename-cancel', text: 'Cancel', on: { click: () => done() } }));
-    const done = () => { form.remove(); main.hidden = false; };
+    // the row's buttons step aside while the name is edited (at 400 px they left the field a sliver)
+    const rowActions = li.querySelector('.session-actions');
+    const done = () => { form.remove(); main.hidden = false; if (rowActions) rowActions.hidden = false; };
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const name = input.value.trim();
@@ -237,6 +240,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     });
     input.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); done(); } });
     main.hidden = true;
+    if (rowActions) rowActions.hidden = true;
     li.insertBefore(form, main);
     input.focus();
     input.select();

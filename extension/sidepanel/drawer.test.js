@@ -323,3 +323,32 @@ test("pinning a row keeps the focus on that row's pin, and Escape still closes t
   fire(document.body, 'keydown', { key: 'Escape' });
   assert.equal(el.hidden, true);
 });
+
+test('each chat names its export formats (MD, JSON) instead of a "{ }" icon', async () => {
+  const host = fakeKeeps({ sessions: [{ id: 's1', name: 'A' }] });
+  const { el, drawer } = setup(host);
+  drawer.open();
+  await settle();
+  const row = el.querySelector('[data-testid="session-row"][data-id="s1"]');
+  const md = byTestId(row, 'export-md');
+  const json = byTestId(row, 'export-json');
+  assert.equal(md.textContent, 'MD');
+  assert.equal(md.getAttribute('aria-label'), 'Export as Markdown');
+  assert.equal(json.textContent, 'JSON');
+  assert.equal(json.getAttribute('title'), 'Export as JSON (everything, to import again)');
+  assert.ok(![...row.querySelectorAll('button')].some((b) => b.textContent.includes('{ }')));
+});
+
+test('renaming a chat in the list gives the name field the row: the row buttons step aside until done', async () => {
+  const host = fakeKeeps({ sessions: [{ id: 's1', name: 'A' }] });
+  const { el, drawer } = setup(host);
+  drawer.open();
+  await settle();
+  const row = () => el.querySelector('[data-testid="session-row"][data-id="s1"]');
+  byTestId(row(), 'session-rename').click();
+  assert.ok(byTestId(row(), 'session-rename-input'));
+  assert.equal(row().querySelector('.session-actions').hidden, true, 'pin, rename, export and delete are out of the way');
+  byTestId(row(), 'session-rename-cancel').click();
+  assert.equal(byTestId(row(), 'session-rename-input'), null);
+  assert.equal(row().querySelector('.session-actions').hidden, false);
+});
