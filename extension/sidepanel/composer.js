@@ -1,6 +1,7 @@
 // The composer: textarea (Enter sends, Shift+Enter new line), image tray with the per-turn caps gate
 // (lib/caps.js pickTurnImages, storage-model §6.4), paste / drop / file-picker images, and a draft that
-// survives panel reloads in chrome.storage.session (`composerDraft`). What is being sent stays in the
+// survives panel reloads in chrome.storage.session (`composerDraft`, pictures too) and the browser
+// closing in the host (the setting `composerDraft`: its text). What is being sent stays in the
 // composer until the worker confirmed it; on any failure nothing is lost.
 
 import { pickTurnImages } from '../lib/caps.js';
@@ -9,13 +10,19 @@ import { DRAFT_KEY, draftToStore, draftFromStore, draftAfterSend, canSend, refus
 
 const sessionStore = () => globalThis.chrome?.storage?.session;
 
+/** The host keeps the draft's text this long after the last keystroke (a send within it writes nothing). */
+export const HOST_DRAFT_DELAY_MS = 2000;
+
 /**
- * createComposer({form, input, tray, note, send, stop, fileInput, onSend, onStop, dropZone, getCaps})
+ * createComposer({form, input, tray, note, send, stop, fileInput, onSend, onStop, dropZone, getCaps, hostDraft})
  * onSend({text, images}) → Promise (rejects when the worker did not confirm).
  * getCaps() → the host's per-turn caps (`turnCaps(hello.limits)`), or null while the host has not said them.
+ * hostDraft → `{load(): Promise<string>, save(text): Promise}`: the draft's text kept by the host
+ * (the setting `composerDraft`), so it survives the browser closing; chrome.storage.session keeps the
+ * whole draft, pictures too, for the browser session.
  */
 export function createComposer({
-  form, input, tray, note, send, stop, fileInput, dropZone, onSend, onStop, getCaps = () => null,
+  form, input, tray, note, send, stop, fileInput, dropZone, onSend, onStop, getCaps = () => null, hostDraft = null,
 }) {
   let images = [];
   let sending = false;
@@ -43,27 +50,51 @@ export function createComposer({
       console.warn('keepsake: could not keep the draft', err);
     }
   };
-  const persist = debounce(saveNow, 300);
+  let hostText = null; // the text the host holds (null: not known yet)
+  const saveHost = async () => {
+    if (!hostDraft) return;
+    const text = input.value.trim() ? input.value : '';
+    if (text === hostText) return;
+    try {
+      await hostDraft.save(text);
+      hostText = text;
+    } catch (err) {
+      console.warn('keepsake: the host could not keep the draft', err);
+    }
+  };
+  const persistHost = debounce(saveHost, HOST_DRAFT_DELAY_MS);
+  const session = debounce(saveNow, 300);
+  const persist = Object.assign(() => { session(); persistHost(); }, {
+    flush: () => { session.flush(); persistHost.flush(); },
+  });
   // text typed just before the panel closes or reloads is kept too (the debounce may not fire)
-  globalThis.addEventListener?.('pagehide', () => { saveNow(); });
+  globalThis.addEventListener?.('pagehide', () => { saveNow(); saveHost(); });
   globalThis.document?.addEventListener?.('visibilitychange', () => {
-    if (document.visibilityState === 'hidden') saveNow();
+    if (document.visibilityState === 'hidden') { saveNow(); persistHost.flush(); }
   });
 
+  /** The draft back: this browser session's (text and pictures), else the text the host kept. */
   async function restore() {
     const store = sessionStore();
-    if (!store) return;
+    let d = { text: '', images: [] };
     try {
-      const got = await store.get(DRAFT_KEY);
-      const d = draftFromStore(got?.[DRAFT_KEY]);
-      if (d.text && !input.value) input.value = d.text;
-      if (d.images.length && images.length === 0) addImages(d.images, { quiet: true });
-      autosize();
-      renderTray();
-      updateButtons();
+      if (store) d = draftFromStore((await store.get(DRAFT_KEY))?.[DRAFT_KEY]);
     } catch (err) {
       console.warn('keepsake: could not read the draft', err);
     }
+    if (hostDraft) {
+      try {
+        hostText = await hostDraft.load();
+        if (!d.text && !d.images.length && hostText) d = { text: hostText, images: [] };
+      } catch (err) {
+        console.warn('keepsake: could not read the draft the host kept', err);
+      }
+    }
+    if (d.text && !input.value) input.value = d.text;
+    if (d.images.length && images.length === 0) addImages(d.images, { quiet: true });
+    autosize();
+    renderTray();
+    updateButtons();
   }
 
   // ---- image tray --------------------------------------------------------------------------

@@ -646,6 +646,14 @@ const composer = createComposer({
   onSend: send,
   onStop: stop,
   getCaps: () => turnImageCaps,
+  // the draft's text in the host, so it outlives the browser (the setting composerDraft)
+  hostDraft: {
+    load: async () => {
+      const v = (await storage.settings.get({ keys: ['composerDraft'] }))?.composerDraft;
+      return typeof v?.text === 'string' ? v.text : '';
+    },
+    save: (text) => (text ? storage.settings.set({ map: { composerDraft: { text, at: Date.now() } } }) : storage.settings.remove({ keys: ['composerDraft'] })),
+  },
 });
 
 const drawer = createDrawer({
