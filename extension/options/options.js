@@ -35,8 +35,15 @@ const storage = createStorage(tracked(hostCall));
 const banner = createBanner($('host-banner'), { onRetry: reconnect });
 const KNOWN = new Set([...HOST_ERROR_CODES, ...CLIENT_ERROR_CODES]);
 
+/**
+ * One line about `err` for a field or a status. A missing or stopped host is explained once, by the
+ * banner at the top: every place that could not read says so in a few words instead of repeating it.
+ */
 function explainLine(err) {
-  if (isConnectionError(err)) banner.show(err);
+  if (isConnectionError(err)) {
+    banner.show(err);
+    return 'the Keepsake host is not connected (the banner at the top says why and how to fix it)';
+  }
   if (err && KNOWN.has(err.code)) {
     const ex = explainHostError(err);
     return `${ex.title}.${ex.detail ? ` ${ex.detail}` : ''}`;

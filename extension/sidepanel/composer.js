@@ -73,7 +73,18 @@ export function createComposer({
     if (document.visibilityState === 'hidden') { saveNow(); persistHost.flush(); }
   });
 
-  /** The draft back: this browser session's (text and pictures), else the text the host kept. */
+  function apply(d) {
+    if (d.text && !input.value) input.value = d.text;
+    if (d.images.length && images.length === 0) addImages(d.images, { quiet: true });
+    autosize();
+    renderTray();
+    updateButtons();
+  }
+
+  /**
+   * The draft back: this browser session's (text and pictures) at once; when it has none, the
+   * text the host kept (asked only then: a host that is missing must not hold up the session's).
+   */
   async function restore() {
     const store = sessionStore();
     let d = { text: '', images: [] };
@@ -82,19 +93,14 @@ export function createComposer({
     } catch (err) {
       console.warn('keepsake: could not read the draft', err);
     }
-    if (hostDraft) {
-      try {
-        hostText = await hostDraft.load();
-        if (!d.text && !d.images.length && hostText) d = { text: hostText, images: [] };
-      } catch (err) {
-        console.warn('keepsake: could not read the draft the host kept', err);
-      }
+    apply(d);
+    if (!hostDraft || d.text || d.images.length) return;
+    try {
+      hostText = await hostDraft.load();
+      if (hostText) apply({ text: hostText, images: [] });
+    } catch (err) {
+      console.warn('keepsake: could not read the draft the host kept', err);
     }
-    if (d.text && !input.value) input.value = d.text;
-    if (d.images.length && images.length === 0) addImages(d.images, { quiet: true });
-    autosize();
-    renderTray();
-    updateButtons();
   }
 
   // ---- image tray --------------------------------------------------------------------------

@@ -137,3 +137,19 @@ test('host.reconnect (the Retry button) connects even while a request waits in t
     assert.equal(st.result.hello?.dbPath, k.dbPath);
   });
 });
+
+test('host not installed: Options explains it once, in its banner, not in every field', { timeout: 60_000 }, async (t) => {
+  await withKeepsake(t, { hostInstalled: false }, async (k) => {
+    const opt = await k.openOptions();
+    await opt.waitForSelector(`${tid('host-banner')}:not([hidden])`, { timeout: 10_000 });
+    assert.ok((await opt.innerText(tid('host-banner-detail'))).includes(NOT_FOUND));
+    // every field that could not be read has had its say
+    await waitFor(async () => (/not connected/.test(await opt.innerText('body')) ? true : null), { timeoutMs: 10_000, what: 'the fields' });
+    await opt.waitForTimeout(500);
+    const body = await opt.innerText('body');
+    const count = (s) => body.split(s).length - 1;
+    t.diagnostic(`"${NOT_FOUND}" ${count(NOT_FOUND)}×, "not installed for this browser" ${count('not installed for this browser')}×`);
+    assert.equal(count(NOT_FOUND), 1, "the browser's words appear once (the banner)");
+    assert.equal(count('The browser found no usable dev.keepsake.host manifest'), 1, 'the long explanation appears once');
+  });
+});
