@@ -314,19 +314,28 @@ export function isOutboundTooLarge(error) {
 // User-facing explanations
 // ---------------------------------------------------------------------------------------------
 
-const INSTALL = './install.sh (or keepsake-host install), then reload the extension';
+/** The command that builds, installs and registers the host (run in the Keepsake folder). */
+const INSTALL = './install.sh';
+const AFTER_INSTALL =
+  'Run it in the Keepsake folder (or run keepsake-host install if the host is built), then reload the extension. ' +
+  'A browser started with --user-data-dir DIR needs keepsake-host install --user-data-dir DIR.';
 
-/** code → {title, detail, fix}; `fix` is the one command that fixes it, or null when a retry does. */
+/**
+ * code → {title, detail, fix, then?}; `fix` is the one command that fixes it (copied as it is,
+ * nothing else in it), or null when a retry does; `then` says where to run it and what comes after.
+ */
 const EXPLANATIONS = Object.freeze({
   host_not_found: {
     title: 'The Keepsake host is not installed for this browser',
     detail: 'The browser found no usable dev.keepsake.host manifest (missing, malformed, or its path points to a missing file).',
-    fix: `Run ${INSTALL}`,
+    fix: INSTALL,
+    then: AFTER_INSTALL,
   },
   host_forbidden: {
     title: 'The Keepsake host does not allow this extension',
     detail: 'The host manifest exists but its allowed_origins does not list this extension ID (or a browser policy blocks it).',
-    fix: 'keepsake-host install (the manifest does not list this extension ID)',
+    fix: 'keepsake-host install',
+    then: 'The host manifest does not list this extension ID; installing again adds it. Then reload the extension.',
   },
   host_exited: {
     title: 'The Keepsake host stopped',
@@ -351,12 +360,14 @@ const EXPLANATIONS = Object.freeze({
   too_large_outbound: {
     title: 'Too large to send to the host',
     detail: 'The browser refuses messages over 64 MiB to a native host.',
-    fix: 'keepsake-host import <file> (for large imports)',
+    fix: 'keepsake-host import FILE',
+    then: 'Import a file this large from a terminal: the CLI has no message size limit.',
   },
   protocol_mismatch: {
     title: 'The Keepsake host and the extension do not match',
     detail: 'The host speaks another protocol version; update both to the same release.',
-    fix: `Run ${INSTALL}`,
+    fix: INSTALL,
+    then: AFTER_INSTALL,
   },
   bad_request: {
     title: 'The host refused the request',
@@ -380,7 +391,8 @@ const EXPLANATIONS = Object.freeze({
   unknown_op: {
     title: 'The Keepsake host is older than the extension',
     detail: 'It does not know this operation.',
-    fix: `Run ${INSTALL}`,
+    fix: INSTALL,
+    then: AFTER_INSTALL,
   },
   db_corrupt: {
     title: 'The Keepsake database is damaged',
@@ -390,7 +402,8 @@ const EXPLANATIONS = Object.freeze({
   db_too_new: {
     title: 'The database was written by a newer Keepsake host',
     detail: 'Update the host before using this database.',
-    fix: `Run ${INSTALL}`,
+    fix: INSTALL,
+    then: AFTER_INSTALL,
   },
   image_rejected: {
     title: 'The image could not be used',
@@ -400,7 +413,8 @@ const EXPLANATIONS = Object.freeze({
   forbidden_origin: {
     title: 'The Keepsake host refused this extension',
     detail: 'Its ID is not registered with the host, so nothing is served.',
-    fix: 'keepsake-host install --extension-id <this extension\'s ID>',
+    fix: 'keepsake-host install --extension-id EXTENSION_ID',
+    then: 'EXTENSION_ID is this extension\'s ID (chrome://extensions shows it).',
   },
   disk_full: {
     title: 'The disk is full',
@@ -414,14 +428,22 @@ const EXPLANATIONS = Object.freeze({
  * the browser's own message appended) and the one command that fixes it (null when retrying is
  * the fix).
  * @param {{code?: string, message?: string, browserMessage?: string|null}|Error} err
- * @returns {{title: string, detail: string, fix: string|null}}
+ * @returns {{title: string, detail: string, fix: string|null, then: string|null}}
  */
 export function explainHostError(err) {
   const code = err?.code ?? ClientErrorCode.DISCONNECTED;
   const base = EXPLANATIONS[code] ?? { title: `Keepsake host error (${code})`, detail: '', fix: null };
   const said = err?.browserMessage || err?.message || '';
   const detail = said && said !== code ? joinSentences(base.detail, said) : base.detail;
-  return { title: base.title, detail, fix: base.fix };
+  // this extension's own ID, where the browser says it (the fix is then copied ready to run)
+  const id = globalThis.chrome?.runtime?.id;
+  let fix = base.fix;
+  let then = base.then ?? null;
+  if (fix && fix.includes('EXTENSION_ID') && typeof id === 'string' && id) {
+    fix = fix.replace('EXTENSION_ID', id);
+    then = null;
+  }
+  return { title: base.title, detail, fix, then };
 }
 
 function joinSentences(a, b) {

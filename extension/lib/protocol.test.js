@@ -131,10 +131,27 @@ test('explainHostError gives a title, a detail and the fix command', () => {
     assert.ok(x.fix === null || typeof x.fix === 'string', code);
   }
   const nf = explainHostError(new HostError('host_not_found', 'x', { browserMessage: 'Specified native messaging host not found.' }));
-  assert.match(nf.fix, /\.\/install\.sh \(or keepsake-host install\)/);
-  assert.match(nf.fix, /reload/);
+  // the fix is a command and nothing else (the Copy button copies it); the rest is in `then`
+  assert.equal(nf.fix, './install.sh');
+  assert.match(nf.then, /reload the extension/);
+  assert.match(nf.then, /--user-data-dir DIR needs keepsake-host install --user-data-dir DIR/);
   assert.match(nf.detail, /Specified native messaging host not found/);
-  assert.match(explainHostError({ code: 'host_forbidden' }).fix, /^keepsake-host install \(the manifest does not list this extension ID\)$/);
+  assert.equal(explainHostError({ code: 'host_forbidden' }).fix, 'keepsake-host install');
+  for (const code of [...HOST_ERROR_CODES, ...CLIENT_ERROR_CODES]) {
+    const { fix } = explainHostError({ code });
+    if (fix) assert.doesNotMatch(fix, /[()]|\bthen\b|^Run /, `${code}: a command, not a sentence: ${fix}`);
+  }
+  // this extension's ID filled in where the browser says it
+  const saved = globalThis.chrome;
+  globalThis.chrome = { runtime: { id: 'ejaedcjldiggibmnammkkoekohjgefkk' } };
+  try {
+    assert.deepEqual(
+      [explainHostError({ code: 'forbidden_origin' }).fix, explainHostError({ code: 'forbidden_origin' }).then],
+      ['keepsake-host install --extension-id ejaedcjldiggibmnammkkoekohjgefkk', null],
+    );
+  } finally {
+    globalThis.chrome = saved;
+  }
   assert.equal(explainHostError({ code: 'host_exited' }).fix, 'keepsake-host doctor');
   assert.equal(explainHostError({ code: 'host_io' }).fix, 'keepsake-host doctor');
   assert.equal(explainHostError({ code: 'db_corrupt' }).fix, 'keepsake-host doctor');

@@ -567,7 +567,7 @@ async function runChecks() {
     } catch (err) {
       const ex = explainHostError(err);
       add(false, `Connection: ${ex.title}. ${ex.detail}`);
-      if (ex.fix) add('info', `Fix: ${ex.fix}`);
+      if (ex.fix) add('info', `Fix: ${ex.fix}${ex.then ? ` — ${ex.then}` : ''}`);
     }
     if (hello) {
       add(hello.protocolVersion === PROTOCOL_VERSION, hello.protocolVersion === PROTOCOL_VERSION

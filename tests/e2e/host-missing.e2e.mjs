@@ -27,7 +27,9 @@ test('host not installed: banner with the browser text and the fix; the draft is
       assert.equal(await panel.getAttribute(tid('host-banner'), 'data-code'), 'host_not_found');
       assert.match(await panel.innerText(tid('host-banner-title')), /not installed/i);
       assert.ok((await panel.innerText(tid('host-banner-detail'))).includes(NOT_FOUND), 'the browser text is shown');
-      assert.match(await panel.innerText(tid('host-fix')), /keepsake-host install/);
+      // the fix is a command, copied as it is; where to run it (and the --user-data-dir form) beside it
+      assert.equal(await panel.innerText(tid('host-fix')), './install.sh');
+      assert.match(await panel.innerText(tid('host-fix-then')), /keepsake-host install --user-data-dir DIR/);
 
       // a draft with an image: Send fails fast and keeps both
       const draft = 'Please keep this draft while the host is missing';

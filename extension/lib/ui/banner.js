@@ -57,7 +57,8 @@ export function createBanner(el, { onRetry } = {}) {
       ? h('div', { class: 'banner-fix' },
           h('span', { class: 'banner-fix-label', text: 'Fix: ' }),
           h('code', { testid: 'host-fix', text: ex.fix }),
-          iconButton('copy', 'Copy command', { testid: 'host-fix-copy', on: { click: () => copyText(ex.fix) } }))
+          iconButton('copy', 'Copy command', { testid: 'host-fix-copy', on: { click: () => copyText(ex.fix) } }),
+          ex.then ? h('div', { class: 'banner-then', testid: 'host-fix-then', text: ex.then }) : null)
       : null;
     replaceChildren(el,
       h('div', { class: 'banner-text' },
