@@ -22,7 +22,7 @@ import { createEarlier } from './earlier.js';
 import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import { unplacedForks } from '../lib/ui/keeps.js';
 import { createTurnActions } from './turn-actions.js';
-import { createSwitcher } from './switcher.js';
+import { createSwitcher, chatModel } from './switcher.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -612,6 +612,21 @@ async function loadSession(id) {
   hideProgress();
   await refreshHistory();
   await resyncStream();
+  await useChatModel();
+}
+
+/** A loaded chat goes on with the provider and model its newest reply was written with (switcher.js chatModel). */
+async function useChatModel() {
+  try {
+    const s = await storage.settings.get({ keys: ['providers', 'activeProvider', 'activeModel'] });
+    const pick = chatModel(live.entries, s?.providers);
+    if (!pick || (pick.providerId === s.activeProvider && pick.model === s.activeModel)) return;
+    await storage.settings.set({ map: { activeProvider: pick.providerId, activeModel: pick.model } });
+    await loadConfig();
+    composer.showNote(`This chat goes on with ${pick.name} · ${pick.model}, as its last reply did.`);
+  } catch (err) {
+    report(err, 'Could not switch to the chat\'s model');
+  }
 }
 
 // ---- configuration (provider label) ---------------------------------------------------------------

@@ -134,3 +134,23 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
     },
   };
 }
+
+/**
+ * The provider and model a chat was answered with: its newest reply's `providerKey` ({name,
+ * model}, storage-model §2.2), when a provider card of that name still exists. Loading the chat
+ * switches to it, so each chat keeps its model.
+ * @param {object[]} entries the chat's entries (newest last)
+ * @param {object[]} providers the provider cards
+ * @returns {{providerId: string, name: string, model: string} | null}
+ */
+export function chatModel(entries, providers) {
+  for (let i = (Array.isArray(entries) ? entries.length : 0) - 1; i >= 0; i--) {
+    const e = entries[i];
+    if (e?.role !== 'assistant') continue;
+    const key = e.providerKey;
+    if (!key || typeof key.name !== 'string' || typeof key.model !== 'string' || !key.model) return null;
+    const card = (Array.isArray(providers) ? providers : []).find((p) => p && p.name === key.name);
+    return card ? { providerId: card.id, name: card.name, model: key.model } : null;
+  }
+  return null;
+}

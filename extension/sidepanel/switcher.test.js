@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { installFakeDom, fire, byTestId } from '../test-support/fake-dom.js';
 import { flush } from '../test-support/fakes.js';
 import { h } from '../lib/ui/dom.js';
-import { createSwitcher } from './switcher.js';
+import { createSwitcher, chatModel } from './switcher.js';
 
 let dom;
 beforeEach(() => {
@@ -102,4 +102,13 @@ test('with no provider the label opens Options', async () => {
   await settle();
   assert.equal(s.options(), 1);
   assert.equal(byTestId(document.body, 'switcher'), null);
+});
+
+test("chatModel: the newest reply's provider and model, while that provider card exists", () => {
+  const reply = (name, model) => ({ role: 'assistant', content: 'x', providerKey: { name, model } });
+  const entries = [{ role: 'user', content: 'q' }, reply('Local', 'llama3.2'), { role: 'user', content: 'q2' }, reply('Hosted', 'claude-y'), { role: 'user', content: 'q3' }];
+  assert.deepEqual(chatModel(entries, CARDS), { providerId: 'b', name: 'Hosted', model: 'claude-y' });
+  assert.equal(chatModel(entries, CARDS.filter((c) => c.id === 'a')), null, 'a deleted provider: no switch');
+  assert.equal(chatModel([{ role: 'user', content: 'q' }], CARDS), null, 'no reply yet');
+  assert.equal(chatModel([{ role: 'assistant', content: 'old reply without a key' }], CARDS), null);
 });

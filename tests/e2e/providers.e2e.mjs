@@ -18,6 +18,7 @@ import {
   streamStates,
   addProvider,
   activateProvider,
+  openDrawer,
 } from './panel.mjs';
 import { live, liveImages, setting } from './db.mjs';
 
@@ -197,7 +198,7 @@ test('Ping in Options: OK on the API; a named reason for an HTML page, a 404 and
   }
 });
 
-test('the panel switcher: the models the provider lists, or any name typed, go into the next request', { timeout: 120_000 }, async (t) => {
+test('the panel switcher: the models the provider lists, or any name typed, go into the next request; each chat keeps its model', { timeout: 120_000 }, async (t) => {
   const mock = await startMockLlm({ script: { text: 'Switched.', chunkSize: 8, delayMs: 2 } });
   try {
     await withKeepsake(t, {}, async (k) => {
@@ -233,6 +234,25 @@ test('the panel switcher: the models the provider lists, or any name typed, go i
       await waitFor(async () => ((await panel.innerText(tid('model-label'))) === 'Mock · my-finetune:7b' ? true : null), { timeoutMs: 10_000, what: 'the typed model' });
       assert.equal(await send('third'), 'my-finetune:7b');
       assert.equal(setting(k, 'activeModel'), 'my-finetune:7b');
+
+      // each chat keeps its model: a new chat on mock-model-2, then the first chat loaded again
+      const sid = k.sql('SELECT active_session_id AS id FROM live_state WHERE id = 1')[0].id;
+      await panel.click(tid('new-chat'));
+      await waitForBubbles(panel, (b) => b.length === 0, { timeoutMs: 10_000, what: 'a new chat' });
+      await panel.click(tid('model-label'));
+      await panel.fill(tid('switch-model'), 'mock-model-2');
+      await panel.click(tid('switch-apply'));
+      await waitFor(async () => ((await panel.innerText(tid('model-label'))) === 'Mock · mock-model-2' ? true : null), { timeoutMs: 10_000, what: 'mock-model-2' });
+      assert.equal(await send('in the second chat'), 'mock-model-2');
+      await openDrawer(panel);
+      await panel.locator(`${tid('session-row')}[data-id="${sid}"] ${tid('session-load')}`).click();
+      await waitFor(async () => ((await panel.innerText(tid('model-label'))) === 'Mock · my-finetune:7b' ? true : null), { timeoutMs: 10_000, what: "the first chat's model back" });
+      assert.match(await panel.innerText(tid('composer-note')), /This chat goes on with Mock · my-finetune:7b/);
+      const before = mock.requests.filter((r) => r.kind === 'chat').length;
+      await panel.fill(tid('composer-input'), 'back in the first chat');
+      await panel.click(tid('send'));
+      await waitFor(async () => (mock.requests.filter((r) => r.kind === 'chat').length > before ? true : null), { timeoutMs: 20_000, what: 'the request' });
+      assert.equal(mock.requests.filter((r) => r.kind === 'chat').pop().body.model, 'my-finetune:7b', 'the loaded chat goes on with its own model');
     });
   } finally {
     await mock.close();
