@@ -10,6 +10,7 @@ import { codeError, errorInfo } from './errors.js';
 import { pickProvider } from './provider.js';
 import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
 import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+import { pageUrl } from './site-cache.js';
 import { pickTurnImages, turnCaps } from '../lib/caps.js';
 
 /** Mozilla's Readability (vendor/package.json pins it; vendor/copy.mjs copies it here). */
@@ -36,13 +37,6 @@ function formatChangedSince(ts) {
   if (Number.isNaN(d.getTime())) return '';
   const p = (n) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
-}
-
-/** A URL without its fragment (`#t=42` is the same page). */
-function pageUrl(url) {
-  const u = String(url || '');
-  const i = u.indexOf('#');
-  return i < 0 ? u : u.slice(0, i);
 }
 
 /** A caption track's text is read up to this size (a feature film's WebVTT is about 100 KB). */
@@ -536,7 +530,7 @@ export function createPageAttach({
   async function videoOf(tabId, url, page) {
     const here = pageUrl(url);
     const cached = siteCache ? await siteCache.get(tabId).catch(() => null) : null;
-    if (cached?.page === here && cached.transcript) return { transcript: cached.transcript, video: cached.video ?? null };
+    if (here && cached?.page === here && cached.transcript) return { transcript: cached.transcript, video: cached.video ?? null };
     let video = null;
     let transcript = null;
     if (videoPlatform(url) === 'youtube') {

@@ -37,7 +37,7 @@ export function tabIdOfKey(key) {
  * @param {string|null|undefined} url
  * @returns {string|null}
  */
-function pageUrl(url) {
+export function pageUrl(url) {
   if (typeof url !== 'string' || !url) return null;
   const i = url.indexOf('#');
   return i < 0 ? url : url.slice(0, i);

@@ -328,7 +328,21 @@ function shownUrl(url) {
   }
 }
 
-/** Whether `url` is on this machine or the local network (where Ollama and LM Studio run). */
+/**
+ * Loopback hosts, where plain http never leaves the machine: `localhost` (and `*.localhost`),
+ * 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z). `hostname` as `URL` gives it (IPv6 in brackets).
+ */
+export function isLoopbackHost(hostname) {
+  let h = String(hostname ?? '').toLowerCase();
+  if (h.endsWith('.')) h = h.slice(0, -1);
+  if (h === 'localhost' || h.endsWith('.localhost')) return true;
+  if (h === '[::1]') return true;
+  if (h.startsWith('[::ffff:7f')) return true; // ::ffff:127.x.y.z, as the URL parser writes it
+  const parts = h.split('.');
+  return parts.length === 4 && parts[0] === '127' && parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255);
+}
+
+/** Whether `url` is on this machine (isLoopbackHost) or the local network (where Ollama and LM Studio run). */
 export function isLocalAddress(url) {
   let host = '';
   try {
@@ -336,10 +350,10 @@ export function isLocalAddress(url) {
   } catch {
     return false;
   }
-  if (host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.local') || host === '[::1]') return true;
+  if (isLoopbackHost(host) || host.endsWith('.local')) return true;
   const o = host.split('.').map(Number);
   if (o.length !== 4 || o.some((n) => !Number.isInteger(n) || n < 0 || n > 255)) return false;
-  return o[0] === 127 || o[0] === 10 || (o[0] === 192 && o[1] === 168) || (o[0] === 172 && o[1] >= 16 && o[1] <= 31);
+  return o[0] === 10 || (o[0] === 192 && o[1] === 168) || (o[0] === 172 && o[1] >= 16 && o[1] <= 31);
 }
 
 /** Ollama's note on browser origins (a local server that refuses the extension answers 403 or not at all). */

@@ -137,6 +137,9 @@ const AUDIT = {
     '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('entries.isImageRef'),
     '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('entries.redactUrl'),
   },
+  'lib/llm.js': {
+    '/^\\d{1,3}$/': CASE('providers.insecureBaseUrlWarning'),
+  },
   'lib/markdown.js': {
     '/^\\s$/u': CASE('markdown.parseInline'),
     '/^[\\p{P}\\p{S}]$/u': CASE('markdown.parseInline'),
@@ -178,7 +181,6 @@ const AUDIT = {
   'options/providers.js': {
     '/[,_\\s]/g': CASE('providers.parseWholeNumber'),
     '/^\\d+$/': CASE('providers.parseWholeNumber'),
-    '/^\\d{1,3}$/': CASE('providers.insecureBaseUrlWarning'),
   },
   'sidepanel/composer.js': {
     '/^image\\//i': SAFE("a file's MIME type from the browser; anchored literal"),

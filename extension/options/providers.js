@@ -1,6 +1,6 @@
 // Provider cards and settings validation for the options page. Pure (no DOM, no chrome.*).
 
-import { isLocalAddress } from '../lib/llm.js';
+import { isLocalAddress, isLoopbackHost } from '../lib/llm.js';
 
 export const KINDS = Object.freeze([
   { value: 'chat', label: 'OpenAI-compatible (chat completions)' },
@@ -89,20 +89,6 @@ export function validateCard(card, others = []) {
   }
   if (!c.model) errors.model = 'Enter a model name.';
   return errors;
-}
-
-/**
- * Loopback hosts, where plain http never leaves the machine: `localhost` (and `*.localhost`),
- * 127.0.0.0/8 and ::1 (also as ::ffff:127.x.y.z). `hostname` as `URL` gives it (IPv6 in brackets).
- */
-function isLoopbackHost(hostname) {
-  let h = String(hostname ?? '').toLowerCase();
-  if (h.endsWith('.')) h = h.slice(0, -1);
-  if (h === 'localhost' || h.endsWith('.localhost')) return true;
-  if (h === '[::1]') return true;
-  if (h.startsWith('[::ffff:7f')) return true; // ::ffff:127.x.y.z, as the URL parser writes it
-  const parts = h.split('.');
-  return parts.length === 4 && parts[0] === '127' && parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255);
 }
 
 /**

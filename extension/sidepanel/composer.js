@@ -54,7 +54,9 @@ export function createComposer({
   const saveHost = async () => {
     if (!hostDraft) return;
     const text = input.value.trim() ? input.value : '';
-    if (text === hostText) return;
+    // an empty composer removes only a draft this panel wrote or restored, never one another
+    // panel keeps there that this one has not seen
+    if (text === hostText || (!text && !hostText)) return;
     try {
       await hostDraft.save(text);
       hostText = text;
