@@ -5,8 +5,8 @@
 // `chrome.i18n.getMessage`, which is synchronous, so no page waits for its words. Outside a browser
 // (node tests) the catalogue is read from disk: English unless a test calls `useLocale`.
 //
-//   t('sendButton')                    → "Send"
-//   t('sessionsSaved', String(3))      → "3 sessions saved"   ($1 … $9 in the message are substitutions)
+//   t('actionTitle')                   → "Open Keepsake"
+//   t('someKey', 3)                    → the message with $1 replaced by 3 ($1 … $9 are substitutions)
 //   localize(document)                 fills [data-i18n], [data-i18n-title], [data-i18n-placeholder],
 //                                      [data-i18n-aria-label] from the catalogue
 //   uiLocale()                         → 'zh-CN': the BCP 47 tag dates and numbers are formatted with
