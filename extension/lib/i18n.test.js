@@ -75,6 +75,7 @@ test('every t() key in the code is in the catalogue', () => {
   const unknown = [];
   const dynamic = [];
   for (const f of sourceFiles(['.js'])) {
+    if (f === path.join('lib', 'i18n.js')) continue;
     const lines = read(f).split('\n');
     lines.forEach((line, i) => {
       if (/^\s*(\/\/|\*|\/\*)/.test(line)) return;
