@@ -105,7 +105,11 @@ export function proseLiterals(line) {
     if (/^(https?:|[a-z-]+:\/\/)/.test(stat)) continue;
     const tokens = stat.split(/\s+/);
     const words = tokens.filter((w) => /^[(\u201c"]?[A-Za-z][a-z\u2019']+[)\u201d",.;:!?\u2026]*$/.test(w));
-    const label = tokens.length === 1 && /^[A-Z][a-z]+[.\u2026:]?$/.test(stat) && /\b(text|title|label|placeholder|alt)\b/.test(line);
+    // one capitalised word is a label ('Rename', 'Delete', `Load “${name}”`), except where code compares
+    // it with a key name or a header
+    const capital = words.some((w) => /^[(\u201c"]?[A-Z][a-z]/.test(w));
+    const compared = /(===?|!==?|case|key|\.code)\s*\(?\s*$/.test(before);
+    const label = capital && !compared && (tokens.length === 1 || m[3] !== undefined);
     if (words.length >= 2 || label) out.push(s);
   }
   return out;
@@ -166,6 +170,9 @@ test('the static pages name only keys of the catalogue', () => {
 test('the literal scanner finds words and leaves technical strings alone', () => {
   assert.deepEqual(proseLiterals(`h('p', { text: 'No chats yet.' })`), ['No chats yet.']);
   assert.deepEqual(proseLiterals(`b.title = 'Copy';`), ['Copy']);
+  assert.deepEqual(proseLiterals(`iconButton('edit', 'Rename', {})`), ['Rename']);
+  assert.deepEqual(proseLiterals('h(\'b\', { title: `Load “${name}”` })'), ['Load “${name}”']);
+  assert.deepEqual(proseLiterals(`if (e.key === 'Escape') close();`), []);
   assert.deepEqual(proseLiterals('const m = `Saved ${n} chats`;'), ['Saved ${n} chats']);
   assert.deepEqual(proseLiterals(`h('div', { class: 'btn btn-small' })`), []);
   assert.deepEqual(proseLiterals(`send('history.get', { upTo: 3 })`), []);

@@ -4,6 +4,7 @@
 // export (Markdown / JSON), import (asks before taking any setting: import-confirm.js), and the
 // "Recently deleted" view: the trash, with Restore, Delete for good and Empty trash.
 
+import { t, formatNumber } from '../lib/i18n.js';
 import { h, icon, iconButton, replaceChildren, debounce, downloadText, readAsText } from '../lib/ui/dom.js';
 import { highlightSegments, normalizeQuery } from './snippet.js';
 import { exportFilename, safeFilename, mimeForFormat } from './export-name.js';
@@ -19,7 +20,7 @@ function highlighted(text, query, cls) {
   return h('span', { class: cls }, highlightSegments(text, query).map((s) => (s.match ? h('mark', { text: s.text }) : document.createTextNode(s.text))));
 }
 
-const chats = (n) => `${n} chat${n === 1 ? '' : 's'}`;
+const chats = (n) => (n === 1 ? t('drawerChatsOne') : t('drawerChatsMany', formatNumber(n)));
 
 /**
  * createDrawer({el, toggleButton, storage, onLoad(id) → Promise, report(err, what) → string,
@@ -98,7 +99,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       query = q;
       renderList();
     } catch (err) {
-      if (my === seq) fail(err, 'Could not list chats');
+      if (my === seq) fail(err, t('drawerListFailed'));
     } finally {
       if (my === seq) list.removeAttribute('aria-busy');
     }
@@ -110,7 +111,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     const bg = getBgOrigins?.() || new Set();
     updateCurrentTools();
     if (rows.length === 0) {
-      replaceChildren(list, h('li', { class: 'session-empty', testid: 'session-empty', text: query ? `No chat matches “${query}”.` : 'No chats yet. Every chat you start is kept here.' }));
+      replaceChildren(list, h('li', { class: 'session-empty', testid: 'session-empty', text: query ? t('drawerNoMatch', query) : t('drawerNoChats') }));
       return;
     }
     replaceChildren(list, rows.map((row) => buildRow(row, activeId, bg)));
@@ -124,14 +125,14 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     const row = activeId ? rows.find((r) => r.id === activeId) : null;
     const pinned = row ? !!row.pinned : activeId ? pinButton.getAttribute('aria-pressed') === 'true' : false;
     pinButton.setAttribute('aria-pressed', pinned ? 'true' : 'false');
-    pinButton.title = pinned ? 'Unpin the current chat' : 'Pin the current chat (the chat limit never moves it out)';
+    pinButton.title = pinned ? t('drawerUnpinTitle') : t('drawerPinTitle');
     const label = pinButton.querySelector('.label');
-    if (label) label.textContent = pinned ? 'Unpin' : 'Pin';
+    if (label) label.textContent = pinned ? t('drawerUnpin') : t('drawerPin');
   }
 
   function buildRow(row, activeId, bg) {
     const active = !!activeId && row.id === activeId;
-    const name = row.name || '(untitled)';
+    const name = row.name || t('drawerUntitled');
     const count = Number.isFinite(row.entryCount) ? messagesText(row.entryCount) : '';
     const sub = [formatWhen(row.createdAt), count].filter(Boolean).join(' · ');
     const li = h('li', {
@@ -141,28 +142,28 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     });
     const nameEl = highlighted(name, query, 'session-name');
     const main = h('button', {
-      type: 'button', class: 'session-main', testid: 'session-load', title: `Load “${name}”`,
+      type: 'button', class: 'session-main', testid: 'session-load', title: t('drawerLoadTitle', name),
       on: { click: () => load(row, main) },
     },
     h('span', { class: 'session-line' },
-      row.pinned ? h('span', { class: 'pin-mark', 'aria-label': 'Pinned', title: 'Pinned' }, icon('pin')) : null,
+      row.pinned ? h('span', { class: 'pin-mark', 'aria-label': t('drawerPinned'), title: t('drawerPinned') }, icon('pin')) : null,
       nameEl,
-      active ? h('span', { class: 'badge', testid: 'session-active', text: 'Current' }) : null,
-      bg.has(row.id) ? h('span', { class: 'bg-dot', testid: 'session-bg', title: 'A reply is still being written into this chat', 'aria-label': 'Reply in progress' }) : null),
+      active ? h('span', { class: 'badge', testid: 'session-active', text: t('drawerCurrent') }) : null,
+      bg.has(row.id) ? h('span', { class: 'bg-dot', testid: 'session-bg', title: t('drawerBgTitle'), 'aria-label': t('drawerBgLabel') }) : null),
     h('span', { class: 'session-sub', text: sub }),
-    row.contentMatch === true ? h('span', { class: 'session-hint', testid: 'session-hint', text: 'Match in messages' }) : null,
-    row.contentMatch === false ? h('span', { class: 'session-hint', testid: 'session-hint', text: 'Match in name' }) : null,
+    row.contentMatch === true ? h('span', { class: 'session-hint', testid: 'session-hint', text: t('drawerMatchMessages') }) : null,
+    row.contentMatch === false ? h('span', { class: 'session-hint', testid: 'session-hint', text: t('drawerMatchName') }) : null,
     row.contentMatch === true && typeof row.snippet === 'string' ? highlighted(row.snippet, query, 'session-snippet') : null);
     const snippetEl = main.querySelector('.session-snippet');
     if (snippetEl) snippetEl.setAttribute('data-testid', 'session-snippet');
 
     const actions = h('div', { class: 'session-actions' },
-      iconButton('pin', row.pinned ? 'Unpin' : 'Pin', { testid: 'session-pin', 'aria-pressed': row.pinned ? 'true' : 'false', class: `icon-btn${row.pinned ? ' on' : ''}`, on: { click: (e) => pin(row, e.currentTarget) } }),
-      iconButton('edit', 'Rename', { testid: 'session-rename', on: { click: () => startRename(li, row) } }),
+      iconButton('pin', row.pinned ? t('drawerUnpin') : t('drawerPin'), { testid: 'session-pin', 'aria-pressed': row.pinned ? 'true' : 'false', class: `icon-btn${row.pinned ? ' on' : ''}`, on: { click: (e) => pin(row, e.currentTarget) } }),
+      iconButton('edit', t('drawerRename'), { testid: 'session-rename', on: { click: () => startRename(li, row) } }),
       // the two export formats named, not drawn ("{ }" said nothing to most people)
-      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-md', 'aria-label': 'Export as Markdown', title: 'Export as Markdown (to read or share)', text: 'MD', on: { click: (e) => exportRows([row], 'markdown', e.currentTarget) } }),
-      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-json', 'aria-label': 'Export as JSON', title: 'Export as JSON (everything, to import again)', text: 'JSON', on: { click: (e) => exportRows([row], 'json', e.currentTarget) } }),
-      iconButton('trash', 'Delete', { testid: 'session-delete', on: { click: () => confirmInRow(li, `Delete “${name}”? It goes to Recently deleted.`, 'Delete', () => remove(row, active)) } }));
+      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-md', 'aria-label': t('drawerExportMd'), title: t('drawerExportMdTitle'), text: 'MD', on: { click: (e) => exportRows([row], 'markdown', e.currentTarget) } }),
+      h('button', { type: 'button', class: 'icon-btn text-btn', testid: 'export-json', 'aria-label': t('drawerExportJson'), title: t('drawerExportJsonTitle'), text: 'JSON', on: { click: (e) => exportRows([row], 'json', e.currentTarget) } }),
+      iconButton('trash', t('drawerDelete'), { testid: 'session-delete', on: { click: () => confirmInRow(li, t('drawerDeleteConfirm', name), t('drawerDelete'), () => remove(row, active)) } }));
     li.append(main, actions);
     return li;
   }
@@ -171,7 +172,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   function confirmInline(container, question, yesLabel, onYes, { before = null } = {}) {
     container.querySelector('.confirm')?.remove();
     const yes = h('button', { type: 'button', class: 'btn btn-danger btn-small', testid: 'confirm-yes', text: yesLabel });
-    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: 'Cancel' });
+    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: t('drawerCancel') });
     const box = h('div', { class: 'confirm', role: 'alertdialog', 'aria-label': question, testid: 'confirm' }, h('span', { text: question }), no, yes);
     no.addEventListener('click', () => box.remove());
     box.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.stopPropagation(); box.remove(); } });
@@ -193,7 +194,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
         setStatus('');
         close();
       } catch (err) {
-        fail(err, `Could not load “${row.name}”`);
+        fail(err, t('drawerLoadFailed', row.name));
       }
     });
   }
@@ -208,7 +209,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
         const again = [...list.querySelectorAll('[data-testid="session-row"]')].find((li) => li.dataset.id === row.id);
         (again?.querySelector('[data-testid="session-pin"]') ?? search).focus();
       } catch (err) {
-        fail(err, 'Could not change the pin');
+        fail(err, t('drawerPinFailed'));
       }
     });
   }
@@ -216,18 +217,18 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   function startRename(li, row) {
     const nameEl = li.querySelector('.session-name');
     if (!nameEl || li.querySelector('.rename-input')) return;
-    const input = h('input', { type: 'text', class: 'rename-input', testid: 'session-rename-input', 'aria-label': 'Chat name', maxLength: 80, value: row.name || '' });
+    const input = h('input', { type: 'text', class: 'rename-input', testid: 'session-rename-input', 'aria-label': t('drawerChatName'), maxLength: 80, value: row.name || '' });
     const main = li.querySelector('.session-main');
     const form = h('form', { class: 'rename-form' }, input,
-      h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'session-rename-save', text: 'Save' }),
-      h('button', { type: 'button', class: 'btn btn-small', testid: 'session-rename-cancel', text: 'Cancel', on: { click: () => done() } }));
+      h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'session-rename-save', text: t('drawerSave') }),
+      h('button', { type: 'button', class: 'btn btn-small', testid: 'session-rename-cancel', text: t('drawerCancel'), on: { click: () => done() } }));
     // the row's buttons step aside while the name is edited (at 400 px they left the field a sliver)
     const rowActions = li.querySelector('.session-actions');
     const done = () => { form.remove(); main.hidden = false; if (rowActions) rowActions.hidden = false; };
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const name = input.value.trim();
-      if (!name) { setStatus('A chat name cannot be blank.', 'error', 'rename-error'); input.focus(); return; }
+      if (!name) { setStatus(t('drawerNameBlank'), 'error', 'rename-error'); input.focus(); return; }
       try {
         await storage.sessions.rename({ id: row.id, name });
         done();
@@ -235,7 +236,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
         if (row.id === getActiveId()) onChanged?.({ renamed: row.id });
         await refresh();
       } catch (err) {
-        fail(err, 'Could not rename');
+        fail(err, t('drawerRenameFailed'));
       }
     });
     input.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); done(); } });
@@ -250,31 +251,31 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     try {
       const r = await storage.sessions.delete({ id: row.id });
       if (r?.deleted) {
-        setStatus(`Moved “${row.name}” to Recently deleted.`, 'info', 'delete-result', {
-          text: 'Undo', testid: 'delete-undo', onClick: () => restore({ id: row.id, name: row.name }),
+        setStatus(t('drawerMovedToTrash', row.name), 'info', 'delete-result', {
+          text: t('drawerUndo'), testid: 'delete-undo', onClick: () => restore({ id: row.id, name: row.name }),
         });
       } else {
-        setStatus(`“${row.name}” was already gone.`, 'info', 'delete-result');
+        setStatus(t('drawerAlreadyGone', row.name), 'info', 'delete-result');
       }
       // Deleting the loaded chat empties the live history (the host did it): show the empty chat now.
       if (wasActive || row.id === getActiveId()) onChanged?.({ deletedActive: row.id });
       await refresh();
     } catch (err) {
-      fail(err, 'Could not delete');
+      fail(err, t('drawerDeleteFailed'));
     }
   }
 
   async function exportRows(items, format, button) {
-    if (items.length === 0) { setStatus('There are no chats to export.'); return; }
+    if (items.length === 0) { setStatus(t('drawerNothingToExport')); return; }
     await busy(button, async () => {
       try {
         const r = await storage.sessions.export({ ids: items.map((x) => x.id), format });
         const fallback = exportFilename({ name: items[0].name, format, count: items.length });
         const filename = safeFilename(r?.filename, fallback);
         downloadText(filename, String(r?.text ?? ''), mimeForFormat(format));
-        setStatus(`Exported ${filename}`, 'info', 'export-result');
+        setStatus(t('drawerExported', filename), 'info', 'export-result');
       } catch (err) {
-        fail(err, 'Export failed');
+        fail(err, t('drawerExportFailed'));
       }
     });
   }
@@ -291,26 +292,26 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
 
   function nameCurrent() {
     const id = getActiveId();
-    if (!id) { setStatus('Nothing to name yet: this chat is empty.', 'info', 'name-result'); return; }
+    if (!id) { setStatus(t('drawerNothingToName'), 'info', 'name-result'); return; }
     const old = el.querySelector('.name-form');
     if (old) { old.querySelector('input').focus(); return; }
     const current = rows.find((r) => r.id === id)?.name || getActiveName?.() || '';
-    const input = h('input', { type: 'text', class: 'rename-input', testid: 'name-input', 'aria-label': 'Name of the current chat', maxLength: 80, value: current });
+    const input = h('input', { type: 'text', class: 'rename-input', testid: 'name-input', 'aria-label': t('drawerCurrentName'), maxLength: 80, value: current });
     const form = h('form', { class: 'rename-form name-form', testid: 'name-form' }, input,
-      h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'name-save', text: 'Save' }),
-      h('button', { type: 'button', class: 'btn btn-small', testid: 'name-cancel', text: 'Cancel', on: { click: () => form.remove() } }));
+      h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'name-save', text: t('drawerSave') }),
+      h('button', { type: 'button', class: 'btn btn-small', testid: 'name-cancel', text: t('drawerCancel'), on: { click: () => form.remove() } }));
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       const name = input.value.trim();
-      if (!name) { setStatus('A chat name cannot be blank.', 'error', 'rename-error'); input.focus(); return; }
+      if (!name) { setStatus(t('drawerNameBlank'), 'error', 'rename-error'); input.focus(); return; }
       try {
         await storage.sessions.rename({ id, name });
         form.remove();
-        setStatus(`Named this chat “${name}”.`, 'info', 'name-result');
+        setStatus(t('drawerNamed', name), 'info', 'name-result');
         onChanged?.({ renamed: id });
         await refresh();
       } catch (err) {
-        fail(err, 'Could not name this chat');
+        fail(err, t('drawerNameFailed'));
       }
     });
     input.addEventListener('keydown', (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); form.remove(); nameButton.focus(); } });
@@ -323,12 +324,12 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     await busy(pinButton, async () => {
       try {
         const row = await currentRow();
-        if (!row) { setStatus('Nothing to pin yet: this chat is empty.', 'info', 'pin-result'); return; }
+        if (!row) { setStatus(t('drawerNothingToPin'), 'info', 'pin-result'); return; }
         await storage.sessions.pin({ id: row.id, pinned: !row.pinned });
-        setStatus(row.pinned ? `Unpinned “${row.name}”.` : `Pinned “${row.name}”.`, 'info', 'pin-result');
+        setStatus(row.pinned ? t('drawerUnpinnedName', row.name) : t('drawerPinnedName', row.name), 'info', 'pin-result');
         await refresh();
       } catch (err) {
-        fail(err, 'Could not change the pin');
+        fail(err, t('drawerPinFailed'));
       }
     });
   }
@@ -337,7 +338,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   async function importFile(file) {
     if (!file) return;
     if (file.size > MAX_IMPORT_BYTES) {
-      setStatus([`${file.name} is over 512 MiB, more than the side panel reads at once.`, `Import it in a terminal: keepsake-host import "${file.name}"`], 'error', 'import-result');
+      setStatus([t('drawerImportTooBig', file.name), t('drawerImportInTerminal', `keepsake-host import "${file.name}"`)], 'error', 'import-result');
       return;
     }
     await busy(importButton, async () => {
@@ -345,27 +346,27 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       try {
         doc = JSON.parse(await readAsText(file));
       } catch (err) {
-        setStatus(`${file.name} is not valid JSON: ${err?.message || err}`, 'error', 'import-result');
+        setStatus(t('drawerImportNotJson', file.name, err?.message || err), 'error', 'import-result');
         return;
       }
       if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
-        setStatus(`${file.name} is not a Keepsake export (expected a JSON object).`, 'error', 'import-result');
+        setStatus(t('drawerImportNotExport', file.name), 'error', 'import-result');
         return;
       }
-      setStatus(`Reading ${file.name}…`);
+      setStatus(t('drawerReadingFile', file.name));
       try {
         const ask = (preview) => {
           setStatus('');
           return askImportSettings({ container: status.parentElement, before: status, preview, fileName: file.name });
         };
-        const progress = (i, n) => setStatus(`Importing ${file.name}: piece ${i + 1} of ${n}…`);
+        const progress = (i, n) => setStatus(t('drawerImportingPiece', file.name, formatNumber(i + 1), formatNumber(n)));
         const r = await importWithPreview({ storage, doc, ask, progress });
-        if (r.cancelled) { setStatus(`Import of ${file.name} cancelled; nothing was changed.`, 'info', 'import-result'); return; }
-        setStatus([`Imported ${file.name}.`, ...describeImportResult(r.result)], 'info', 'import-result');
+        if (r.cancelled) { setStatus(t('drawerImportCancelled', file.name), 'info', 'import-result'); return; }
+        setStatus([t('drawerImported', file.name), ...describeImportResult(r.result)], 'info', 'import-result');
         onChanged?.({ imported: true });
         await refresh();
       } catch (err) {
-        setStatus(report(err, `Import of ${file.name} failed`), 'error', 'import-result');
+        setStatus(report(err, t('drawerImportFailed', file.name)), 'error', 'import-result');
       }
     });
   }
@@ -381,17 +382,17 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       if (Number.isInteger(r?.trashDays) && r.trashDays >= 1) trashDays = r.trashDays;
       renderTrash();
     } catch (err) {
-      if (my === trashSeq) fail(err, 'Could not read Recently deleted');
+      if (my === trashSeq) fail(err, t('drawerTrashReadFailed'));
     } finally {
       if (my === trashSeq) trashList.removeAttribute('aria-busy');
     }
   }
 
   function renderTrash() {
-    trashHint.textContent = `Deleted chats and messages stay here for ${trashDays} day${trashDays === 1 ? '' : 's'}, then they are deleted for good.`;
+    trashHint.textContent = trashDays === 1 ? t('drawerTrashHintOne') : t('drawerTrashHint', formatNumber(trashDays));
     trashEmpty.disabled = trashItems.length === 0;
     if (trashItems.length === 0) {
-      replaceChildren(trashList, h('li', { class: 'session-empty', testid: 'trash-none', text: 'Nothing here.' }));
+      replaceChildren(trashList, h('li', { class: 'session-empty', testid: 'trash-none', text: t('drawerTrashNone') }));
       return;
     }
     const now = Date.now();
@@ -399,18 +400,18 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   }
 
   function buildTrashRow(item, now) {
-    const t = trashRowText(item, now);
+    const it = trashRowText(item, now);
     const li = h('li', { class: 'session-row trash-row', testid: 'trash-row', dataset: { id: item.id, kind: item.kind, reason: item.reason } });
     const main = h('div', { class: 'session-main trash-main' },
       h('span', { class: 'session-line' },
-        item.pinned ? h('span', { class: 'pin-mark', 'aria-label': 'Pinned', title: 'Pinned' }, icon('pin')) : null,
-        h('span', { class: 'session-name', testid: 'trash-name', text: t.name })),
-      h('span', { class: 'session-sub', testid: 'trash-reason', text: `${t.reason} · ${t.count}` }),
-      t.from ? h('span', { class: 'session-sub', testid: 'trash-from', text: t.from }) : null,
-      h('span', { class: 'session-sub', testid: 'trash-when', text: `${t.deleted} · ${t.expires}` }));
+        item.pinned ? h('span', { class: 'pin-mark', 'aria-label': t('drawerPinned'), title: t('drawerPinned') }, icon('pin')) : null,
+        h('span', { class: 'session-name', testid: 'trash-name', text: it.name })),
+      h('span', { class: 'session-sub', testid: 'trash-reason', text: `${it.reason} · ${it.count}` }),
+      it.from ? h('span', { class: 'session-sub', testid: 'trash-from', text: it.from }) : null,
+      h('span', { class: 'session-sub', testid: 'trash-when', text: `${it.deleted} · ${it.expires}` }));
     const actions = h('div', { class: 'session-actions trash-actions' },
-      h('button', { type: 'button', class: 'btn btn-small', testid: 'trash-restore', text: 'Restore', title: `Bring back “${t.name}”`, on: { click: (e) => busy(e.currentTarget, () => restore(item)) } }),
-      h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', testid: 'trash-purge', text: 'Delete for good', on: { click: () => confirmInRow(li, `Delete “${t.name}” for good? This cannot be undone.`, 'Delete for good', () => purge(item)) } }));
+      h('button', { type: 'button', class: 'btn btn-small', testid: 'trash-restore', text: t('drawerRestore'), title: t('drawerRestoreTitle', it.name), on: { click: (e) => busy(e.currentTarget, () => restore(item)) } }),
+      h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', testid: 'trash-purge', text: t('drawerPurge'), on: { click: () => confirmInRow(li, t('drawerPurgeConfirm', it.name), t('drawerPurge'), () => purge(item)) } }));
     li.append(main, actions);
     return li;
   }
@@ -418,12 +419,12 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   async function restore(item) {
     try {
       const r = await storage.trash.restore({ id: item.id });
-      const name = item.name || '(untitled)';
-      setStatus(r?.kind === 'entries' ? `Restored “${name}” as a chat of its own.` : `Restored “${name}”.`, 'info', 'trash-result');
+      const name = item.name || t('drawerUntitled');
+      setStatus(r?.kind === 'entries' ? t('drawerRestoredEntries', name) : t('drawerRestored', name), 'info', 'trash-result');
       onChanged?.({ restored: r?.sessionId || item.id });
     } catch (err) {
-      if (err?.code === 'not_found') setStatus(`“${item.name}” is no longer in Recently deleted.`, 'info', 'trash-result');
-      else fail(err, 'Could not restore');
+      if (err?.code === 'not_found') setStatus(t('drawerNotInTrash', item.name), 'info', 'trash-result');
+      else fail(err, t('drawerRestoreFailed'));
     }
     if (trashOpen) await refreshTrash();
     else await refresh();
@@ -432,10 +433,10 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   async function purge(item) {
     try {
       await storage.trash.purge({ id: item.id });
-      setStatus(`Deleted “${item.name}” for good.`, 'info', 'trash-result');
+      setStatus(t('drawerPurged', item.name), 'info', 'trash-result');
     } catch (err) {
-      if (err?.code === 'not_found') setStatus(`“${item.name}” was already gone.`, 'info', 'trash-result');
-      else fail(err, 'Could not delete for good');
+      if (err?.code === 'not_found') setStatus(t('drawerAlreadyGone', item.name), 'info', 'trash-result');
+      else fail(err, t('drawerPurgeFailed'));
     }
     await refreshTrash();
   }
@@ -443,12 +444,12 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   function emptyTrash() {
     const n = trashItems.length;
     if (n === 0) return;
-    confirmInline(trashView, `Delete all ${n} item${n === 1 ? '' : 's'} in Recently deleted for good? This cannot be undone.`, 'Empty trash', async () => {
+    confirmInline(trashView, n === 1 ? t('drawerEmptyTrashConfirmOne') : t('drawerEmptyTrashConfirm', formatNumber(n)), t('drawerEmptyTrash'), async () => {
       try {
         const r = await storage.trash.purge({ all: true });
         const purged = Number(r?.purged) || 0;
-        setStatus(`Deleted ${purged} item${purged === 1 ? '' : 's'} for good.`, 'info', 'trash-result');
-      } catch (err) { fail(err, 'Could not empty the trash'); }
+        setStatus(purged === 1 ? t('drawerPurgedOne') : t('drawerPurgedMany', formatNumber(purged)), 'info', 'trash-result');
+      } catch (err) { fail(err, t('drawerEmptyTrashFailed')); }
       await refreshTrash();
     }, { before: trashList });
   }
@@ -456,8 +457,8 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   function showTrash(on) {
     trashOpen = on;
     trashToggle.setAttribute('aria-pressed', on ? 'true' : 'false');
-    trashToggle.querySelector('.label').textContent = on ? 'Back to chats' : 'Recently deleted';
-    title.textContent = on ? 'Recently deleted' : 'Chats';
+    trashToggle.querySelector('.label').textContent = on ? t('drawerBackToChats') : t('drawerTrash');
+    title.textContent = on ? t('drawerTrash') : t('panelChats');
     trashView.hidden = !on;
     list.hidden = on;
     searchBox.hidden = on;
@@ -514,16 +515,16 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     try {
       const all = normalizeQuery(search.value) ? await storage.sessions.list({}) : rows;
       await exportRows(all, 'json', btn);
-    } catch (err) { fail(err, 'Export failed'); }
+    } catch (err) { fail(err, t('drawerExportFailed')); }
   });
-  clearAllButton.addEventListener('click', () => confirmInline(status.parentElement, `Move all ${allCount ? chats(allCount) : 'chats'}, pinned ones included, to Recently deleted? The current chat empties.`, 'Move all', async () => {
+  clearAllButton.addEventListener('click', () => confirmInline(status.parentElement, allCount ? t('drawerClearAllConfirm', chats(allCount)) : t('drawerClearAllConfirmAny'), t('drawerMoveAll'), async () => {
     try {
       const r = await storage.sessions.clearAll();
       const n = Number(r?.deleted) || 0;
-      setStatus(`Moved ${chats(n)} to Recently deleted.`, 'info', 'clear-result');
+      setStatus(t('drawerClearedN', chats(n)), 'info', 'clear-result');
       onChanged?.({ deletedActive: getActiveId() || '' });
       await refresh();
-    } catch (err) { fail(err, 'Could not clear the chats'); }
+    } catch (err) { fail(err, t('drawerClearFailed')); }
   }, { before: status }));
   importButton.addEventListener('click', () => importInput.click());
   importInput.addEventListener('change', async () => {
