@@ -100,7 +100,7 @@ export function proseLiterals(line) {
     const s = m[1] ?? m[2] ?? m[3];
     const before = line.slice(0, m.index);
     // class names, selectors, element names
-    if (/(\bclass|className|classList\.\w+\(|querySelector(All)?\(|closest\(|matches\(|createElement(NS)?\()\s*[:=(]?\s*$/.test(before)) continue;
+    if (/(\bclass|\brel|className|classList\.\w+\(|querySelector(All)?\(|closest\(|matches\(|createElement(NS)?\()\s*[:=(]?\s*$/.test(before)) continue;
     const stat = s.replace(/\$\{[^}]*\}/g, ' ').replace(/\\n/g, ' ').trim();
     if (/^(https?:|[a-z-]+:\/\/)/.test(stat)) continue;
     const tokens = stat.split(/\s+/);

@@ -6,7 +6,7 @@
 // sidepanel.js turns the reply into the result or the error with bridge.js `replyToResult` and
 // renders it. Changes that land between this read and the events port's greeting are caught by a
 // `history.meta` check in sidepanel.js (changeSeq).
-'use strict';
+'use strict'; // i18n-ok: a directive
 
 (() => {
   let history = null;

@@ -4,6 +4,7 @@
 // closing in the host (the setting `composerDraft`: its text). What is being sent stays in the
 // composer until the worker confirmed it; on any failure nothing is lost.
 
+import { t } from '../lib/i18n.js';
 import { pickTurnImages } from '../lib/caps.js';
 import { h, iconButton, replaceChildren, debounce, readAsDataUrl } from '../lib/ui/dom.js';
 import { DRAFT_KEY, draftToStore, draftFromStore, draftAfterSend, canSend, refusalNote } from './draft.js';
@@ -146,8 +147,8 @@ export function createComposer({
 
   function renderTray() {
     replaceChildren(tray, images.map((url, i) => h('div', { class: 'tray-item', testid: 'tray-item' },
-      h('img', { src: url, alt: `Image ${i + 1} to send` }),
-      iconButton('x', `Remove image ${i + 1}`, { class: 'icon-btn tray-x', testid: 'tray-remove', on: { click: () => removeImage(i) } }))));
+      h('img', { src: url, alt: t('composerImageToSend', i + 1) }),
+      iconButton('x', t('msgRemoveImage', i + 1), { class: 'icon-btn tray-x', testid: 'tray-remove', on: { click: () => removeImage(i) } }))));
     tray.hidden = images.length === 0;
     tray.dataset.count = String(images.length);
   }
@@ -157,7 +158,7 @@ export function createComposer({
     if (list.length === 0) return 0;
     const urls = [];
     for (const f of list) {
-      try { urls.push(await readAsDataUrl(f)); } catch (err) { showNote(`Could not read ${f.name || 'the image'}: ${err?.message || err}`, { kind: 'warn' }); }
+      try { urls.push(await readAsDataUrl(f)); } catch (err) { showNote(t('composerImageUnreadable', f.name || t('composerTheImage'), err?.message || err), { kind: 'warn' }); }
     }
     return addImages(urls);
   }
@@ -175,7 +176,7 @@ export function createComposer({
     if (sending || streaming) return;
     const draft = { text: input.value, images: [...images] };
     if (!canSend(draft)) {
-      showNote('Type a message or add an image first.');
+      showNote(t('composerEmpty'));
       return;
     }
     const checked = pickTurnImages(draft.images, { caps: getCaps() });
@@ -232,7 +233,7 @@ export function createComposer({
   });
   const zone = dropZone || form;
   zone.addEventListener('dragover', (e) => {
-    if ([...(e.dataTransfer?.types || [])].includes('Files')) {
+    if ([...(e.dataTransfer?.types || [])].includes('Files') /* i18n-ok: a DataTransfer type */) {
       e.preventDefault();
       zone.classList.add('dragging');
     }

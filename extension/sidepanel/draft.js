@@ -1,5 +1,6 @@
 // Composer draft decisions. Pure: the panel stores the result under the UI-only
 // chrome.storage.session key `composerDraft` (storage-model §9: UI-only keys use their own reads).
+import { t } from '../lib/i18n.js';
 
 
 export const DRAFT_KEY = 'composerDraft';
@@ -54,11 +55,11 @@ export function canSend(draft) {
 function refusalText(reason, caps) {
   const mb = caps ? (caps.budget / (1024 * 1024)).toFixed(0) : '?';
   switch (reason) {
-    case 'count': return `Not added: one message can carry at most ${caps?.maxImages} images.`;
-    case 'size': return `Not added: this image alone is larger than the ${mb} MB image limit of one message.`;
-    case 'budget': return `Not added: together with the images already here it would exceed ${mb} MB for one message.`;
-    case 'shape': return 'Not added: that is not an image the model can receive.';
-    default: return 'Not added: over the per-message image limit.';
+    case 'count': return t('draftTooMany', caps?.maxImages);
+    case 'size': return t('draftTooBig', mb);
+    case 'budget': return t('draftOverBudget', mb);
+    case 'shape': return t('draftNotImage');
+    default: return t('draftOverLimit');
   }
 }
 
@@ -67,6 +68,6 @@ export function refusalNote(reasons, caps) {
   const list = (Array.isArray(reasons) ? reasons : []).filter(Boolean);
   if (list.length === 0) return '';
   const distinct = [...new Set(list)];
-  const head = list.length === 1 ? '' : `${list.length} images were not added. `;
+  const head = list.length === 1 ? '' : t('draftNotAddedN', list.length);
   return head + distinct.map((r) => refusalText(r, caps)).join(' ');
 }

@@ -71,7 +71,7 @@ export function createEarlier({ storage, show, page = EARLIER_PAGE }) {
     try {
       const gap = await read(oldOffset, o - oldOffset);
       if (my !== gen) return;
-      if (gap.length !== o - oldOffset) throw new Error('short read');
+      if (gap.length !== o - oldOffset) throw new Error('short read'); // i18n-ok: caught and retried, never shown
       entries = [...entries, ...gap];
     } catch {
       if (my !== gen) return;

@@ -70,11 +70,11 @@ export function describeAttach(entry) {
     return line === undefined ? '' : line.slice(label.length);
   };
   const url = lineAfter('URL: ').trim();
-  const title = lineAfter('Title: ').trim();
-  let modeLine = lineAfter('Mode: ');
+  const title = lineAfter('Title: ').trim(); // i18n-ok: the attach header's field names, written by the host
+  let modeLine = lineAfter('Mode: '); // i18n-ok: attach header field names
   const mode = modeLine.split(' | ')[0].replace(/ \(fallback to full\)$/, '').trim();
   let chars = text.length;
-  const modeIdx = lines.findIndex((l) => l.startsWith('Mode: '));
+  const modeIdx = lines.findIndex((l) => l.startsWith('Mode: ')); // i18n-ok: attach header field names
   if (modeIdx >= 0) {
     const sepIdx = lines.findIndex((l, i) => i > modeIdx && l === '---');
     if (sepIdx >= 0) {

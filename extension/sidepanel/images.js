@@ -84,7 +84,7 @@ export function createImageCache({ storage, max = 200 } = {}) {
     const parts = typeof url === 'string' ? splitDataUrl(url) : null;
     if (parts) return remember(url, toDisplay(url, parts.mime, parts.b64));
     if (typeof url === 'string' && /^https?:\/\//i.test(url)) return Promise.resolve({ link: url });
-    return Promise.reject(new Error('Unsupported image URL'));
+    return Promise.reject(new Error('Unsupported image URL') /* i18n-ok: a programming error, never shown */);
   }
 
   /** A URL of the full-size picture (for opening it). */

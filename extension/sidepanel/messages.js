@@ -2,6 +2,7 @@
 // as compact chips, and the streaming bubble of the in-flight reply. Model output goes through
 // renderMarkdown (DOM nodes), user text through text nodes.
 
+import { t } from '../lib/i18n.js';
 import { renderMarkdown } from '../lib/markdown.js';
 import { h, icon, iconButton, replaceChildren } from '../lib/ui/dom.js';
 import { entryKey, planReconcile } from './mirror.js';
@@ -108,7 +109,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     return images.display(url).then((d) => {
       wrap.classList.remove('loading');
       if (d.link) {
-        wrap.replaceWith(h('a', { class: 'msg-image-link', href: d.link, target: '_blank', rel: 'noreferrer noopener', text: `Image ${n}: ${shortUrl(d.link)}` }));
+        wrap.replaceWith(h('a', { class: 'msg-image-link', href: d.link, target: '_blank', rel: 'noreferrer noopener', text: t('msgImageLink', n, shortUrl(d.link)) }));
       } else {
         if (!isReversed() && nearBottom()) img.addEventListener('load', toBottom, { once: true });
         img.src = d.src;
@@ -121,9 +122,9 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
 
   /** A bubble picture; `original` (the part's `originalUrl`) is what the lightbox opens, if set. */
   function imageNode(url, n, original) {
-    const img = h('img', { class: 'msg-image', alt: `Image ${n}`, testid: 'bubble-image', decoding: 'async' });
+    const img = h('img', { class: 'msg-image', alt: t('msgImage', n), testid: 'bubble-image', decoding: 'async' });
     const wrap = h('button', {
-      type: 'button', class: 'msg-image-btn loading', 'aria-label': `Open image ${n}`,
+      type: 'button', class: 'msg-image-btn loading', 'aria-label': t('msgOpenImage', n),
       on: { click: () => openLightbox(url, n, original) },
     }, img);
     queueImage({ url, n, img, wrap });
@@ -134,7 +135,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   function labelNode(text, n, original) {
     return h('button', {
       type: 'button', class: 'msg-image-label', testid: 'bubble-image-label', text,
-      'aria-label': `Open image ${n}`, on: { click: () => openLightbox(null, n, original) },
+      'aria-label': t('msgOpenImage', n), on: { click: () => openLightbox(null, n, original) },
     });
   }
 
@@ -146,10 +147,10 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
    */
   async function openLightbox(url, n, original) {
     closeLightbox();
-    const img = h('img', { alt: `Image ${n}` });
-    const close = iconButton('x', 'Close image', { testid: 'lightbox-close', on: { click: closeLightbox } });
+    const img = h('img', { alt: t('msgImage', n) });
+    const close = iconButton('x', t('msgCloseImage'), { testid: 'lightbox-close', on: { click: closeLightbox } });
     lightbox = h('div', {
-      class: 'lightbox', testid: 'lightbox', role: 'dialog', 'aria-label': `Image ${n}`, tabindex: '-1',
+      class: 'lightbox', testid: 'lightbox', role: 'dialog', 'aria-label': t('msgImage', n), tabindex: '-1',
       on: {
         click: (e) => { if (e.target === lightbox) closeLightbox(); },
         keydown: (e) => { if (e.key === 'Escape') closeLightbox(); },
@@ -167,7 +168,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
       } else {
         img.src = await images.full(url);
       }
-    } catch { img.alt = `Image ${n} unavailable`; }
+    } catch { img.alt = t('msgImageUnavailable', n); }
   }
   function closeLightbox() {
     if (lightbox) { lightbox.remove(); lightbox = null; }
@@ -177,16 +178,16 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   // ---- rows --------------------------------------------------------------------------------
   function buildAttachChip(row, { readOnly = false } = {}) {
     const a = describeAttach(row.entry);
-    const label = a.mode === 'screenshot' ? 'Screenshot' : a.title || shortUrl(a.url) || 'Attached page';
+    const label = a.mode === 'screenshot' ? t('msgScreenshot') : a.title || shortUrl(a.url) || t('msgAttachedPage');
     const size = attachSize(a, formatChars);
     const undo = readOnly ? null : a.attachId
-      ? iconButton('x', 'Remove attached page', { class: 'icon-btn chip-x', testid: 'attach-undo', on: { click: () => actions.onUndoAttach(a.attachId, row.index, undo) } })
-      : iconButton('x', 'Remove this entry', { class: 'icon-btn chip-x', testid: 'attach-delete', on: { click: () => actions.onDelete(row.index, undo) } });
+      ? iconButton('x', t('msgRemoveAttached'), { class: 'icon-btn chip-x', testid: 'attach-undo', on: { click: () => actions.onUndoAttach(a.attachId, row.index, undo) } })
+      : iconButton('x', t('msgRemoveEntry'), { class: 'icon-btn chip-x', testid: 'attach-delete', on: { click: () => actions.onDelete(row.index, undo) } });
     const title = a.url
       ? h('a', { class: 'chip-title', href: a.url, target: '_blank', rel: 'noreferrer noopener', title: a.url, text: label })
       : h('span', { class: 'chip-title', text: label });
     return h('div', {
-      class: `chip${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-chip' : 'attach-chip', role: 'group', 'aria-label': `Attached: ${label}`,
+      class: `chip${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-chip' : 'attach-chip', role: 'group', 'aria-label': t('msgAttachedLabel', label),
       dataset: readOnly ? { position: row.position, role: 'user', kind: 'attach' } : { index: row.index, role: 'user', kind: 'attach', attachId: a.attachId || undefined },
     },
     h('span', { class: 'chip-icon' }, icon(a.mode === 'screenshot' ? 'camera' : 'page')),
@@ -196,7 +197,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
         a.url ? h('span', { class: 'chip-url', text: shortUrl(a.url) }) : null,
         a.url ? h('span', { class: 'chip-sep', text: ' · ' }) : null,
         h('span', { class: 'chip-size', text: size })),
-      a.summarized ? h('span', { class: 'badge badge-muted', testid: 'summarized-badge', text: 'Condensed' }) : null),
+      a.summarized ? h('span', { class: 'badge badge-muted', testid: 'summarized-badge', text: t('msgCondensed') }) : null),
     undo);
   }
 
@@ -216,22 +217,22 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
       ? h('div', { class: 'failed-mark', testid: 'failed-mark', role: 'note' },
         h('span', { class: 'failed-text', text: failedText(failed) }),
         readOnly ? null : h('button', {
-          type: 'button', class: 'btn btn-small retry', testid: 'retry', text: 'Retry', title: 'Send this message again',
+          type: 'button', class: 'btn btn-small retry', testid: 'retry', text: t('msgRetry'), title: t('msgRetryTitle'),
           on: { click: (e) => actions.onRetry?.(row.index, e.currentTarget) },
         }))
       : null;
     const metaBits = [];
-    if (entry.interrupted === true) metaBits.push(h('span', { class: 'badge badge-warn', testid: 'interrupted-badge', text: 'Interrupted' }));
+    if (entry.interrupted === true) metaBits.push(h('span', { class: 'badge badge-warn', testid: 'interrupted-badge', text: t('msgInterrupted') }));
     const prov = role === 'assistant' ? providerText(entry) : '';
     if (prov) metaBits.push(h('span', { class: 'msg-provider', text: prov }));
-    const actionsBar = h('div', { class: 'msg-actions', role: 'toolbar', 'aria-label': 'Message actions' },
-      iconButton('copy', 'Copy', { testid: 'msg-copy', on: { click: (e) => actions.onCopy(entryText(row.entry), e.currentTarget) } }),
-      !readOnly && role === 'user' ? iconButton('edit', 'Edit and resend', { testid: 'msg-edit', on: { click: () => startEdit(row) } }) : null,
-      !readOnly && role === 'assistant' ? iconButton('refresh', 'Regenerate', { testid: 'msg-regenerate', class: 'icon-btn regen', on: { click: (e) => actions.onRegenerate(row.index, e.currentTarget) } }) : null,
-      readOnly ? null : iconButton('trash', 'Delete message', { testid: 'msg-delete', on: { click: (e) => actions.onDelete(row.index, e.currentTarget) } }));
+    const actionsBar = h('div', { class: 'msg-actions', role: 'toolbar', 'aria-label': t('msgActions') },
+      iconButton('copy', t('msgCopy'), { testid: 'msg-copy', on: { click: (e) => actions.onCopy(entryText(row.entry), e.currentTarget) } }),
+      !readOnly && role === 'user' ? iconButton('edit', t('msgEditResend'), { testid: 'msg-edit', on: { click: () => startEdit(row) } }) : null,
+      !readOnly && role === 'assistant' ? iconButton('refresh', t('msgRegenerate'), { testid: 'msg-regenerate', class: 'icon-btn regen', on: { click: (e) => actions.onRegenerate(row.index, e.currentTarget) } }) : null,
+      readOnly ? null : iconButton('trash', t('msgDelete'), { testid: 'msg-delete', on: { click: (e) => actions.onDelete(row.index, e.currentTarget) } }));
     const foot = h('div', { class: 'msg-foot' }, metaBits.length ? h('div', { class: 'msg-meta' }, metaBits) : null, actionsBar);
     const el = h('article', {
-      class: `msg msg-${role}${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-bubble' : 'bubble', 'aria-label': role === 'user' ? 'You' : 'Assistant',
+      class: `msg msg-${role}${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-bubble' : 'bubble', 'aria-label': role === 'user' ? t('msgYou') : t('msgAssistant'),
       dataset: readOnly
         ? { role, position: row.position, failed: failed ? 'true' : undefined }
         : { role, index: row.index, interrupted: entry.interrupted === true ? 'true' : undefined, failed: failed ? 'true' : undefined },
@@ -252,10 +253,10 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     const prev = stepVersion(fork, -1);
     const next = stepVersion(fork, +1);
     const go = (v) => (e) => { if (v) actions.onSwitchVersion?.(fork, v, e.currentTarget); };
-    return h('div', { class: 'msg-meta msg-versions', testid: 'versions', role: 'group', 'aria-label': `Versions of this ${row.entry.role === 'assistant' ? 'reply' : 'message'}` },
-      h('button', { type: 'button', class: 'icon-btn ver-btn', testid: 'version-prev', text: '‹', disabled: !prev, 'aria-label': prev ? `Show version ${prev} of ${fork.versions}` : 'No earlier version', title: 'Previous version', on: { click: go(prev) } }),
+    return h('div', { class: 'msg-meta msg-versions', testid: 'versions', role: 'group', 'aria-label': row.entry.role === 'assistant' ? t('msgVersionsReply') : t('msgVersionsMessage') },
+      h('button', { type: 'button', class: 'icon-btn ver-btn', testid: 'version-prev', text: '‹', disabled: !prev, 'aria-label': prev ? t('msgShowVersion', prev, fork.versions) : t('msgNoEarlierVersion'), title: t('msgPrevVersion'), on: { click: go(prev) } }),
       h('span', { class: 'version-label', testid: 'version-label', 'aria-label': label, title: label, text }),
-      h('button', { type: 'button', class: 'icon-btn ver-btn', testid: 'version-next', text: '›', disabled: !next, 'aria-label': next ? `Show version ${next} of ${fork.versions}` : 'No later version', title: 'Next version', on: { click: go(next) } }));
+      h('button', { type: 'button', class: 'icon-btn ver-btn', testid: 'version-next', text: '›', disabled: !next, 'aria-label': next ? t('msgShowVersion', next, fork.versions) : t('msgNoLaterVersion'), title: t('msgNextVersion'), on: { click: go(next) } }));
   }
 
   /** Put a row's version controls in step with its fork (none, or n / m). */
@@ -269,7 +270,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     }
     row.fork = fork;
     const regen = row.el.querySelector('.regen');
-    if (regen) regen.title = `Regenerate. ${keptAsVersionText(fork)}`;
+    if (regen) regen.title = t('msgRegenerateKept', keptAsVersionText(fork));
   }
 
   function buildRow(row) {
@@ -283,33 +284,33 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     row.editing = true;
     const el = row.el;
     el.classList.add('editing');
-    const ta = h('textarea', { class: 'edit-input', testid: 'edit-input', 'aria-label': 'Edit message', rows: 3 });
+    const ta = h('textarea', { class: 'edit-input', testid: 'edit-input', 'aria-label': t('msgEdit'), rows: 3 });
     ta.value = entryText(row.entry);
     const tray = h('div', { class: 'tray edit-tray', testid: 'edit-image-tray' });
     const status = h('div', { class: 'edit-status', testid: 'edit-status', role: 'status', text: keptAsVersionText(row.fork) });
     let imgs = [];
     const renderTray = () => {
       replaceChildren(tray, imgs.map((url, i) => h('div', { class: 'tray-item' },
-        h('img', { src: url, alt: `Image ${i + 1}` }),
-        iconButton('x', `Remove image ${i + 1}`, { class: 'icon-btn tray-x', testid: 'edit-image-remove', on: { click: () => { imgs.splice(i, 1); renderTray(); } } }))));
+        h('img', { src: url, alt: t('msgImage', i + 1) }),
+        iconButton('x', t('msgRemoveImage', i + 1), { class: 'icon-btn tray-x', testid: 'edit-image-remove', on: { click: () => { imgs.splice(i, 1); renderTray(); } } }))));
       tray.hidden = imgs.length === 0;
     };
-    const save = h('button', { type: 'button', class: 'btn btn-primary btn-small', testid: 'edit-save', text: 'Save & resend' });
-    const cancel = h('button', { type: 'button', class: 'btn btn-small', testid: 'edit-cancel', text: 'Cancel' });
+    const save = h('button', { type: 'button', class: 'btn btn-primary btn-small', testid: 'edit-save', text: t('msgSaveResend') });
+    const cancel = h('button', { type: 'button', class: 'btn btn-small', testid: 'edit-cancel', text: t('drawerCancel') });
     const editor = h('div', { class: 'editor', testid: 'editor' }, ta, tray, status, h('div', { class: 'editor-bar' }, cancel, save));
     const finish = () => { row.editing = false; editor.remove(); el.classList.remove('editing'); };
     cancel.addEventListener('click', finish);
     const doSave = async () => {
       if (save.disabled) return;
-      if (!ta.value.trim() && imgs.length === 0) { status.textContent = 'Write something or keep an image.'; return; }
+      if (!ta.value.trim() && imgs.length === 0) { status.textContent = t('msgEditEmpty'); return; }
       save.disabled = true;
       save.setAttribute('aria-busy', 'true');
-      status.textContent = 'Sending…';
+      status.textContent = t('msgSending');
       try {
         await actions.onResend(row.index, ta.value, imgs);
         finish();
       } catch (err) {
-        status.textContent = `Not sent: ${err?.message || err}. Nothing was changed.`;
+        status.textContent = t('msgEditNotSent', err?.message || err);
       } finally {
         save.disabled = false;
         save.removeAttribute('aria-busy');
@@ -327,7 +328,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
       imgs = await actions.loadInlineImages(row.index, row.key);
       renderTray();
     } catch (err) {
-      status.textContent = `Images could not be read back: ${err?.message || err}`;
+      status.textContent = t('msgImagesUnreadable', err?.message || err);
       save.disabled = true;
     }
   }
@@ -402,18 +403,18 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     const button = remaining > 0
       ? h('button', {
         type: 'button', class: 'btn btn-small earlier-button', testid: 'earlier-messages',
-        text: loading ? 'Loading…' : earlierText(remaining), 'aria-busy': loading ? 'true' : undefined, disabled: loading,
-        title: 'Show the earlier part of this chat (read-only)', on: { click: (e) => actions.onLoadEarlier?.(e.currentTarget) },
+        text: loading ? t('msgLoading') : earlierText(remaining), 'aria-busy': loading ? 'true' : undefined, disabled: loading,
+        title: t('msgEarlierTitle'), on: { click: (e) => actions.onLoadEarlier?.(e.currentTarget) },
       })
       : null;
     const shown = older.length
-      ? h('div', { class: 'earlier-list', testid: 'earlier-list', role: 'log', 'aria-label': 'Earlier messages, read-only' },
-        h('div', { class: 'earlier-head', testid: 'earlier-head', text: 'Earlier messages · read-only' }),
+      ? h('div', { class: 'earlier-list', testid: 'earlier-list', role: 'log', 'aria-label': t('msgEarlierLabel') },
+        h('div', { class: 'earlier-head', testid: 'earlier-head', text: t('msgEarlierHead') }),
         older.map((entry, i) => {
           const row = { entry, position: from + i, index: -1 };
           return isAttachEntry(entry) ? buildAttachChip(row, { readOnly: true }) : buildBubble(row, { readOnly: true });
         }),
-        h('div', { class: 'earlier-foot', text: 'Current messages' }))
+        h('div', { class: 'earlier-foot', text: t('msgCurrentMessages') }))
       : null;
     replaceChildren(earlierHost, button, shown);
     earlierHost.hidden = !button && !shown;
@@ -427,7 +428,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     endStream();
     const gap = fromBottom();
     const body = h('div', { class: 'msg-body md' });
-    const typing = h('span', { class: 'typing', 'aria-label': 'Assistant is typing' }, h('i'), h('i'), h('i'));
+    const typing = h('span', { class: 'typing', 'aria-label': t('msgTyping') }, h('i'), h('i'), h('i'));
     const el = h('article', {
       class: 'msg msg-assistant streaming', testid: 'bubble', 'aria-live': 'polite', 'aria-busy': 'true',
       dataset: { role: 'assistant', streaming: 'true', streamId: id },
@@ -477,7 +478,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   function notice(text, { kind = 'error', detail = '', testid = 'chat-notice' } = {}) {
     const el = h('div', { class: `notice notice-${kind}`, testid, role: kind === 'error' ? 'alert' : 'status' },
       h('div', { class: 'notice-text' }, h('strong', { text }), detail ? h('div', { class: 'notice-detail', text: detail }) : null),
-      iconButton('x', 'Dismiss', { testid: 'notice-dismiss', on: { click: () => el.remove() } }));
+      iconButton('x', t('msgDismiss'), { testid: 'notice-dismiss', on: { click: () => el.remove() } }));
     const gap = fromBottom();
     streamHost.append(el);
     keepBottom(gap, true);

@@ -20,6 +20,7 @@
 // What stays on the worker: pasted, dropped and picked images go with a chat turn
 // (`chat.send`), because the provider request is made in the worker and must carry them.
 
+import { t } from '../lib/i18n.js';
 import { NativePort } from '../lib/native-port.js';
 import { createStorage } from '../lib/storage.js';
 import { redactUrl } from '../lib/entries.js';
@@ -130,7 +131,7 @@ export function createPixels({
   async function capture(tab) {
     const windowId = Number.isInteger(tab?.windowId) ? tab.windowId : currentWindow;
     const dataUrl = await tabs.captureVisibleTab(windowId, { format: 'png' });
-    if (typeof dataUrl !== 'string' || !/^data:image\//i.test(dataUrl)) throw new Error('no image came back');
+    if (typeof dataUrl !== 'string' || !/^data:image\//i.test(dataUrl)) throw new Error(t('pixelsNoImage'));
     return dataUrl;
   }
 
@@ -192,7 +193,7 @@ export function panelPixels() {
 
 function explainLine(err) {
   if (err && typeof err.code === 'string') return explainHostError(err).title;
-  return String(err?.message || err || 'unknown error');
+  return String(err?.message || err || t('panelUnknownError'));
 }
 
 /**
@@ -208,17 +209,16 @@ export async function screenshotToConversation({ pixels, tab, toComposer }) {
   try {
     dataUrl = await pixels.capture(tab);
   } catch (err) {
-    return { attached: null, note: `Could not take a screenshot: ${explainLine(err)}`, kind: 'error', error: err };
+    return { attached: null, note: t('pixelsCaptureFailed', explainLine(err)), kind: 'error', error: err };
   }
   try {
     const attached = await pixels.attach({ dataUrl, url: tab?.url, title: tab?.title });
-    const what = tab?.title ? ` of “${tab.title}”` : '';
-    return { attached, note: `Screenshot${what} attached.`, kind: 'info', error: null };
+    return { attached, note: tab?.title ? t('pixelsAttachedOf', tab.title) : t('pixelsAttached'), kind: 'info', error: null };
   } catch (err) {
-    const why = `Could not attach the screenshot: ${explainLine(err)}.`;
+    const why = t('pixelsAttachFailed', explainLine(err));
     if (toComposer(dataUrl)) {
-      return { attached: null, note: `${why} It is in the composer instead and goes with your next message.`, kind: 'warn', error: err };
+      return { attached: null, note: `${why} ${t('pixelsInComposer')}`, kind: 'warn', error: err };
     }
-    return { attached: null, note: `${why} The composer has no room for it either, so it was not kept.`, kind: 'error', error: err };
+    return { attached: null, note: `${why} ${t('pixelsNoRoom')}`, kind: 'error', error: err };
   }
 }

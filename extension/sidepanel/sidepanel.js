@@ -3,6 +3,7 @@
 // timeout, so nothing here can hang; the one exception is image bytes: a screenshot is attached over
 // the panel's own native port (pixels.js), so pixels never pass through the worker.
 
+import { t, localize } from '../lib/i18n.js';
 import { hostCall, workerCall as rawWorkerCall, onWorkerEvent, replyToResult } from '../lib/bridge.js';
 import { createStorage } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
@@ -44,7 +45,16 @@ function tracked(fn) {
 const workerCall = tracked(rawWorkerCall);
 const storage = createStorage(tracked(hostCall));
 
+// the page's static words in the UI language first: localize sets textContent, the icons go in front
+localize(document);
 for (const el of document.querySelectorAll('[data-icon]')) el.prepend(icon(el.dataset.icon));
+
+/** The note after a page is attached: `Attached “Title” (1.2k chars, 2 figures), condensed.` */
+function attachedNote(r, title) {
+  const bits = [formatChars(r?.chars || 0)];
+  if (r?.figures) bits.push(r.figures === 1 ? t('panelFigureOne') : t('panelFigures', r.figures));
+  return t('panelAttached', title || t('panelThePage'), bits.join(t('panelListSep')), r?.summarized ? t('panelCondensedSuffix') : '');
+}
 
 // ---- errors -------------------------------------------------------------------------------------
 const banner = createBanner($('host-banner'), { onRetry: retryHost });
@@ -57,7 +67,7 @@ function explainLine(err) {
     const ex = explainHostError(err);
     return `${ex.title}.${ex.detail ? ` ${ex.detail}` : ''}`;
   }
-  return String(err?.message || err || 'Unknown error');
+  return String(err?.message || err || t('panelUnknownError'));
 }
 
 /** Show a failure where it belongs (banner for the host connection) and return a one-line text. */
@@ -80,7 +90,7 @@ async function retryHost() {
     applyHostState(st);
     if (st?.state === 'open' && !st.dbError) await resyncAll();
   } catch (err) {
-    report(err, 'Retry failed');
+    report(err, t('panelRetryFailed'));
   }
 }
 
@@ -109,8 +119,8 @@ const messages = createMessageList({
       const ok = await copyText(text);
       if (button) {
         button.classList.toggle('copied', ok);
-        button.title = ok ? 'Copied' : 'Copy failed';
-        setTimeout(() => { button.classList.remove('copied'); button.title = 'Copy'; }, 1500);
+        button.title = ok ? t('panelCopied') : t('panelCopyFailed');
+        setTimeout(() => { button.classList.remove('copied'); button.title = t('msgCopy'); }, 1500);
       }
     },
     onDelete: deleteAt,
@@ -152,8 +162,8 @@ let bgOrigins = new Set(); // sessions that originate an in-flight background st
 const finished = new Set(); // streamIds that already reported done/error
 
 function historyFailed(err) {
-  report(err, 'Could not read the conversation');
-  if (!isConnectionError(err)) noticeFor(err, 'Could not read the conversation');
+  report(err, t('panelReadFailed'));
+  if (!isConnectionError(err)) noticeFor(err, t('panelReadFailed'));
 }
 
 let historyShown = false;
@@ -224,9 +234,9 @@ async function updateTitle() {
   const titleEl = $('session-title');
   if (!activeSessionId) {
     sessionName = '';
-    titleEl.textContent = 'New chat';
-    titleEl.title = 'Kept in Chats from its first message';
-    document.title = 'Keepsake';
+    titleEl.textContent = t('panelNewChat');
+    titleEl.title = t('panelNewChatKept');
+    document.title = t('extName');
     return;
   }
   try {
@@ -234,11 +244,11 @@ async function updateTitle() {
     if (my !== titleSeq) return;
     const row = Array.isArray(rows) ? rows.find((r) => r.id === activeSessionId) : null;
     sessionName = row?.name || '';
-    titleEl.textContent = sessionName || 'New chat';
-    titleEl.title = sessionName ? `Chat: ${sessionName}` : '';
-    document.title = sessionName ? `${sessionName} — Keepsake` : 'Keepsake';
+    titleEl.textContent = sessionName || t('panelNewChat');
+    titleEl.title = sessionName ? t('panelChatTitle', sessionName) : '';
+    document.title = sessionName ? t('panelDocTitle', sessionName) : t('extName');
   } catch (err) {
-    report(err, 'Could not read the session name');
+    report(err, t('panelNameReadFailed'));
   }
 }
 
@@ -266,7 +276,7 @@ function resyncStream() {
       const r = await workerCall('chat.state');
       applyStreamState(r?.stream ?? null, r?.background);
     } catch (err) {
-      report(err, 'Could not read the reply in progress');
+      report(err, t('panelStreamReadFailed'));
     } finally {
       resyncing = null;
     }
@@ -362,12 +372,12 @@ function onEvent(ev) {
         banner.show(err);
       } else {
         const salvaged = typeof ev.salvagedIndex === 'number' && ev.salvagedIndex >= 0;
-        const detail = [KNOWN_CODES.has(err.code) ? explainLine(err) : err.message || err.code || 'Unknown error',
-          salvaged ? 'The partial reply was kept and marked Interrupted.' : '']
+        const detail = [KNOWN_CODES.has(err.code) ? explainLine(err) : err.message || err.code || t('panelUnknownError'),
+          salvaged ? t('panelPartialKept') : '']
           .filter(Boolean).join(' ');
-        const title = err.kind === 'storage' ? 'The reply could not be stored'
-          : err.kind === 'http' ? 'The provider returned an error'
-            : err.kind === 'redirect' ? 'The provider redirected the request' : 'The reply failed';
+        const title = err.kind === 'storage' ? t('panelReplyNotStored')
+          : err.kind === 'http' ? t('panelProviderError')
+            : err.kind === 'redirect' ? t('panelProviderRedirect') : t('panelReplyFailed');
         messages.notice(title, { detail, testid: 'chat-error' });
       }
       break;
@@ -380,8 +390,8 @@ function onEvent(ev) {
       break;
     case 'chat.attached':
       refreshHistory();
-      if (ev.error) composer.showNote(`Could not attach the page: ${explainLine(ev.error)}`, { kind: 'error', sticky: true });
-      else composer.showNote(`Attached “${ev.title || 'page'}” (${formatChars(ev.chars || 0)}${ev.figures ? `, ${ev.figures} ${ev.figures === 1 ? 'figure' : 'figures'}` : ''})${ev.summarized ? ', condensed' : ''}.`);
+      if (ev.error) composer.showNote(t('panelAttachFailed', explainLine(ev.error)), { kind: 'error', sticky: true });
+      else composer.showNote(attachedNote(ev, ev.title));
       break;
     default:
       break;
@@ -408,7 +418,7 @@ async function send({ text, images: imgs }) {
     showEvicted(r?.evicted);
     return r;
   } catch (err) {
-    noticeFor(err, 'Not sent — your message is still in the composer');
+    noticeFor(err, t('panelNotSent'));
     refreshHistory();
     resyncStream();
     throw err;
@@ -422,7 +432,7 @@ async function stop() {
     const r = await workerCall('chat.stop', { streamId: s.id });
     if (!r?.stopped) resyncStream();
   } catch (err) {
-    noticeFor(err, 'Could not stop the reply');
+    noticeFor(err, t('panelStopFailed'));
   }
 }
 
@@ -431,7 +441,7 @@ async function loadInlineImages(index, key) {
   const entry = r?.entries?.[0];
   const shown = messages.rowAt(index);
   if (!entry || !shown || shown.key !== key || entryText(entry) !== entryText(shown.entry) || entry.role !== shown.entry.role) {
-    throw new Error('the conversation changed meanwhile; close the editor and try again');
+    throw new Error(t('panelChangedMeanwhileEdit'));
   }
   return entryImages(entry);
 }
@@ -444,7 +454,7 @@ async function resend(fromIndex, text, imgs) {
     if (r?.streamId) beginStream(r.streamId, '');
     refreshHistory();
     if (r?.fork && r.fork.versions >= 2) {
-      messages.notice(`Kept the earlier message as version ${kept} of ${r.fork.versions}`, { kind: 'info', testid: 'kept-notice', detail: 'Switch between versions with ‹ ›.' });
+      messages.notice(t('panelKeptVersion', kept, r.fork.versions), { kind: 'info', testid: 'kept-notice', detail: t('panelSwitchVersions') });
     }
     showEvicted(r?.evicted);
     return r;
@@ -458,7 +468,7 @@ async function loadEarlier() {
   try {
     await earlier.loadMore();
   } catch (err) {
-    noticeFor(err, 'Could not read the earlier messages');
+    noticeFor(err, t('panelEarlierFailed'));
   }
 }
 
@@ -482,14 +492,14 @@ async function deleteAt(index, button) {
     const stored = r?.entries?.[0];
     if (!stored || entryKey(stored) !== row.key) {
       await refreshHistory();
-      messages.notice('The conversation changed meanwhile; nothing was deleted', { kind: 'info' });
+      messages.notice(t('panelChangedMeanwhileDelete'), { kind: 'info' });
       return;
     }
     const res = await storage.history.removeAt({ index });
-    if (!res?.removed) messages.notice('That message was already gone', { kind: 'info' });
+    if (!res?.removed) messages.notice(t('panelMessageGone'), { kind: 'info' });
     await refreshHistory();
   } catch (err) {
-    noticeFor(err, 'Could not delete the message');
+    noticeFor(err, t('panelDeleteFailed'));
   } finally {
     if (button && button.isConnected) button.disabled = false;
   }
@@ -500,11 +510,11 @@ async function undoAttach(attachId, index, button) {
   try {
     const r = await storage.history.removeByAttachId({ attachId });
     if (r?.removedIndex === -1) {
-      messages.notice('That attachment is no longer in the conversation', { kind: 'info', detail: 'Nothing else was removed.' });
+      messages.notice(t('panelAttachmentGone'), { kind: 'info', detail: t('panelNothingElseRemoved') });
     }
     await refreshHistory();
   } catch (err) {
-    noticeFor(err, 'Could not remove the attached page');
+    noticeFor(err, t('panelRemoveAttachedFailed'));
   } finally {
     if (button && button.isConnected) button.disabled = false;
   }
@@ -514,11 +524,11 @@ async function seek(seconds, tabId) {
   try {
     let id = tabId;
     if (typeof id !== 'number') id = (await currentTab())?.id;
-    if (typeof id !== 'number') throw new Error('no tab to seek');
+    if (typeof id !== 'number') throw new Error(t('panelNoTabToSeek'));
     const r = await workerCall('chat.seek', { tabId: id, seconds });
-    if (r && r.ok === false) messages.notice('Could not jump to that moment in the video', { kind: 'info', detail: 'The tab no longer shows a video.' });
+    if (r && r.ok === false) messages.notice(t('panelSeekFailed'), { kind: 'info', detail: t('panelNoVideo') });
   } catch (err) {
-    noticeFor(err, 'Could not jump to that moment in the video');
+    noticeFor(err, t('panelSeekFailed'));
   }
 }
 
@@ -530,18 +540,17 @@ async function attachPage() {
   try {
     const tab = await currentTab();
     if (!tab || typeof tab.id !== 'number') {
-      composer.showNote('There is no tab to attach.', { kind: 'warn' });
+      composer.showNote(t('panelNoTab'), { kind: 'warn' });
       return;
     }
     const r = await workerCall('chat.attachPage', { tabId: tab.id });
-    const notCondensed = r?.summaryError ? ` It could not be condensed (${r.summaryError.message || r.summaryError.code}); the full text is kept.` : '';
-    const figures = r?.figures ? `, ${r.figures} ${r.figures === 1 ? 'figure' : 'figures'}` : '';
-    composer.showNote(`Attached “${r?.title || tab.title || 'page'}” (${formatChars(r?.chars || 0)}${figures})${r?.summarized ? ', condensed' : ''}.${notCondensed}`, { kind: notCondensed ? 'warn' : 'info' });
+    const notCondensed = r?.summaryError ? t('panelNotCondensed', r.summaryError.message || r.summaryError.code) : '';
+    composer.showNote(attachedNote(r, r?.title || tab.title) + notCondensed, { kind: notCondensed ? 'warn' : 'info' });
     refreshHistory();
   } catch (err) {
     if (isConnectionError(err)) banner.show(err);
     // a host error is explained; the worker's own (page_unreadable, attach_failed) say why themselves
-    composer.showNote(`Could not attach the page: ${explainLine(err)}`, { kind: 'error', sticky: true });
+    composer.showNote(t('panelAttachFailed', explainLine(err)), { kind: 'error', sticky: true });
   } finally {
     button.disabled = false;
     button.removeAttribute('aria-busy');
@@ -561,8 +570,8 @@ async function takeAsk() {
   if (!ask) return;
   refreshHistory();
   const prompted = composer.offerText(ask.prompt);
-  const kept = ask.prompt && !prompted ? ' Your draft is kept; the prompt was not added.' : '';
-  composer.showNote(`Quoted ${formatChars(ask.chars || 0)} from “${ask.title || 'the page'}”.${kept}`);
+  const kept = ask.prompt && !prompted ? t('panelDraftKeptPrompt') : '';
+  composer.showNote(t('panelQuoted', formatChars(ask.chars || 0), ask.title || t('panelThePage')) + kept);
   composer.focus();
 }
 
@@ -599,7 +608,7 @@ async function newChat() {
     await resyncStream();
     composer.focus();
   } catch (err) {
-    noticeFor(err, 'Could not start a new chat');
+    noticeFor(err, t('panelNewChatFailed'));
   } finally {
     button.disabled = false;
   }
@@ -623,9 +632,9 @@ async function useChatModel() {
     if (!pick || (pick.providerId === s.activeProvider && pick.model === s.activeModel)) return;
     await storage.settings.set({ map: { activeProvider: pick.providerId, activeModel: pick.model } });
     await loadConfig();
-    composer.showNote(`This chat goes on with ${pick.name} · ${pick.model}, as its last reply did.`);
+    composer.showNote(t('panelChatModel', `${pick.name} · ${pick.model}`));
   } catch (err) {
-    report(err, 'Could not switch to the chat\'s model');
+    report(err, t('panelChatModelFailed'));
   }
 }
 
@@ -637,14 +646,14 @@ async function loadConfig() {
     const providers = Array.isArray(s?.providers) ? s.providers : [];
     const p = providers.find((x) => x && x.id === s.activeProvider) || null;
     if (!p) {
-      label.textContent = providers.length ? 'Choose a provider in Options' : 'No provider — add one in Options';
+      label.textContent = providers.length ? t('panelChooseProvider') : t('panelNoProvider');
       label.classList.add('missing');
     } else {
       label.textContent = [p.name, s.activeModel || p.model].filter(Boolean).join(' · ');
       label.classList.remove('missing');
     }
   } catch (err) {
-    report(err, 'Could not read settings');
+    report(err, t('panelSettingsFailed'));
   }
 }
 
@@ -775,7 +784,7 @@ async function checkBootRead() {
 async function start() {
   onWorkerEvent(onEvent);
   const hostState = workerCall('host.state').then(applyHostState, (err) => {
-    report(err, 'The Keepsake service worker did not answer');
+    report(err, t('panelWorkerSilent'));
   });
   const others = [resyncStream(), loadConfig()];
   const boot = await bootRead();

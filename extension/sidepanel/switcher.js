@@ -4,6 +4,7 @@
 // "Use" stores `activeProvider` and `activeModel` (settings.set); the worker reads them for the
 // next message (its SettingsMemory hears the settings change), and the label shows them.
 
+import { t, formatNumber } from '../lib/i18n.js';
 import { h, replaceChildren } from '../lib/ui/dom.js';
 
 /** lib/llm.js's listModels, loaded when the switcher first lists models (not at panel start). */
@@ -37,16 +38,16 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
   async function fillModels(card, datalist, status) {
     const mine = ++listing;
     replaceChildren(datalist, []);
-    status.textContent = card.baseUrl ? 'Asking the provider for its models…' : '';
+    status.textContent = card.baseUrl ? t('switchAsking') : '';
     if (!card.baseUrl) return;
     const r = await listModels(card);
     if (mine !== listing || !box) return;
     if (!r.ok) {
-      status.textContent = `Could not list the models (${r.detail}); type a model name.`;
+      status.textContent = t('switchListFailed', r.detail);
       return;
     }
     replaceChildren(datalist, r.models.map((m) => h('option', { value: m, text: m })));
-    status.textContent = r.models.length ? `${r.models.length} model${r.models.length === 1 ? '' : 's'} listed; any name can be typed.` : 'The provider lists no models; type a model name.';
+    status.textContent = r.models.length === 1 ? t('switchListedOne') : r.models.length ? t('switchListed', formatNumber(r.models.length)) : t('switchNoModels');
   }
 
   async function open() {
@@ -64,17 +65,17 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
       return;
     }
     const current = providers.find((p) => p.id === s.activeProvider) ?? providers[0];
-    const select = h('select', { testid: 'switch-provider', 'aria-label': 'Provider' },
+    const select = h('select', { testid: 'switch-provider', 'aria-label': t('switchProvider') },
       providers.map((p) => h('option', { value: p.id, text: p.name || p.id })));
     select.value = current.id;
     const datalist = h('datalist', { id: 'switch-models' });
-    const model = h('input', { type: 'text', testid: 'switch-model', 'aria-label': 'Model', spellcheck: 'false', autocomplete: 'off' });
+    const model = h('input', { type: 'text', testid: 'switch-model', 'aria-label': t('switchModel'), spellcheck: 'false', autocomplete: 'off' });
     model.setAttribute('list', 'switch-models'); // `list` is read-only as a property
     model.value = (current.id === s.activeProvider && typeof s.activeModel === 'string' && s.activeModel) || current.model || '';
     const status = h('div', { class: 'switcher-status', testid: 'switch-status', role: 'status' });
-    const use = h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'switch-apply', text: 'Use' });
-    const more = h('button', { type: 'button', class: 'btn btn-small', testid: 'switch-options', text: 'Providers…' });
-    const form = h('form', { class: 'switcher', testid: 'switcher', 'aria-label': 'Provider and model' },
+    const use = h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'switch-apply', text: t('switchUse') });
+    const more = h('button', { type: 'button', class: 'btn btn-small', testid: 'switch-options', text: t('switchProviders') });
+    const form = h('form', { class: 'switcher', testid: 'switcher', 'aria-label': t('switchLabel') },
       h('div', { class: 'switcher-row' }, select, model),
       datalist,
       h('div', { class: 'switcher-row' }, status, use, more));
@@ -89,7 +90,7 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
       const name = model.value.trim();
       if (!card) return;
       if (!name) {
-        status.textContent = 'Give a model name.';
+        status.textContent = t('switchNeedModel');
         model.focus();
         return;
       }
@@ -99,7 +100,7 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
         close();
         onChanged();
       } catch (err) {
-        status.textContent = `Could not switch: ${err?.message ?? err}`;
+        status.textContent = t('switchFailed', err?.message ?? err);
         use.disabled = false;
       }
     });
@@ -123,7 +124,7 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
 
   button.setAttribute('aria-haspopup', 'true');
   button.setAttribute('aria-expanded', 'false');
-  button.title = 'Provider and model (click to switch)';
+  button.title = t('panelModelLabelTitle');
   button.addEventListener('click', () => (box ? close() : open()));
 
   return {

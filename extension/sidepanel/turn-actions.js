@@ -3,6 +3,7 @@
 // current reply as a version once the new one is stored), Retry a message that was not answered
 // (`chat.retry {index}`: the same stored entry is sent again, no copy), and "‹ ›" to show another
 // version of a turn (`history.switchVersion`). No DOM: the panel passes what to call.
+import { t } from '../lib/i18n.js';
 
 /**
  * createTurnActions({workerCall, storage, beginStream(streamId), refreshHistory() → Promise,
@@ -32,9 +33,9 @@ export function createTurnActions({ workerCall, storage, beginStream, refreshHis
 
   return {
     /** `index`: the assistant reply to regenerate. */
-    regenerate: (index, button) => startTurn('chat.regenerate', { index }, 'Could not regenerate', button),
+    regenerate: (index, button) => startTurn('chat.regenerate', { index }, t('turnActRegenerateFailed'), button),
     /** `index`: the user entry that was not answered. */
-    retry: (index, button) => startTurn('chat.retry', { index }, 'Could not retry', button),
+    retry: (index, button) => startTurn('chat.retry', { index }, t('turnActRetryFailed'), button),
     /** Show version `version` (1-based) of the turn `fork` names, then the history as it is now. */
     async switchVersion(fork, version, button) {
       if (isStreaming()) return false; // the reply being written goes after the version shown
@@ -43,8 +44,8 @@ export function createTurnActions({ workerCall, storage, beginStream, refreshHis
         await storage.history.switchVersion({ forkEntryId: fork.forkEntryId, version });
         return true;
       } catch (err) {
-        if (err?.code === 'not_found') notice('That version is no longer in this chat', { kind: 'info' });
-        else noticeFor(err, 'Could not switch the version');
+        if (err?.code === 'not_found') notice(t('turnActVersionGone'), { kind: 'info' });
+        else noticeFor(err, t('turnActVersionFailed'));
         return false;
       } finally {
         await refreshHistory();
