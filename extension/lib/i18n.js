@@ -45,10 +45,9 @@ function chromeI18n() {
 export function currentLocale() {
   if (local) return local.locale;
   const i = chromeI18n();
-  if (i) {
-    // `@@ui_locale` is the browser's UI locale; the catalogue Chrome answers from is the closest one
-    return localeFor(i.getMessage('@@ui_locale'));
-  }
+  // each catalogue names itself: the one Chrome answers from is the UI language (`@@ui_locale` and
+  // getUILanguage() can disagree with it, e.g. headless Chromium started with --lang)
+  if (i) return LOCALES.includes(i.getMessage('localeCode')) ? i.getMessage('localeCode') : 'en';
   return 'en';
 }
 
