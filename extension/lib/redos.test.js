@@ -100,6 +100,10 @@ const CASE = (name) => ({ case: name });
 const SAFE = (why) => ({ safe: why });
 
 const AUDIT = {
+  'lib/i18n.js': {
+    '/_/g': SAFE('one literal character over a language tag'),
+    '/\\$([1-9])/g': SAFE('a literal and one character class over a catalogue message, linear'),
+  },
   'background/site-cache.js': {
     '/^\\d+$/': CASE('site-cache.tabIdOfKey'),
   },

@@ -2,7 +2,8 @@
 // `port.request.bind(port)`, pages pass `hostCall` from bridge.js. One method per host operation,
 // generated from protocol.js, named exactly after the operation: `s.history.append(args)`.
 
-import { OPS, RETRYABLE_WRITE_CODES, isWriteOp } from './protocol.js';
+import { OPS, OP_ARGS, RETRYABLE_WRITE_CODES, isWriteOp } from './protocol.js';
+import { formatDateTime } from './i18n.js';
 
 const RETRYABLE = new Set(RETRYABLE_WRITE_CODES);
 
@@ -31,13 +32,23 @@ function withClientRequestId(args, newId) {
   return { ...a, clientRequestId: newId() };
 }
 
+/**
+ * `args` with a `fallbackName` for writes that may create an auto-named chat: the date and time in
+ * the UI language (`6 de dez. de 2026 15:04`, `2026年12月6日 15:04`), the name a chat gets when
+ * no message names it (storage-model §5.1). A caller's own fallbackName wins.
+ */
+function withFallbackName(op, args, now) {
+  if (!OP_ARGS[op]?.includes('fallbackName') || args.fallbackName !== undefined) return args;
+  return { ...args, fallbackName: formatDateTime(now()) };
+}
+
 function readMethod(call, op) {
   return (args = {}, opts) => call(op, args ?? {}, opts);
 }
 
-function writeMethod(call, op, newId) {
+function writeMethod(call, op, newId, now) {
   return async (args = {}, opts) => {
-    const a = withClientRequestId(args, newId);
+    const a = withFallbackName(op, withClientRequestId(args, newId), now);
     try {
       return await call(op, a, opts);
     } catch (err) {
@@ -51,17 +62,17 @@ function writeMethod(call, op, newId) {
 /**
  * Build the storage client.
  * @param {(op: string, args: object, opts?: object) => Promise<any>} call
- * @param {{newId?: () => string, ops?: readonly string[]}} [options]
+ * @param {{newId?: () => string, ops?: readonly string[], now?: () => number}} [options]
  * @returns {Record<string, Record<string, (args?: object, opts?: object) => Promise<any>>>}
  */
-export function createStorage(call, { newId = defaultNewId, ops = OPS } = {}) {
+export function createStorage(call, { newId = defaultNewId, ops = OPS, now = Date.now } = {}) {
   const s = {};
   for (const op of ops) {
     const dot = op.indexOf('.');
     const area = op.slice(0, dot);
     const name = op.slice(dot + 1);
     s[area] ??= {};
-    s[area][name] = isWriteOp(op) ? writeMethod(call, op, newId) : readMethod(call, op);
+    s[area][name] = isWriteOp(op) ? writeMethod(call, op, newId, now) : readMethod(call, op);
   }
   return s;
 }

@@ -1,3 +1,4 @@
+import { useLocale } from './i18n.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -129,4 +130,22 @@ test('a write with no args, null args or an empty clientRequestId gets a new id'
   await s.history.clear(null);
   await s.history.clear({ clientRequestId: '' });
   assert.deepEqual(calls.map((c) => c.args), [{ clientRequestId: 'x' }, { clientRequestId: 'x' }, { clientRequestId: 'x' }]);
+});
+
+test('writes that may create an auto-named chat carry a fallbackName: the date in the UI language', async () => {
+  const seen = [];
+  const call = async (op, args) => { seen.push({ op, args }); return {}; };
+  const when = Date.UTC(2026, 11, 6, 15, 4);
+  useLocale('pt_BR');
+  try {
+    const s = createStorage(call, { newId: () => 'id-1', now: () => when });
+    await s.history.append({ entry: { role: 'user', content: 'x' } });
+    await s.sessions.save({ fallbackName: 'Mine' });
+    await s.settings.set({ map: { a: 1 } });
+    assert.match(seen[0].args.fallbackName, /6 de dez\.? de 2026/);
+    assert.equal(seen[1].args.fallbackName, 'Mine', "the caller's name wins");
+    assert.equal('fallbackName' in seen[2].args, false, 'only ops that take one');
+  } finally {
+    useLocale('en');
+  }
 });

@@ -82,7 +82,9 @@ describe('attach arguments', () => {
   }
 
   test('a screenshot attach: mode screenshot, body (screenshot), the picture after the text', async () => {
-    assert.deepEqual(await attachArgsOf({ dataUrl: SHOT, url: 'https://example.com/a?b=1', title: '  Dashboard ' }), {
+    const { fallbackName, ...args } = await attachArgsOf({ dataUrl: SHOT, url: 'https://example.com/a?b=1', title: '  Dashboard ' });
+    assert.match(fallbackName, /\d{4}/, 'a chat this attach creates is named by the date when nothing names it');
+    assert.deepEqual(args, {
       ctx: { url: 'https://example.com/a?b=1', title: 'Dashboard', mode: 'screenshot', body: '(screenshot)' },
       images: [SHOT],
       placement: 'end',
@@ -128,7 +130,9 @@ describe('the panel port (fake host)', () => {
     await flush();
     const port = ports[0];
     const req = port.lastOf('history.attach');
-    assert.deepEqual(req.args, {
+    const { fallbackName, ...args } = req.args;
+    assert.equal(typeof fallbackName, 'string');
+    assert.deepEqual(args, {
       ctx: { url: 'https://example.com/', title: 'Home', mode: 'screenshot', body: '(screenshot)' },
       images: [SHOT],
       placement: 'end',
