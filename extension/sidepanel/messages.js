@@ -116,7 +116,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
       }
     }).catch((err) => {
       wrap.classList.remove('loading');
-      wrap.replaceWith(h('span', { class: 'msg-image-missing', text: `[image ${n} unavailable: ${err?.message || 'error'}]` }));
+      wrap.replaceWith(h('span', { class: 'msg-image-missing', text: t('msgImageUnavailableWhy', n, err?.message || t('panelUnknownError')) }));
     });
   }
 
@@ -127,6 +127,9 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
       type: 'button', class: 'msg-image-btn loading', 'aria-label': t('msgOpenImage', n),
       on: { click: () => openLightbox(url, n, original) },
     }, img);
+    // a tall picture (a full-page screenshot) is shown from its top at the bubble's width, not as a
+    // sliver; the lightbox shows it at the panel's width, scrolling
+    img.addEventListener('load', () => { if (isTall(img)) wrap.classList.add('tall'); });
     queueImage({ url, n, img, wrap });
     return wrap;
   }
@@ -139,6 +142,9 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     });
   }
 
+  /** Taller than 2.5 times its width: a page-long screenshot. */
+  const isTall = (img) => img.naturalWidth > 0 && img.naturalHeight > 2.5 * img.naturalWidth;
+
   let lightbox = null;
   let lightboxRevoke = null;
   /**
@@ -149,16 +155,17 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     closeLightbox();
     const img = h('img', { alt: t('msgImage', n) });
     const close = iconButton('x', t('msgCloseImage'), { testid: 'lightbox-close', on: { click: closeLightbox } });
-    lightbox = h('div', {
+    const box = h('div', {
       class: 'lightbox', testid: 'lightbox', role: 'dialog', 'aria-label': t('msgImage', n), tabindex: '-1',
       on: {
-        click: (e) => { if (e.target === lightbox) closeLightbox(); },
+        click: (e) => { if (e.target === box) closeLightbox(); },
         keydown: (e) => { if (e.key === 'Escape') closeLightbox(); },
       },
     }, close, img);
+    lightbox = box;
+    img.addEventListener('load', () => { if (isTall(img)) box.classList.add('tall'); });
     document.body.append(lightbox);
     lightbox.focus();
-    const box = lightbox;
     try {
       if (original) {
         const o = await images.original(original);
