@@ -1385,7 +1385,7 @@ function renderMath(doc, parent, n, ctx, block) {
   let node = null;
   if (ctx.math) {
     try {
-      node = ctx.math(n.tex, n.display);
+      node = ctx.math(n.tex, block || !!n.display);
     } catch {
       node = null;
     }
