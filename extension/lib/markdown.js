@@ -11,6 +11,10 @@
 //           hard breaks (two trailing spaces or `\`), soft breaks (rendered as <br> unless `breaks: false`),
 //           [links](url "title"), <autolinks>, bare http(s) URLs, ![images](url) rendered as links (never
 //           loaded), `[mm:ss]` timestamp pills with `{pills: true}` (never inside code or links).
+//   math    inline `$…$` (no blank after the opening `$` or before the closing one, which is the next `$`
+//           and not followed by a digit: `$5 and $10` stays text) and `\(…\)`; display `$$…$$` and `\[…\]`,
+//           inline or as their own block (one line, or opener / formula lines / closer with no blank line).
+//           Never inside code spans or blocks; `\$` is a dollar. Unclosed (mid-stream): text.
 //   Not supported (shown as text): raw HTML, setext headings (`---` under text is a rule), indented code
 //   blocks, link reference definitions, footnotes.
 // Links: only http:, https: and mailto: destinations become <a href> (the href is the WHATWG-serialised URL,
@@ -22,9 +26,21 @@
 // plain-text fallback if anything ever throws — a partial (streaming) message always renders.
 //
 // Output elements: see ALLOWED_ELEMENTS; attributes: href, class, title, rel, target, start, align, data-*.
-// Code blocks: <div class="md-codeblock" data-lang="js"> <button class="md-copy" data-md-copy title="Copy code">
-// <pre><code class="language-js">…</code></pre></div>; the page wires one delegated click listener on
-// `[data-md-copy]` and copies the sibling <code>'s textContent. An unclosed fence adds `data-md-partial`.
+// Code blocks: <div class="md-codeblock" data-lang="js"> <div class="md-code-head"> <span class="md-code-lang">js
+// </span> <button class="md-copy" data-md-copy title="Copy code">Copy</button></div> <pre><code
+// class="language-js">…</code></pre></div> (words from i18n.js: codeCopy, codeCopyTitle); the page wires one
+// delegated click listener on `[data-md-copy]` and copies the block's <pre><code> textContent. An unclosed
+// fence adds `data-md-partial`.
+// Highlighting and math come from hooks, so this module loads neither library (lib/rich.js loads them on
+// demand): `opts.highlight(code, lang, doc)` for a CLOSED fence only (lib/highlight.js: highlight.js, whose
+// HTML string a strict converter turns into <span class="hljs-…"> and text nodes; the <code> then also has
+// class `hljs`), `opts.math(tex, display)` for each formula (lib/math.js: KaTeX's node tree → DOM nodes, no HTML
+// string). Whatever a hook returns is walked before it joins the reply: highlighting may hold only <span class>
+// and text with exactly the code's text; a formula only MATH_ELEMENTS with MATH_ATTRIBUTES (no links, images,
+// `data-*`, `on*`). A missing hook, a throw or a refused tree: plain code, or the formula's source in
+// <code class="md-math-src"> (with the mathError title when KaTeX refused it). Formulas are wrapped in
+// <span class="md-math"> or, as blocks, <div class="md-math md-math-block">. `opts.onNeed('code'|'math')`
+// says a missing hook was wanted.
 // Pills: <button class="md-pill" data-seconds="65" [data-end="90"] title="Jump to 1:05">01:05</button>.
 
 import { formatTimestamp, splitPills } from './pills.js';
