@@ -15,12 +15,47 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const OUT = path.join(HERE, '..', 'extension', 'vendor');
 export const RECORD = path.join(OUT, 'VENDORED.json');
 
-/** What is copied: the package, its files, the folder under extension/vendor/. */
+// highlight.js: the core and a subset of its languages (lib/highlight.js registers them), as the ES
+// modules of its CDN build; code blocks in replies load them on first use
+const HLJS_LANGUAGES = [
+  'bash', 'c', 'cpp', 'csharp', 'css', 'diff', 'dockerfile', 'go', 'ini', 'java', 'javascript', 'json',
+  'kotlin', 'lua', 'makefile', 'markdown', 'php', 'plaintext', 'powershell', 'python', 'ruby', 'rust', 'scss',
+  'shell', 'sql', 'swift', 'typescript', 'xml', 'yaml',
+];
+// KaTeX fonts: only the woff2 files (katex.min.css lists woff2 first; Chromium never asks for the others)
+const KATEX_FONTS = [
+  'AMS-Regular', 'Caligraphic-Bold', 'Caligraphic-Regular', 'Fraktur-Bold', 'Fraktur-Regular', 'Main-Bold',
+  'Main-BoldItalic', 'Main-Italic', 'Main-Regular', 'Math-BoldItalic', 'Math-Italic', 'SansSerif-Bold',
+  'SansSerif-Italic', 'SansSerif-Regular', 'Script-Regular', 'Size1-Regular', 'Size2-Regular', 'Size3-Regular',
+  'Size4-Regular', 'Typewriter-Regular',
+];
+
+/**
+ * What is copied: the package, its files, the folder under extension/vendor/. A file keeps only its
+ * name there, unless it lies under `keep` (then its path below `keep` is kept: KaTeX's CSS finds its
+ * fonts in `fonts/`).
+ */
 export const VENDORED = [
   { pkg: '@mozilla/readability', files: ['Readability.js', 'LICENSE.md'], to: 'readability' },
   // PDF.js: the library and its worker (offscreen/pdf.js reads PDFs with them)
   { pkg: 'pdfjs-dist', files: ['build/pdf.min.mjs', 'build/pdf.worker.min.mjs', 'LICENSE'], to: 'pdfjs' },
+  {
+    pkg: '@highlightjs/cdn-assets',
+    files: ['es/core.min.js', ...HLJS_LANGUAGES.map((l) => `es/languages/${l}.min.js`), 'LICENSE'],
+    keep: 'es/',
+    to: 'highlight',
+  },
+  // KaTeX: the ES module (lib/math.js), its stylesheet and fonts
+  {
+    pkg: 'katex',
+    files: ['dist/katex.mjs', 'dist/katex.min.css', ...KATEX_FONTS.map((f) => `dist/fonts/KaTeX_${f}.woff2`), 'LICENSE'],
+    keep: 'dist/',
+    to: 'katex',
+  },
 ];
+
+/** Where `file` of a VENDORED entry goes, relative to extension/vendor/. */
+const target = (entry, file) => `${entry.to}/${entry.keep && file.startsWith(entry.keep) ? file.slice(entry.keep.length) : path.basename(file)}`;
 
 const sha256 = (buf) => createHash('sha256').update(buf).digest('hex');
 
@@ -34,14 +69,15 @@ function versions(pkg) {
 
 /** The record of what extension/vendor/ should hold, read from the installed packages. */
 export function expectedRecord() {
-  return VENDORED.map(({ pkg, files, to }) => {
+  return VENDORED.map((entry) => {
+    const { pkg, files } = entry;
     const { pinned, installed } = versions(pkg);
     if (!installed) throw new Error(`${pkg} is not installed: run npm ci in vendor/`);
     if (installed !== pinned) throw new Error(`${pkg}: vendor/package.json pins ${pinned}, node_modules has ${installed}: run npm ci in vendor/`);
     return {
       package: pkg,
       version: installed,
-      files: files.map((f) => ({ from: f, to: `${to}/${path.basename(f)}`, sha256: sha256(fs.readFileSync(path.join(HERE, 'node_modules', pkg, f))) })),
+      files: files.map((f) => ({ from: f, to: target(entry, f), sha256: sha256(fs.readFileSync(path.join(HERE, 'node_modules', pkg, f))) })),
     };
   });
 }

@@ -11,6 +11,10 @@
 //           hard breaks (two trailing spaces or `\`), soft breaks (rendered as <br> unless `breaks: false`),
 //           [links](url "title"), <autolinks>, bare http(s) URLs, ![images](url) rendered as links (never
 //           loaded), `[mm:ss]` timestamp pills with `{pills: true}` (never inside code or links).
+//   math    inline `$…$` (no blank after the opening `$` or before the closing one, which is the next `$`
+//           and not followed by a digit: `$5 and $10` stays text) and `\(…\)`; display `$$…$$` and `\[…\]`,
+//           inline or as their own block (one line, or opener / formula lines / closer with no blank line).
+//           Never inside code spans or blocks; `\$` is a dollar. Unclosed (mid-stream): text.
 //   Not supported (shown as text): raw HTML, setext headings (`---` under text is a rule), indented code
 //   blocks, link reference definitions, footnotes.
 // Links: only http:, https: and mailto: destinations become <a href> (the href is the WHATWG-serialised URL,
@@ -22,12 +26,25 @@
 // plain-text fallback if anything ever throws — a partial (streaming) message always renders.
 //
 // Output elements: see ALLOWED_ELEMENTS; attributes: href, class, title, rel, target, start, align, data-*.
-// Code blocks: <div class="md-codeblock" data-lang="js"> <button class="md-copy" data-md-copy title="Copy code">
-// <pre><code class="language-js">…</code></pre></div>; the page wires one delegated click listener on
-// `[data-md-copy]` and copies the sibling <code>'s textContent. An unclosed fence adds `data-md-partial`.
+// Code blocks: <div class="md-codeblock" data-lang="js"> <div class="md-code-head"> <span class="md-code-lang">js
+// </span> <button class="md-copy" data-md-copy title="Copy code">Copy</button></div> <pre><code
+// class="language-js">…</code></pre></div> (words from i18n.js: codeCopy, codeCopyTitle); the page wires one
+// delegated click listener on `[data-md-copy]` and copies the block's <pre><code> textContent. An unclosed
+// fence adds `data-md-partial`.
+// Highlighting and math come from hooks, so this module loads neither library (lib/rich.js loads them on
+// demand): `opts.highlight(code, lang, doc)` for a CLOSED fence only (lib/highlight.js: highlight.js, whose
+// HTML string a strict converter turns into <span class="hljs-…"> and text nodes; the <code> then also has
+// class `hljs`), `opts.math(tex, display)` for each formula (lib/math.js: KaTeX's node tree → DOM nodes, no HTML
+// string). Whatever a hook returns is walked before it joins the reply: highlighting may hold only <span class>
+// and text with exactly the code's text; a formula only MATH_ELEMENTS with MATH_ATTRIBUTES (no links, images,
+// `data-*`, `on*`). A missing hook, a throw or a refused tree: plain code, or the formula's source in
+// <code class="md-math-src"> (with the mathError title when KaTeX refused it). Formulas are wrapped in
+// <span class="md-math"> or, as blocks, <div class="md-math md-math-block">. `opts.onNeed('code'|'math')`
+// says a missing hook was wanted.
 // Pills: <button class="md-pill" data-seconds="65" [data-end="90"] title="Jump to 1:05">01:05</button>.
 
 import { formatTimestamp, splitPills } from './pills.js';
+import { t } from './i18n.js';
 
 /** Every element renderMarkdown may create. */
 export const ALLOWED_ELEMENTS = new Set([
@@ -37,6 +54,29 @@ export const ALLOWED_ELEMENTS = new Set([
 
 /** Every attribute renderMarkdown may set, besides `data-*`. */
 export const ALLOWED_ATTRIBUTES = new Set(['href', 'class', 'title', 'rel', 'target', 'start', 'colspan', 'align']);
+
+/**
+ * Every element a math hook (KaTeX) may create inside a formula: its HTML spans, its MathML and the SVG
+ * of stretchy glyphs. Anything else (an <a> from \href, an <img> from \includegraphics, …) and the
+ * formula shows as its source instead.
+ */
+export const MATH_ELEMENTS = new Set([
+  'span', 'math', 'semantics', 'annotation', 'mrow', 'mi', 'mn', 'mo', 'mtext', 'mspace', 'msup', 'msub',
+  'msubsup', 'mfrac', 'msqrt', 'mroot', 'mover', 'munder', 'munderover', 'mtable', 'mtr', 'mtd', 'mstyle',
+  'mpadded', 'mphantom', 'menclose', 'svg', 'path', 'line',
+]);
+
+/**
+ * Every attribute allowed inside a formula (no `data-*`, no href/src): KaTeX's class, aria-hidden,
+ * CSSOM styles (seen as `style` in a browser), MathML presentation attributes, SVG geometry.
+ */
+export const MATH_ATTRIBUTES = new Set([
+  'class', 'style', 'aria-hidden', 'xmlns', 'display', 'encoding', 'mathvariant', 'stretchy', 'fence',
+  'separator', 'lspace', 'rspace', 'width', 'height', 'depth', 'voffset', 'mathsize', 'mathcolor',
+  'mathbackground', 'minsize', 'maxsize', 'columnalign', 'rowspacing', 'columnspacing', 'columnlines', 'rowlines',
+  'linethickness', 'accent', 'accentunder', 'scriptlevel', 'displaystyle', 'largeop', 'notation', 'linebreak',
+  'viewbox', 'preserveaspectratio', 'd', 'x1', 'x2', 'y1', 'y2', 'stroke-width',
+]);
 
 const MAX_BLOCK_DEPTH = 16;
 const MAX_INLINE_DEPTH = 24;
@@ -290,7 +330,7 @@ function sameList(a, b) {
 
 /** Would this line end a paragraph? */
 function interrupts(line) {
-  if (fenceOpen(line) || headingOf(line) || isHr(line) || isQuoteStart(line)) return true;
+  if (fenceOpen(line) || headingOf(line) || isHr(line) || isQuoteStart(line) || mathOpen(line)) return true;
   const m = listMarker(line);
   return !!m && !m.empty && (!m.ordered || m.start === 1);
 }
@@ -345,6 +385,56 @@ function tableStart(line, next) {
   return head.length === aligns.length ? { head, aligns } : null;
 }
 
+/** A display-math opener at the start of a line (`$$` or `\[`, up to 3 spaces in): {close, rest} or null. */
+function mathOpen(line) {
+  const { cols, idx } = indentOf(line);
+  if (cols > 3) return null;
+  if (line.startsWith('$$', idx) && line[idx + 2] !== '$') return { close: '$$', rest: line.slice(idx + 2) };
+  if (line.startsWith('\\[', idx)) return { close: '\\]', rest: line.slice(idx + 2) };
+  return null;
+}
+
+/** `rest` without trailing blanks, when it ends with `close` (and is more than `close`): else null. */
+function beforeClose(rest, close) {
+  const s = rest.trimEnd();
+  return s.endsWith(close) ? s.slice(0, s.length - close.length) : null;
+}
+
+/**
+ * Display math as a block: `$$…$$` or `\[…\]` on one line, or an opener line, formula lines and a line
+ * ending with the closer, with no blank line between (`$$ x = 1 $$`, `$$\nx = 1\n$$`). Returns
+ * {tex, raw, end} or null (unclosed, e.g. mid-stream: the lines are a paragraph). `noClose[close]`
+ * remembers how far a failed search looked, so each line is searched at most once per closer.
+ */
+function mathBlock(lines, i, noClose) {
+  const m = mathOpen(lines[i]);
+  if (!m) return null;
+  const one = beforeClose(m.rest, m.close);
+  if (one !== null && m.rest.trim().length >= m.close.length) {
+    if (one.includes(m.close) || !one.trim()) return null; // `$$a$$ and $$b$$`: inline math in a paragraph
+    return { tex: one.trim(), raw: lines[i].trim(), end: i + 1 };
+  }
+  if (i < noClose[m.close]) return null;
+  const body = [m.rest];
+  for (let j = i + 1; j < lines.length; j++) {
+    const l = lines[j];
+    if (isBlank(l)) {
+      noClose[m.close] = j;
+      return null;
+    }
+    const last = beforeClose(l, m.close);
+    if (last !== null) {
+      body.push(last);
+      const tex = body.join('\n').trim();
+      if (!tex) return null;
+      return { tex, raw: lines.slice(i, j + 1).map((x) => x.trim()).join('\n'), end: j + 1 };
+    }
+    body.push(l);
+  }
+  noClose[m.close] = lines.length;
+  return null;
+}
+
 /** Tracks whether a sequence of lines is inside a fenced block (for lazy continuation decisions). */
 function fenceTracker() {
   let open = null;
@@ -364,6 +454,7 @@ function fenceTracker() {
 
 function parseBlockLines(lines, depth) {
   const blocks = [];
+  const noMathClose = { $$: 0, '\\]': 0 }; // mathBlock: no closing line before this index (keeps it linear)
   const n = lines.length;
   let i = 0;
   while (i < n) {
@@ -388,6 +479,12 @@ function parseBlockLines(lines, depth) {
       }
       const lang = (f.info.split(/[ \t]/, 1)[0] || '').replace(/[^A-Za-z0-9_+#.-]/g, '').slice(0, 32);
       blocks.push({ type: 'code', lang, text: body.join('\n'), closed });
+      continue;
+    }
+    const mb = mathBlock(lines, i, noMathClose);
+    if (mb) {
+      blocks.push({ type: 'math', tex: mb.tex, raw: mb.raw });
+      i = mb.end;
       continue;
     }
     const h = headingOf(line);
@@ -539,7 +636,7 @@ function parseList(lines, i, depth, blocks, first) {
 // Inline structure
 
 const SPECIAL = new Uint8Array(128);
-for (const c of '\\`*_~[]!<\n&') SPECIAL[c.charCodeAt(0)] = 1;
+for (const c of '\\`*_~[]!<\n&$') SPECIAL[c.charCodeAt(0)] = 1;
 
 const AUTOLINK_URI_RE = /<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>/y;
 const AUTOLINK_EMAIL_RE = /<([A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>/y;
@@ -557,6 +654,85 @@ function backtickIndex(src) {
     i = src.indexOf('`', j);
   }
   return byLen;
+}
+
+/** First element of the sorted array `arr` that is >= from, or -1 (binary search). */
+function firstAtLeast(arr, from) {
+  let lo = 0;
+  let hi = arr.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (arr[mid] < from) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < arr.length ? arr[lo] : -1;
+}
+
+const isDigit = (c) => c !== undefined && c >= '0' && c <= '9';
+const isBlankChar = (c) => c === undefined || c === ' ' || c === '\t' || c === '\n';
+
+/**
+ * Where inline math may close, found in one pass over the paragraph (closer lookups are then binary
+ * searches: linear overall however many `$` a reply holds): every unescaped `$` run, `$$` runs, `\)`
+ * and `\]`, newlines and backticks (inline `$…$` stays on one line; no formula spans a backtick, so
+ * code spans keep their dollars).
+ */
+function mathIndex(src) {
+  const idx = { dollar: [], two: [], paren: [], bracket: [], nl: [], tick: [] };
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i];
+    if (c === '$') {
+      let j = i;
+      while (src[j] === '$') j++;
+      idx.dollar.push(i);
+      if (j - i === 2) idx.two.push(i);
+      i = j - 1;
+    } else if (c === '\\') {
+      const nx = src[i + 1];
+      if (nx === ')') idx.paren.push(i);
+      else if (nx === ']') idx.bracket.push(i);
+      i++;
+    } else if (c === '\n') idx.nl.push(i);
+    else if (c === '`') idx.tick.push(i);
+  }
+  return idx;
+}
+
+/**
+ * Inline math starting at `i`: {tex, display, end} or null. `$…$` (no blank after the opening `$`, none
+ * before the closing one, which is not followed by a digit: `$5 and $10` stays text), `$$…$$`, `\(…\)`
+ * and `\[…\]`.
+ */
+function mathAt(src, i, idx) {
+  let open;
+  let close;
+  let list;
+  let display;
+  if (src[i] === '$') {
+    if (src[i + 1] === '$') {
+      if (src[i + 2] === '$' || src[i - 1] === '$') return null;
+      [open, close, list, display] = [2, 2, idx.two, true];
+    } else {
+      if (isBlankChar(src[i + 1]) || src[i - 1] === '$') return null;
+      [open, close, list, display] = [1, 1, idx.dollar, false];
+    }
+  } else if (src[i] === '\\' && src[i + 1] === '(') [open, close, list, display] = [2, 2, idx.paren, false];
+  else if (src[i] === '\\' && src[i + 1] === '[') [open, close, list, display] = [2, 2, idx.bracket, true];
+  else return null;
+  const at = firstAtLeast(list, i + open + 1);
+  if (at === -1) return null;
+  // `$…$` closes at the next `$` (a bare `$` inside a formula is not TeX), which must be a single `$`,
+  // not after a blank, not before a digit
+  if (list === idx.dollar && (src[at + 1] === '$' || isBlankChar(src[at - 1]) || isDigit(src[at + 1]))) return null;
+  const tick = firstAtLeast(idx.tick, i);
+  if (tick !== -1 && tick < at) return null;
+  if (!display && src[i] === '$') {
+    const nl = firstAtLeast(idx.nl, i);
+    if (nl !== -1 && nl < at) return null;
+  }
+  const tex = src.slice(i + open, at);
+  if (!tex.trim()) return null;
+  return { tex: display ? tex.trim() : tex, display, raw: src.slice(i, at + close), end: at + close };
 }
 
 function findRun(byLen, len, from) {
@@ -649,6 +825,7 @@ export function parseInline(src) {
   const brackets = [];
   let inactiveBelow = 0; // bracket openers with an index below this can no longer become links
   let ticks = null;
+  let mathIdx = null;
 
   const pushText = (v) => tokens.push({ t: 'text', v });
   const removeDelim = (d) => {
@@ -717,7 +894,20 @@ export function parseInline(src) {
     }
     if (i > textStart) pushText(src.slice(textStart, i));
     const c = src[i];
-    if (c === '\\') {
+    let math = null;
+    if (c === '$' || (c === '\\' && (src[i + 1] === '(' || src[i + 1] === '['))) {
+      if (!mathIdx) mathIdx = mathIndex(src);
+      math = mathAt(src, i, mathIdx);
+    }
+    if (math) {
+      tokens.push({ t: 'math', tex: math.tex, display: math.display, raw: math.raw });
+      i = math.end;
+    } else if (c === '$') {
+      let j = i;
+      while (src[j] === '$') j++;
+      pushText(src.slice(i, j));
+      i = j;
+    } else if (c === '\\') {
       const nx = src[i + 1];
       if (nx === '\n') {
         tokens.push({ t: 'br' });
@@ -879,6 +1069,9 @@ function buildInline(tokens) {
         break;
       case 'code':
         top().children.push({ type: 'code', text: tok.v });
+        break;
+      case 'math':
+        top().children.push({ type: 'math', tex: tok.tex, display: tok.display, raw: tok.raw });
         break;
       case 'br':
         top().children.push({ type: 'br' });
@@ -1090,6 +1283,9 @@ function renderInline(doc, parent, nodes, ctx) {
         parent.appendChild(c);
         break;
       }
+      case 'math':
+        renderMath(doc, parent, n, ctx, false);
+        break;
       case 'br':
         parent.appendChild(el(doc, 'br'));
         break;
@@ -1128,6 +1324,99 @@ function renderInline(doc, parent, nodes, ctx) {
   }
 }
 
+/**
+ * Does the tree under `root` hold only `elements` with `attributes` (no `on*`, no URL)? An iterative walk,
+ * at most `max` nodes. Checks what a hook (highlighter, KaTeX) built before it joins the reply.
+ */
+function treeAllowed(root, elements, attributes, max = 200_000) {
+  const stack = [root];
+  let seen = 0;
+  while (stack.length) {
+    const n = stack.pop();
+    if (++seen > max) return false;
+    if (n.nodeType === 1) {
+      if (!elements.has(String(n.localName).toLowerCase())) return false;
+      const attrs = n.attributes;
+      if (attrs) {
+        for (let i = 0; i < attrs.length; i++) {
+          const name = String(attrs[i].name).toLowerCase();
+          if (!attributes.has(name)) return false;
+        }
+      }
+    } else if (n.nodeType !== 3 && n.nodeType !== 11) return false;
+    const kids = n.childNodes;
+    if (kids) for (let i = kids.length - 1; i >= 0; i--) stack.push(kids[i]);
+  }
+  return true;
+}
+
+const CODE_ELEMENTS = new Set(['span']);
+const CODE_ATTRIBUTES = new Set(['class']);
+
+function renderCode(doc, parent, b, ctx) {
+  const wrap = el(doc, 'div', {
+    class: 'md-codeblock',
+    'data-lang': b.lang || undefined,
+    'data-md-partial': b.closed ? undefined : '',
+  });
+  if (b.lang || ctx.copyButton) {
+    const head = el(doc, 'div', { class: 'md-code-head' });
+    if (b.lang) {
+      const label = el(doc, 'span', { class: 'md-code-lang' });
+      label.appendChild(doc.createTextNode(b.lang));
+      head.appendChild(label);
+    }
+    if (ctx.copyButton) {
+      const btn = el(doc, 'button', { class: 'md-copy', 'data-md-copy': '', title: t('codeCopyTitle') });
+      btn.appendChild(doc.createTextNode(t('codeCopy')));
+      head.appendChild(btn);
+    }
+    wrap.appendChild(head);
+  }
+  const pre = el(doc, 'pre');
+  const code = el(doc, 'code', { class: b.lang ? 'language-' + b.lang : undefined });
+  // Only a closed fence is highlighted: a streaming block stays plain until its fence closes.
+  let lit = null;
+  if (b.closed && b.text) {
+    if (ctx.highlight) {
+      try {
+        lit = ctx.highlight(b.text, b.lang, doc);
+      } catch {
+        lit = null;
+      }
+      if (lit && !(lit.nodes && treeAllowed(lit.nodes, CODE_ELEMENTS, CODE_ATTRIBUTES) && lit.nodes.textContent === b.text)) lit = null;
+    } else ctx.need('code');
+  }
+  if (lit) {
+    code.setAttribute('class', `${b.lang ? 'language-' + b.lang + ' ' : ''}hljs`);
+    code.appendChild(lit.nodes);
+  } else code.appendChild(doc.createTextNode(b.text));
+  pre.appendChild(code);
+  wrap.appendChild(pre);
+  parent.appendChild(wrap);
+}
+
+/** A formula: KaTeX's nodes through `ctx.math`, else (not loaded, refused, an error) its source as code. */
+function renderMath(doc, parent, n, ctx, block) {
+  let node = null;
+  if (ctx.math) {
+    try {
+      node = ctx.math(n.tex, block || !!n.display);
+    } catch {
+      node = null;
+    }
+    if (node && !treeAllowed(node, MATH_ELEMENTS, MATH_ATTRIBUTES)) node = null;
+  } else ctx.need('math');
+  const wrap = el(doc, block ? 'div' : 'span', { class: block ? 'md-math md-math-block' : 'md-math' });
+  if (node) wrap.appendChild(node);
+  else {
+    const src = el(doc, 'code', { class: 'md-math-src', title: ctx.math ? t('mathError') : undefined });
+    src.appendChild(doc.createTextNode(n.raw));
+    wrap.appendChild(src);
+  }
+  parent.appendChild(wrap);
+}
+
 function renderBlocks(doc, parent, blocks, ctx, tight) {
   for (const b of blocks) {
     switch (b.type) {
@@ -1146,25 +1435,12 @@ function renderBlocks(doc, parent, blocks, ctx, tight) {
         parent.appendChild(h);
         break;
       }
-      case 'code': {
-        const wrap = el(doc, 'div', {
-          class: 'md-codeblock',
-          'data-lang': b.lang || undefined,
-          'data-md-partial': b.closed ? undefined : '',
-        });
-        if (ctx.copyButton) {
-          const btn = el(doc, 'button', { class: 'md-copy', 'data-md-copy': '', title: 'Copy code' });
-          btn.appendChild(doc.createTextNode('Copy'));
-          wrap.appendChild(btn);
-        }
-        const pre = el(doc, 'pre');
-        const code = el(doc, 'code', { class: b.lang ? 'language-' + b.lang : undefined });
-        code.appendChild(doc.createTextNode(b.text));
-        pre.appendChild(code);
-        wrap.appendChild(pre);
-        parent.appendChild(wrap);
+      case 'code':
+        renderCode(doc, parent, b, ctx);
         break;
-      }
+      case 'math':
+        renderMath(doc, parent, b, ctx, true);
+        break;
       case 'hr':
         parent.appendChild(el(doc, 'hr'));
         break;
@@ -1223,11 +1499,17 @@ function renderBlocks(doc, parent, blocks, ctx, tight) {
  * Render Markdown (complete or partial, e.g. mid-stream) as DOM nodes, never through an HTML parser.
  * @param {string} text model output
  * @param {Document} [doc=globalThis.document] document used to create nodes (tests pass a shim)
- * @param {{pills?: boolean, breaks?: boolean, copyButton?: boolean, throwOnError?: boolean}} [opts]
+ * @param {{pills?: boolean, breaks?: boolean, copyButton?: boolean, throwOnError?: boolean,
+ *   highlight?: (code: string, lang: string, doc: Document) => ({nodes: DocumentFragment, language: string}|null),
+ *   math?: (tex: string, display: boolean) => Node, onNeed?: (kind: 'code'|'math') => void}} [opts]
  *   pills: turn `[mm:ss]` stamps outside code and links into seek buttons (default false);
  *   breaks: single newlines inside a paragraph become <br> (default true);
  *   copyButton: add the copy button to code blocks (default true);
- *   throwOnError: rethrow internal errors instead of the plain-text fallback (tests)
+ *   throwOnError: rethrow internal errors instead of the plain-text fallback (tests);
+ *   highlight: highlights a closed code fence (lib/highlight.js); null or a throw: plain text;
+ *   math: renders a formula (lib/math.js); a throw: the source as code;
+ *   onNeed: told 'code' / 'math' when the text has a closed fence / a formula and that hook is missing
+ *   (lib/rich.js loads it; the page renders again)
  * @returns {DocumentFragment}
  */
 export function renderMarkdown(text, doc = globalThis.document, opts = {}) {
@@ -1241,6 +1523,17 @@ export function renderMarkdown(text, doc = globalThis.document, opts = {}) {
     breaks: opts.breaks !== false,
     copyButton: opts.copyButton !== false,
     inLink: false,
+    highlight: typeof opts.highlight === 'function' ? opts.highlight : null,
+    math: typeof opts.math === 'function' ? opts.math : null,
+    need: (kind) => {
+      if (typeof opts.onNeed === 'function') {
+        try {
+          opts.onNeed(kind);
+        } catch {
+          // the page's callback failing must not hide the reply
+        }
+      }
+    },
   };
   const src = String(text ?? '');
   try {

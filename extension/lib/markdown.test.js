@@ -6,9 +6,15 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
+import { installFakeDom } from '../test-support/fake-dom.js';
+import { HIGHLIGHT_LANGUAGES, highlightCode, hljsToNodes } from './highlight.js';
+import { MATH_MAX, renderMath } from './math.js';
+
 import {
   ALLOWED_ATTRIBUTES,
   ALLOWED_ELEMENTS,
+  MATH_ATTRIBUTES,
+  MATH_ELEMENTS,
   linkify,
   parse,
   parseInline,
@@ -632,3 +638,306 @@ test('renderMarkdown(text, opts) form uses globalThis.document', () => {
     else globalThis.document = saved;
   }
 });
+
+// ------------------------------------------------------------------------------------------------ math syntax
+// Without a math hook a formula renders as its source in <code class="md-math-src"> (what shows while KaTeX
+// loads), which lets these tests read what the parser took as math.
+
+const mathSources = (frag) => byTag(frag, 'code').filter((c) => c.getAttribute('class') === 'md-math-src').map((c) => c.textContent);
+
+test('inline math: $…$ needs no blank inside its dollars and no digit after the closing one', () => {
+  assert.deepEqual(mathSources(render('Euler: $e^{i\\pi}+1=0$ and $x$.').frag), ['$e^{i\\pi}+1=0$', '$x$']);
+  for (const text of ['$5 and $10', 'costs $5, or $6.50 with tax', '$ x$', '$x $', 'from $5-$10', '$x$5', '$$$x$$$', 'a $\nb$']) {
+    const { frag } = render(text);
+    assert.deepEqual(mathSources(frag), [], text);
+    assert.equal(frag.textContent, text.replace('\n', ''), text);
+  }
+  // a bare `$` inside is not TeX: the formula closes at the next dollar only
+  assert.deepEqual(mathSources(render('$5 and $10. Euler: $e$').frag), ['$e$']);
+  assert.deepEqual(mathSources(render('price \\$5 and $a\\$b$').frag), ['$a\\$b$']);
+  assert.equal(render('price \\$5').frag.textContent, 'price $5');
+});
+
+test('inline math: \\(…\\), $$…$$ and \\[…\\]; escapes and emphasis do not apply inside', () => {
+  const ast = parseInline('a \\(x_1 * y_2\\) b $$\\sum_i *i*$$ c \\[z\\]');
+  const math = ast.filter((n) => n.type === 'math');
+  assert.deepEqual(math.map((m) => [m.tex, m.display]), [['x_1 * y_2', false], ['\\sum_i *i*', true], ['z', true]]);
+  assert.equal(ast.some((n) => n.type === 'em'), false);
+  // unclosed: the escapes mean what they always did
+  assert.equal(render('\\(not math').frag.textContent, '(not math');
+  assert.equal(render('\\[1\\] ref').frag.textContent.includes('1'), true);
+});
+
+test('no math inside code spans or code blocks', () => {
+  const { frag } = render('`$x$` and ``\\(y\\)``\n\n```\n$$z$$\n\\[w\\]\n```');
+  assert.deepEqual(mathSources(frag), []);
+  assert.deepEqual(byTag(frag, 'code').map((c) => c.textContent), ['$x$', '\\(y\\)', '$$z$$\n\\[w\\]']);
+  // a formula never spans a code span
+  assert.deepEqual(mathSources(render('$a `$` b$').frag), []);
+});
+
+test('display math blocks: $$ … $$ and \\[ … \\] on their own lines, also mid-paragraph; unclosed stays text', () => {
+  const blocks = parse('Formula:\n$$\na^2 + b^2\n= c^2\n$$\nafter\n\n\\[ x \\]\n\n$$ y $$');
+  assert.deepEqual(blocks.map((b) => b.type), ['para', 'math', 'para', 'math', 'math']);
+  assert.equal(blocks[1].tex, 'a^2 + b^2\n= c^2');
+  assert.deepEqual([blocks[3].tex, blocks[4].tex], ['x', 'y']);
+  const { frag } = render('$$\nx');
+  assert.equal(byTag(frag, 'div').filter((d) => /md-math/.test(d.getAttribute('class') ?? '')).length, 0);
+  assert.equal(frag.textContent, '$$x');
+  // two formulas on one line are inline math in a paragraph, not one block
+  assert.deepEqual(parse('$$a$$ and $$b$$').map((b) => b.type), ['para']);
+  // a blank line ends the search for the closer
+  assert.deepEqual(parse('$$\nx\n\ny\n$$').map((b) => [b.type, b.text]), [['para', '$$\nx'], ['para', 'y'], ['para', '$$']]);
+  // inside list items and quotes
+  assert.equal(parse('- item\n\n  $$\n  x\n  $$')[0].items[0].children[1].type, 'math');
+  assert.equal(parse('> $$\n> x\n> $$')[0].children[0].type, 'math');
+});
+
+test('onNeed: asked for the highlighter on a closed fence and KaTeX on a formula, only when missing', () => {
+  const asked = (text, opts = {}) => {
+    const kinds = [];
+    render(text, { ...opts, onNeed: (k) => kinds.push(k) });
+    return kinds;
+  };
+  assert.deepEqual(asked('```py\nx\n```'), ['code']);
+  assert.deepEqual(asked('```py\nx'), [], 'a streaming (unclosed) fence is not highlighted yet');
+  assert.deepEqual(asked('$x$ and $$y$$'), ['math', 'math']);
+  assert.deepEqual(asked('plain $5 and $10'), []);
+  assert.deepEqual(asked('```py\nx\n```', { highlight: () => null }), []);
+  // a throwing callback does not hide the reply
+  const { frag } = render('$x$', { onNeed: () => { throw new Error('page bug'); } });
+  assert.equal(frag.textContent, '$x$');
+});
+
+// ------------------------------------------------------------------------------------------------ highlighting and KaTeX
+// The real vendored highlight.js and KaTeX, building nodes in test-support/fake-dom.js's document (KaTeX
+// creates nodes in the global document).
+
+function withDom(fn) {
+  const dom = installFakeDom();
+  try {
+    return fn(dom.document);
+  } finally {
+    dom.restore();
+  }
+}
+
+const HOOKS = { highlight: highlightCode, math: renderMath };
+
+function renderRich(doc, text, opts = {}) {
+  return renderMarkdown(text, doc, { throwOnError: true, ...HOOKS, ...opts });
+}
+
+/** The safety invariants, with KaTeX's subtree held to MATH_ELEMENTS / MATH_ATTRIBUTES. */
+function assertRichSafe(frag, label = '') {
+  const stack = [[frag, false]];
+  while (stack.length) {
+    const [n, inMath] = stack.pop();
+    if (n.nodeType === 1) {
+      const name = n.localName;
+      assert.ok(!['script', 'iframe', 'style', 'img', 'object', 'embed', 'a', 'link', 'foreignobject', 'image', 'use'].includes(name) || (name === 'a' && !inMath), `${label}: <${name}>`);
+      assert.ok((inMath ? MATH_ELEMENTS : ALLOWED_ELEMENTS).has(name), `${label}: element <${name}> not allowed${inMath ? ' in math' : ''}`);
+      for (const { name: attr, value } of n.attributes) {
+        assert.ok(!/^on/i.test(attr), `${label}: event handler attribute ${attr}`);
+        assert.ok(!/^\s*(javascript|data|vbscript):/i.test(value), `${label}: ${attr}="${value}"`);
+        if (inMath) assert.ok(MATH_ATTRIBUTES.has(attr.toLowerCase()), `${label}: attribute ${attr} in math`);
+        else assert.ok(ALLOWED_ATTRIBUTES.has(attr) || /^data-[a-z0-9-]+$/.test(attr), `${label}: attribute ${attr}`);
+      }
+    }
+    const math = inMath || (n.nodeType === 1 && /^katex(-display)?$/.test(n.getAttribute('class') ?? ''));
+    for (const c of n.childNodes) stack.push([c, math]);
+  }
+}
+
+const byClass = (root, cls) => elements(root).filter((e) => (e.getAttribute('class') ?? '').split(' ').includes(cls));
+
+test('a python block: hljs token spans, the language label, Copy, the code text unchanged', () => withDom((doc) => {
+  const code = 'def greet(name):\n    return f"hi {name}" if name else None  # <b>&</b>';
+  const frag = renderRich(doc, '```python\n' + code + '\n```');
+  assertRichSafe(frag);
+  const block = byClass(frag, 'md-codeblock')[0];
+  assert.equal(byClass(block, 'md-code-lang')[0].textContent, 'python');
+  const copy = byClass(block, 'md-copy')[0];
+  assert.equal(copy.textContent, 'Copy');
+  assert.equal(copy.getAttribute('title'), 'Copy code');
+  const el = byTag(block, 'code')[0];
+  assert.equal(el.getAttribute('class'), 'language-python hljs');
+  assert.equal(el.textContent, code);
+  assert.deepEqual(byClass(el, 'hljs-keyword').map((k) => k.textContent).slice(0, 2), ['def', 'return']);
+  assert.equal(byClass(el, 'hljs-comment')[0].textContent, '# <b>&</b>');
+}));
+
+test('unknown languages stay plain; no language is detected among the subset or left plain', () => withDom((doc) => {
+  const plain = renderRich(doc, '```brainfuck\n+[>+<-]\n```');
+  assert.equal(elements(byTag(plain, 'code')[0]).length, 0);
+  assert.equal(byClass(plain, 'md-code-lang')[0].textContent, 'brainfuck');
+  const auto = renderRich(doc, '```\n{\n  "a": 1,\n  "b": [true, null]\n}\n```');
+  assert.ok(byClass(auto, 'hljs-attr').length > 0, 'JSON detected');
+  assert.equal(byClass(auto, 'md-code-lang').length, 0, 'a guess is not labelled');
+  const prose = renderRich(doc, '```\njust some words here\n```');
+  assert.equal(elements(byTag(prose, 'code')[0]).length, 0);
+  // a streaming block stays plain until its fence closes
+  const open = renderRich(doc, '```python\ndef f(): pass');
+  assert.equal(elements(byTag(open, 'code')[0]).length, 0);
+}));
+
+const HOSTILE_CODE = '<img src=x onerror=alert(1)></span><script>alert(1)</script><span class="hljs-x" onclick="y">&lt;&#x27;"\'</span>';
+
+test('hostile code in every language: only hljs spans and text, the code text exactly', () => withDom((doc) => {
+  for (const lang of [...HIGHLIGHT_LANGUAGES, 'html', 'js', 'sh', '']) {
+    for (const body of [HOSTILE_CODE, `x = "${HOSTILE_CODE}" # ${HOSTILE_CODE}\n// ${HOSTILE_CODE}`]) {
+      const frag = renderRich(doc, '```' + lang + '\n' + body + '\n```');
+      assertRichSafe(frag, lang);
+      const code = byTag(frag, 'code')[0];
+      assert.equal(code.textContent, body, lang);
+      for (const e of elements(code)) {
+        assert.equal(e.localName, 'span', lang);
+        assert.deepEqual(e.attributes.map((a) => a.name), ['class'], lang);
+        assert.match(e.getAttribute('class'), /^(hljs|language)-[a-z0-9_ -]*$/, lang);
+      }
+    }
+  }
+}));
+
+test('a fence whose language is "><script> is sanitised and labelled as text', () => withDom((doc) => {
+  const frag = renderRich(doc, '```"><script>alert(1)</script>\nx\n```');
+  assertRichSafe(frag);
+  assert.equal(byTag(frag, 'script').length, 0);
+  const label = byClass(frag, 'md-code-lang')[0];
+  assert.doesNotMatch(label.textContent, /[<>"]/);
+  assert.match(byTag(frag, 'code')[0].getAttribute('class'), /^language-[A-Za-z0-9_+#.-]*( hljs)?$/);
+}));
+
+test('hljsToNodes accepts only hljs spans and its five escapes', () => withDom((doc) => {
+  const ok = hljsToNodes('<span class="hljs-title function_">f</span>(&lt;&gt;&amp;&quot;&#x27;)', doc);
+  assert.equal(ok.textContent, 'f(<>&"\')');
+  assert.equal(elements(ok)[0].getAttribute('class'), 'hljs-title function_');
+  for (const bad of [
+    '<img src=x onerror=alert(1)>',
+    '<span class="hljs-x" onclick="y">a</span>',
+    '<span class="evil">a</span>',
+    '<span class="hljs-x">a',
+    '</span>',
+    '<span class=hljs-x>a</span>',
+    '<script>alert(1)</script>',
+    'a &#60; b',
+    'a &nbsp; b',
+    'a > b',
+    'say "hi"',
+    '<span class="hljs-x&quot; onclick=&quot;y">a</span>',
+    '<span class="hljs-X">a</span>',
+  ]) assert.equal(hljsToNodes(bad, doc), null, bad);
+}));
+
+test('a highlighter that returns anything but spans, or other text, leaves the code plain', () => withDom((doc) => {
+  const code = 'x = 1';
+  for (const highlight of [
+    (c, l, d) => { const f = d.createDocumentFragment(); const a = d.createElement('a'); a.setAttribute('href', 'javascript:alert(1)'); a.appendChild(d.createTextNode(c)); f.appendChild(a); return { nodes: f, language: 'x' }; },
+    (c, l, d) => { const f = d.createDocumentFragment(); const s = d.createElement('span'); s.setAttribute('onclick', 'x'); s.appendChild(d.createTextNode(c)); f.appendChild(s); return { nodes: f, language: 'x' }; },
+    (c, l, d) => { const f = d.createDocumentFragment(); f.appendChild(d.createTextNode('other')); return { nodes: f, language: 'x' }; },
+    () => { throw new Error('boom'); },
+  ]) {
+    const frag = renderRich(doc, '```\n' + code + '\n```', { highlight });
+    const el = byTag(frag, 'code')[0];
+    assert.equal(el.textContent, code);
+    assert.equal(elements(el).length, 0);
+  }
+}));
+
+test('formulas render as KaTeX: MathML inside .katex, display math as .katex-display', () => withDom((doc) => {
+  const frag = renderRich(doc, 'Euler $e^{i\\pi}+1=0$, \\(x\\), $5 and $10.\n\n$$\n\\int_0^1 x\\,dx\n$$\n\n\\[\\sqrt{2}\\]');
+  assertRichSafe(frag);
+  const katex = byClass(frag, 'katex');
+  assert.equal(katex.length, 4);
+  for (const k of katex) assert.equal(byTag(k, 'math').length, 1);
+  assert.equal(byClass(frag, 'katex-display').length, 2);
+  assert.equal(byClass(frag, 'md-math-block').length, 2);
+  assert.match(frag.textContent, /\$5 and \$10\./);
+  assert.equal(byTag(byTag(frag, 'math')[0], 'annotation')[0].textContent, 'e^{i\\pi}+1=0');
+}));
+
+test('hostile TeX: no links, images or attributes from \\href, \\url, \\includegraphics, \\html*', () => withDom((doc) => {
+  for (const tex of [
+    '\\href{javascript:alert(1)}{click}',
+    '\\url{javascript:alert(1)}',
+    '\\href{https://example.com}{x}',
+    '\\includegraphics{https://example.com/x.png}',
+    '\\includegraphics[height=1em]{javascript:alert(1)}',
+    '\\htmlClass{evil}{x}',
+    '\\htmlData{onclick=alert(1)}{x}',
+    '\\htmlId{evil}{x}',
+    '\\htmlStyle{background:url(javascript:alert(1))}{x}',
+    '\\def\\x{\\href{javascript:alert(1)}{y}}\\x',
+    '\\color{javascript:alert(1)}{x}',
+    '\\text{<script>alert(1)</script>}',
+    '\\verb|<img onerror=alert(1)>|',
+  ]) {
+    for (const wrap of [`$${tex}$`, `$$${tex}$$`, `\\(${tex}\\)`]) {
+      const frag = renderRich(doc, wrap);
+      assertRichSafe(frag, wrap);
+      for (const e of elements(frag)) {
+        assert.ok(!['a', 'img', 'script', 'iframe', 'style'].includes(e.localName), `${wrap}: <${e.localName}>`);
+        for (const { name } of e.attributes) assert.ok(!['href', 'src', 'id', 'xlink:href'].includes(name) && !name.startsWith('data-'), `${wrap}: ${name}`);
+        assert.ok(!(e.getAttribute('class') ?? '').split(' ').includes('evil'), `${wrap}: class from \\htmlClass`);
+      }
+    }
+  }
+}));
+
+test('huge \\rule and \\kern sizes are capped (maxSize)', () => withDom((doc) => {
+  for (const tex of ['\\rule{100000em}{100000em}', '\\kern{100000em}x', '\\rule{1e9pt}{1e9pt}', '\\hspace{99999cm}', '\\mkern{99999mu}']) {
+    const frag = renderRich(doc, `$${tex}$`);
+    assertRichSafe(frag, tex);
+    for (const e of elements(frag)) {
+      for (const v of Object.values(e.style || {})) {
+        const m = /^(-?[\d.]+)em$/.exec(String(v));
+        if (m) assert.ok(Math.abs(Number(m[1])) <= 40, `${tex}: style ${v}`);
+      }
+    }
+  }
+}));
+
+test('deeply nested braces, macro bombs and a 100 KB formula finish and show their source', () => withDom((doc) => {
+  const huge = 'x+'.repeat(50_000) + 'y';
+  const nested = '{'.repeat(5000) + 'x' + '}'.repeat(5000);
+  const lefts = '\\left('.repeat(500) + 'x' + '\\right)'.repeat(500);
+  const bomb = '\\def\\a{\\b\\b}\\def\\b{\\c\\c}\\def\\c{\\d\\d}\\def\\d{\\e\\e}\\def\\e{\\f\\f}\\def\\f{xx}' + '\\a'.repeat(200);
+  for (const tex of [huge, nested, lefts, bomb]) {
+    for (const src of [`$${tex}$`, `$$\n${tex}\n$$`]) {
+      const frag = renderRich(doc, src);
+      assertRichSafe(frag);
+      const fallback = byClass(frag, 'md-math-src');
+      assert.equal(fallback.length, 1, `${tex.slice(0, 20)}: shows its source`);
+      assert.equal(fallback[0].getAttribute('title'), 'This formula could not be rendered; its TeX source is shown');
+      assert.ok(fallback[0].textContent.includes(tex.slice(0, 100)));
+      assert.equal(byClass(frag, 'katex').length, 0);
+    }
+  }
+  assert.ok(huge.length > MATH_MAX);
+}));
+
+test('a math hook that throws or builds disallowed nodes leaves the source as code', () => withDom((doc) => {
+  for (const math of [
+    () => { throw new Error('parse error'); },
+    () => { const a = doc.createElement('a'); a.setAttribute('href', 'javascript:alert(1)'); return a; },
+    () => { const s = doc.createElement('span'); s.setAttribute('onmouseover', 'x'); return s; },
+    () => { const s = doc.createElement('span'); s.setAttribute('data-x', 'y'); return s; },
+    () => doc.createElement('iframe'),
+  ]) {
+    const frag = renderRich(doc, 'a $x^2$ b', { math });
+    assertRichSafe(frag);
+    assert.deepEqual(byClass(frag, 'md-math-src').map((c) => c.textContent), ['$x^2$']);
+  }
+}));
+
+test('every prefix of a reply with code and math renders safely with the real hooks', () => withDom((doc) => {
+  const msg = 'Here:\n\n```python\ndef f(x):\n    return x ** 2  # $not math$\n```\n\nSo $f(x) = x^2$ and\n\n$$\n\\int_0^1 f = \\tfrac13\n$$\n\n`$y$` costs $5.';
+  for (let i = 0; i <= msg.length; i++) {
+    const frag = renderRich(doc, msg.slice(0, i));
+    assertRichSafe(frag, `prefix ${i}`);
+  }
+  const full = renderRich(doc, msg);
+  assert.equal(byClass(full, 'katex').length, 2);
+  assert.equal(byClass(full, 'md-math-src').length, 0);
+  assert.ok(byClass(full, 'hljs-comment')[0].textContent.includes('$not math$'));
+}));

@@ -141,6 +141,10 @@ const AUDIT = {
     '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('entries.isImageRef'),
     '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('entries.redactUrl'),
   },
+  'lib/i18n.js': {
+    '/_/g': SAFE('one literal character (a language tag)'),
+    '/\\$([1-9])/g': SAFE("the extension's own catalogue messages; a literal and one character class"),
+  },
   'lib/llm.js': {
     '/^\\d{1,3}$/': CASE('providers.insecureBaseUrlWarning'),
   },

@@ -4,6 +4,7 @@
 
 import { t } from '../lib/i18n.js';
 import { renderMarkdown } from '../lib/markdown.js';
+import { loadRich, richHooks } from '../lib/rich.js';
 import { h, icon, iconButton, replaceChildren } from '../lib/ui/dom.js';
 import { entryKey, planReconcile } from './mirror.js';
 import { displayParts, describeAttach, attachSize, lastAssistantIndex } from './entries.js';
@@ -20,12 +21,24 @@ function providerText(entry) {
   return '';
 }
 
+/** What each element last rendered, so it can render again once the highlighter or KaTeX has loaded. */
+const rendered = new WeakMap();
+
 function markdownInto(el, text, pills) {
+  const needs = new Set();
+  rendered.set(el, { text, pills });
   try {
-    replaceChildren(el, renderMarkdown(text, document, { pills }));
+    replaceChildren(el, renderMarkdown(text, document, { pills, ...richHooks(), onNeed: (kind) => needs.add(kind) }));
   } catch (err) {
     console.error('renderMarkdown failed', err);
     replaceChildren(el, h('div', { class: 'msg-text', text }));
+  }
+  // a closed code fence or a formula, and its renderer not loaded yet: load it (once), then draw again
+  for (const kind of needs) {
+    loadRich(kind).then((ok) => {
+      const last = rendered.get(el);
+      if (ok && el.isConnected && last && last.text === text) markdownInto(el, last.text, last.pills);
+    });
   }
 }
 
@@ -506,7 +519,7 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   scroller.addEventListener('click', (e) => {
     const copyBtn = e.target.closest && e.target.closest('[data-md-copy]');
     if (copyBtn) {
-      const code = copyBtn.parentElement?.querySelector('code');
+      const code = copyBtn.closest('.md-codeblock')?.querySelector('pre code');
       if (code) actions.onCopy(code.textContent || '', copyBtn);
       return;
     }

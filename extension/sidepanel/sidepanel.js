@@ -8,6 +8,7 @@ import { hostCall, workerCall as rawWorkerCall, onWorkerEvent, replyToResult } f
 import { createStorage } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
 import { icon, copyText } from '../lib/ui/dom.js';
+import { t } from '../lib/i18n.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
 import { createMessageList } from './messages.js';
 import { createComposer } from './composer.js';
@@ -118,9 +119,19 @@ const messages = createMessageList({
     onCopy: async (text, button) => {
       const ok = await copyText(text);
       if (button) {
+        // a code block's Copy button says so in its label too
+        const code = button.hasAttribute('data-md-copy');
         button.classList.toggle('copied', ok);
         button.title = ok ? t('panelCopied') : t('panelCopyFailed');
-        setTimeout(() => { button.classList.remove('copied'); button.title = t('msgCopy'); }, 1500);
+        if (code) button.textContent = button.title = ok ? t('codeCopied') : t('codeCopyFailed');
+        setTimeout(() => {
+          button.classList.remove('copied');
+          button.title = t('msgCopy');
+          if (code) {
+            button.textContent = t('codeCopy');
+            button.title = t('codeCopyTitle');
+          }
+        }, 1500);
       }
     },
     onDelete: deleteAt,

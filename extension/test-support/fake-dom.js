@@ -1,7 +1,8 @@
 // A small DOM for node --test suites of the page modules (drawer, transcript, confirms): elements,
 // text nodes, attributes, dataset, classList, events that bubble, and querySelector(All) over simple
 // selectors (tag, #id, .class, [attr], [attr="v"], :not(…) of those, descendant and child
-// combinators). Enough for `lib/ui/dom.js`'s `h()` and the modules built on it; not a browser.
+// combinators), createElementNS (KaTeX's MathML and SVG; `style` is a plain object for its CSSOM
+// writes). Enough for `lib/ui/dom.js`'s `h()` and the modules built on it; not a browser.
 // Not loaded by the extension.
 
 class FakeEvent {
@@ -256,6 +257,10 @@ class FakeElement extends FakeNode {
   hasAttribute(name) {
     return this.attrs.has(String(name).toLowerCase());
   }
+  /** `[{name, value}]`, like a NamedNodeMap read by index. */
+  get attributes() {
+    return [...this.attrs].map(([name, value]) => ({ name, value }));
+  }
   removeAttribute(name) {
     this.attrs.delete(String(name).toLowerCase());
   }
@@ -437,6 +442,7 @@ class FakeDocument extends FakeNode {
     this.documentElement.appendChild(this.body);
     this.activeElement = this.body;
     this.visibilityState = 'visible';
+    this.compatMode = 'CSS1Compat'; // standards mode (KaTeX checks it when it loads)
     this.title = '';
   }
   createElement(tag) {

@@ -29,6 +29,16 @@ export const SHAPES = {
   tildes: (n) => fill('~', n),
   stars: (n) => fill('*', n),
   starA: (n) => fill('*a', n),
+  dollars: (n) => fill('$', n),
+  dollarA: (n) => fill('$a ', n),
+  dollarPairs: (n) => fill('$a$', n),
+  currency: (n) => fill('$5 and ', n),
+  dollarNewlines: (n) => fill('$a\n', n),
+  mathParenOpen: (n) => fill('\\(a ', n),
+  mathBracketOpen: (n) => fill('\\[a ', n),
+  mathBlockOpen: (n) => fill('$$\na\n', n),
+  mathBlockLines: (n) => fill('$$ a\n', n),
+  bracketBlockOpen: (n) => fill('\\[\na\n', n),
   nestedStars: (n) => fill('*a', n / 2) + fill('a*', n / 2),
   underscores: (n) => fill('_a', n),
   mixedDelims: (n) => fill('*_~`', n),
@@ -148,6 +158,7 @@ const INLINE = [
   'openBrackets', 'closeBrackets', 'bracketParen', 'linkTitleUnclosed', 'linkTitleQuote', 'linkAngle', 'nestedLinks',
   'imageOpen', 'autolinkUnclosed', 'autolinkMany', 'emailUnclosed', 'emailDomain', 'lessThan', 'ampersands',
   'entityNear', 'entityNamed', 'backslashes', 'escapes', 'cjk', 'surrogates',
+  'dollars', 'dollarA', 'dollarPairs', 'currency', 'dollarNewlines', 'mathParenOpen', 'mathBracketOpen',
 ];
 const URLS = ['bareUrl', 'urlParens', 'urlMany', 'urlTrailingPunct', 'httpNoScheme', 'schemeLong', 'userinfoLong', 'userinfoAt', 'slashes', 'colons', 'dots'];
 const PILLS = ['pillNear', 'pillRangeNear', 'pillsValid', 'bracketsLong', 'openBrackets', 'closeBrackets', 'bracketParen', 'digits', 'colons'];
@@ -155,6 +166,7 @@ const CHOICES = ['choicesFences', 'choicesTildes', 'choicesTags', 'choicesAltern
 const BLOCKS = [
   'headings', 'headingLines', 'quotes', 'quoteLines', 'quoteNested', 'listItems', 'listNested', 'listDeep', 'orderedItems',
   'listMarkersNoSpace', 'tableRows', 'tablePipes', 'delimRowLong', 'hrLines', 'fenceUnclosed', 'fenceManyOpen', 'tildeFenceLines',
+  'mathBlockOpen', 'mathBlockLines', 'bracketBlockOpen', 'dollarA', 'currency',
 ];
 const SHORT = [...WS, 'digits', 'hexish', 'colons', 'slashes', 'dots', 'dashesSpaces', 'quotesDouble'];
 const DATA_URLS = ['dataUrlParams', 'dataUrlBase64Near', 'colons', 'slashes'];
