@@ -114,8 +114,11 @@ export function opencodeEnvelope(body, model) {
   const parts = [{ type: 'text', text }];
   const images = Array.isArray(body?.images) ? body.images.filter((u) => typeof u === 'string' && u) : [];
   images.forEach((url, i) => {
-    const m = /^data:([^;,]+)[;,]/i.exec(url);
-    const mime = (m ? m[1] : 'image/png').toLowerCase();
+    let mime = 'image/png';
+    if (url.slice(0, 5).toLowerCase() === 'data:') {
+      const end = url.search(/[;,]/);
+      if (end > 5) mime = url.slice(5, end).toLowerCase();
+    }
     parts.push({ type: 'file', mime, filename: `image-${i + 1}.${EXT[mime] ?? 'bin'}`, url });
   });
   const out = { parts };

@@ -137,6 +137,13 @@ const AUDIT = {
     '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('entries.isImageRef'),
     '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('entries.redactUrl'),
   },
+  'lib/agents.js': {
+    '/[;,]/': SAFE('one character class, no repetition'),
+  },
+  'lib/i18n.js': {
+    '/_/g': SAFE('a literal character'),
+    '/\\$([1-9])/g': SAFE('a literal and one character class, no repetition'),
+  },
   'lib/llm.js': {
     '/^\\d{1,3}$/': CASE('providers.insecureBaseUrlWarning'),
   },
