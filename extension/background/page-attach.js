@@ -7,7 +7,7 @@
 
 import { redactUrl } from '../lib/entries.js';
 import { codeError, errorInfo } from './errors.js';
-import { pickProvider } from './provider.js';
+import { STREAM_KINDS, pickProvider } from './provider.js';
 import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
 import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
 import { pageUrl } from './site-cache.js';
@@ -626,7 +626,8 @@ export function createPageAttach({
         const settings = await readSettings();
         if (settings.autoSummarizeAttachments !== false) {
           const picked = pickProvider(settings);
-          out.summarized = await summarize(res.attachId, picked.provider);
+          // an agent server is not asked for summaries (it would keep them in its transcript)
+          if (STREAM_KINDS.includes(picked.provider.kind)) out.summarized = await summarize(res.attachId, picked.provider);
         }
       } catch (e) {
         out.summaryError = errorInfo(e);

@@ -3,8 +3,11 @@
 
 import { codeError } from './errors.js';
 
-/** Provider kinds the worker streams itself (runs/agent are not offered in the UI). */
+/** Provider kinds of the plain model APIs (auto-summary calls and overflow rescue use these). */
 export const STREAM_KINDS = Object.freeze(['chat', 'responses', 'anthropic']);
+
+/** Every provider kind a turn can go to: the model APIs and the agent servers (lib/agents.js). */
+export const TURN_KINDS = Object.freeze([...STREAM_KINDS, 'runs', 'agent']);
 
 /** Output cap sent to Anthropic, which requires `max_tokens` (4096 fits every Claude model; longer
  * replies get the continuation pass). */
@@ -33,7 +36,7 @@ export function pickProvider(settings = {}) {
     cards[0];
   if (!card) throw codeError('no_provider', 'No LLM provider is configured (Options → Providers).');
   const kind = card.kind ?? 'chat';
-  if (!STREAM_KINDS.includes(kind)) {
+  if (!TURN_KINDS.includes(kind)) {
     throw codeError('unsupported', `Provider kind "${kind}" is not supported by this version.`);
   }
   if (isBlank(card.baseUrl)) throw codeError('no_provider', `Provider "${card.name ?? card.id}" has no base URL.`);
@@ -53,9 +56,18 @@ export function pickProvider(settings = {}) {
   };
 }
 
-/** Extra top-level body fields for request.build (llm.js sets model/stream again; harmless). */
+/**
+ * Extra top-level body fields for request.build (llm.js sets model/stream again; harmless). The
+ * agent kinds stream by their own protocol: `runs` gets the model only, `agent` nothing (its
+ * envelope is built from `{text, images}` alone, lib/agents.js).
+ */
 export function bodyFieldsFor(provider, { maxTokens = ANTHROPIC_MAX_TOKENS, stream = true } = {}) {
   const f = {};
+  if (provider.kind === 'agent') return f;
+  if (provider.kind === 'runs') {
+    if (provider.model) f.model = provider.model;
+    return f;
+  }
   if (provider.model) f.model = provider.model;
   f.stream = stream;
   if (provider.kind === 'anthropic') f.max_tokens = maxTokens;

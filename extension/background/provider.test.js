@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { pickProvider } from './provider.js';
+import { bodyFieldsFor, pickProvider } from './provider.js';
 
 const PROVIDERS = {
   providers: [
@@ -22,7 +22,7 @@ test('pickProvider: active card, model override, labels; errors', () => {
   assert.deepEqual(p.key, { name: 'Claude', model: 'c-4' });
   assert.equal(pickProvider({ ...PROVIDERS, activeProvider: 'gone', activeModel: '' }).provider.model, 'gpt-x');
   assert.throws(() => pickProvider({}), { code: 'no_provider' });
-  assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'agent', baseUrl: 'x' }] }), { code: 'unsupported' });
+  assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'telepathy', baseUrl: 'x' }] }), { code: 'unsupported' });
   assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'chat', baseUrl: '' }] }), { code: 'no_provider' });
 });
 
@@ -32,4 +32,16 @@ test('pickProvider: a key the host could not read from the secret store is named
   // a key typed since (or a local server without one) is used as it is
   assert.equal(pickProvider({ providers: [{ ...card, apiKey: 'sk-new' }] }).provider.apiKey, 'sk-new');
   assert.equal(pickProvider({ providers: [{ ...card, apiKeyUnavailable: undefined }] }).provider.apiKey, '');
+});
+
+test('the agent kinds: picked like the others; runs bodies carry the model only, agent bodies nothing', () => {
+  for (const kind of ['runs', 'agent']) {
+    const p = pickProvider({ providers: [{ id: 'a', name: 'Agent', kind, baseUrl: 'http://127.0.0.1:4096', model: '' }] });
+    assert.equal(p.provider.kind, kind);
+    assert.equal(p.label, 'Agent');
+  }
+  assert.deepEqual(bodyFieldsFor({ kind: 'runs', model: 'hermes-agent' }), { model: 'hermes-agent' });
+  assert.deepEqual(bodyFieldsFor({ kind: 'runs', model: '' }), {});
+  assert.deepEqual(bodyFieldsFor({ kind: 'agent', model: 'anthropic/claude' }), {});
+  assert.deepEqual(bodyFieldsFor({ kind: 'chat', model: 'm' }), { model: 'm', stream: true });
 });

@@ -17,6 +17,8 @@ import { seekScript } from '../lib/pills.js';
 import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
 import { codeError, errorInfo } from './errors.js';
 import { STREAM_KINDS, bodyFieldsFor, isBlank, pickProvider } from './provider.js';
+import { AGENT_SESSION_GONE, createAgentSession as defaultCreateAgentSession } from '../lib/agents.js';
+import { createAgentSessions } from './agent-sessions.js';
 import {
   TURN_TOKEN_PREFIX,
   bodyHasImages,
@@ -56,9 +58,9 @@ export function findUserEntryIndex(entries, text, hint) {
   return -1;
 }
 
-/** Error kinds after which an overflow rescue may be tried (§7.3: HTTP errors of rescuable kinds). */
+/** Error kinds after which an overflow rescue may be tried (§7.3: HTTP errors of rescuable kinds; not `agent`). */
 function mayRescue(e, { kind, rescued, text }) {
-  return !rescued && e?.kind === 'http' && STREAM_KINDS.includes(kind) && isBlank(text) && !isBlank(e?.message);
+  return !rescued && e?.kind === 'http' && (STREAM_KINDS.includes(kind) || kind === 'runs') && isBlank(text) && !isBlank(e?.message);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -69,7 +71,8 @@ function mayRescue(e, { kind, rescued, text }) {
  * @param {object} deps.storage        createStorage(...) client
  * @param {(event: object) => void} [deps.broadcast]
  * @param {object} [deps.chrome]       chrome.* APIs (tabs, scripting, runtime, windows)
- * @param {{streamReply: Function}} [deps.llm]
+ * @param {{streamReply: Function, createAgentSession?: Function}} [deps.llm]  createAgentSession: lib/agents.js's
+ *   (the `agent` kind: a new session on the agent server)
  * @param {() => number} [deps.now]
  * @param {{setInterval, clearInterval}} [deps.timers]
  * @param {Function} [deps.fetchImpl]  passed through to llm.streamReply
@@ -100,6 +103,8 @@ export function createTurns(deps) {
   const newId =
     deps.newId ?? (() => (globalThis.crypto?.randomUUID ? globalThis.crypto.randomUUID() : `s${now()}-${++idSeq}`));
 
+  const agentSessions = createAgentSessions({ storage, now });
+  const createAgentSession = llm.createAgentSession ?? defaultCreateAgentSession;
   const settingsMemory = new SettingsMemory(() => storage.settings.get({ keys: [...TURN_SETTING_KEYS] }), events);
   const streams = new Map(); // streamId → stream (until settled)
   const lock = createLock();
@@ -279,6 +284,9 @@ export function createTurns(deps) {
       bodyFields: bodyFieldsFor(picked.provider),
     };
     if (!isBlank(settings.systemPrompt)) baseArgs.systemPrompt = settings.systemPrompt;
+    // the `agent` kind: the chat's session on the agent server, or backfill for a new one (§8.6)
+    const agent = picked.provider.kind === 'agent' ? await agentFor(picked.provider) : null;
+    if (agent && !agent.sessionId && agent.chatHasEntries) baseArgs.backfill = true;
     if (mode.kind === 'branch') baseArgs.upTo = mode.index;
     if (resending) baseArgs.retry = mode.kind === 'retry' ? mode.index : mode.userIndex;
 
@@ -318,6 +326,7 @@ export function createTurns(deps) {
         userEntryId: null,
         // Regenerate: the reply a successful (or stopped) new reply becomes another version of
         replaceAt: mode.kind === 'regenerate' ? { index: mode.index, entryId: mode.replacedEntryId } : null,
+        agent,
       };
       streams.set(stream.streamId, stream);
       keepAlive.start();
@@ -399,13 +408,53 @@ export function createTurns(deps) {
     });
   }
 
-  /** One provider call with `payload` ({body} or {bodyText}, buildRequest). */
+  // ----- agent sessions (the `agent` kind, agent-sessions.js)
+
+  /** Before a turn is built: this chat's agent session on the card's server, if it has one. */
+  async function agentFor(provider) {
+    const meta = await storage.history.meta();
+    const chatId = meta.activeSessionId || '';
+    return { baseUrl: provider.baseUrl, sessionId: await agentSessions.lookup(chatId, provider.baseUrl), chatHasEntries: meta.length > 0, renewed: false };
+  }
+
+  /**
+   * A session on the agent server for the stream's chat: a new one when it has none (remembered for
+   * the chat the turn was stored in, once it is stored).
+   */
+  async function ensureAgentSession(stream) {
+    if (stream.agent.sessionId) return;
+    const id = await createAgentSession(stream.provider, { signal: stream.controller.signal, ...(fetchImpl ? { fetchImpl } : {}) });
+    if (!(await stream.ready)) throw abortedError(stream);
+    stream.agent.sessionId = id;
+    if (stream.originSessionId) await agentSessions.remember(stream.originSessionId, stream.agent.baseUrl, id);
+  }
+
+  /** callLlm, and for the `agent` kind once more in a new session (backfilled) when the server lost the chat's. */
   async function callLlm(stream, payload) {
+    if (!stream.agent) return callProvider(stream, payload);
+    await ensureAgentSession(stream);
+    try {
+      return await callProvider(stream, payload);
+    } catch (e) {
+      const gone = e?.kind === 'http' && e?.status === 404 && e?.providerType === AGENT_SESSION_GONE;
+      if (!gone || stream.agent.renewed || stream.controller.signal.aborted || !isBlank(stream.text)) throw e;
+      stream.agent.renewed = true;
+      stream.agent.sessionId = null;
+      await ensureAgentSession(stream);
+      const built = await rebuild(stream, { backfill: true });
+      stream.payload = built.payload;
+      return callProvider(stream, built.payload);
+    }
+  }
+
+  /** One provider call with `payload` ({body} or {bodyText}, buildRequest). */
+  async function callProvider(stream, payload) {
     if (stream.controller.signal.aborted) throw abortedError(stream);
     let passText = '';
     const res = await llm.streamReply({
       provider: stream.provider,
       ...payload,
+      ...(stream.agent?.sessionId ? { agentSessionId: stream.agent.sessionId } : {}),
       signal: stream.controller.signal,
       onDelta: (d) => {
         const delta = typeof d === 'string' ? d : (d?.delta ?? d?.text ?? '');

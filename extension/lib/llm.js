@@ -1,5 +1,7 @@
 // Provider streaming clients over fetch + ReadableStream: OpenAI chat completions, OpenAI Responses and
 // Anthropic Messages. No dependencies; runs in the MV3 service worker, extension pages and Node ≥ 18.
+// The agent kinds `runs` (Hermes Agent's /v1/runs) and `agent` (opencode's server) are lib/agents.js's:
+// streamReply, listModels and ping hand them over.
 //
 // The request body comes ready-made from the host (`request.build` result `.body`, PROTOCOL.md); this module
 // adds `model` (the provider's, when set) and `stream: true`, and for Anthropic `max_tokens: 4096` when absent.
@@ -40,7 +42,9 @@
 // hides it (an `opaqueredirect` response, status 0, no headers), and nothing else is sent to find
 // out: no request ever goes to an address the person did not configure.
 
-const KINDS = new Set(['chat', 'responses', 'anthropic']);
+import { AGENT_KINDS, listAgentModels, pingAgent, streamAgent, streamRuns } from './agents.js';
+
+const KINDS = new Set(['chat', 'responses', 'anthropic', ...AGENT_KINDS]);
 const DEFAULT_BASE = { chat: 'https://api.openai.com/v1', responses: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' };
 const ANTHROPIC_VERSION = '2023-06-01';
 const ERROR_BODY_CAP = 64 * 1024;
@@ -105,7 +109,7 @@ export function redirectMessage(url, target) {
   return `The provider at ${from} redirected the request to ${target}. ${not}. If that is the right address, use it as the base URL.`;
 }
 
-function redirectError(res, url) {
+export function redirectError(res, url) {
   res?.body?.cancel?.().catch(() => {}); // free the connection (Node); an opaque answer has no body
   const location = redirectTarget(res, url);
   const extra = { location: location ?? undefined };
@@ -245,7 +249,7 @@ export function createSseParser(onEvent) {
 
 // ------------------------------------------------------------------------------------------------ errors
 
-function parseRetryAfter(v) {
+export function parseRetryAfter(v) {
   if (!v) return undefined;
   const n = Number(v);
   if (Number.isFinite(n) && n >= 0) return n;
@@ -289,7 +293,7 @@ export function extractError(status, text, statusText = '') {
   return providerType === undefined ? { message } : { message, providerType };
 }
 
-async function readCapped(res, cap) {
+export async function readCapped(res, cap) {
   if (!res.body || typeof res.body.getReader !== 'function') {
     const t = await res.text();
     return t.slice(0, cap);
@@ -319,7 +323,7 @@ function describeThrown(e) {
 }
 
 /** `url` without credentials, query or fragment (what an error message may show). */
-function shownUrl(url) {
+export function shownUrl(url) {
   try {
     const u = new URL(url);
     return `${u.protocol}//${u.host}${u.pathname}`;
@@ -543,6 +547,7 @@ function makeHandler(kind, st, emit) {
  * @param {string} [args.bodyText] instead of `body`: its JSON text, sent as it is. It must already
  *   hold what buildStreamRequest sets (`model`, `stream: true`, Anthropic's `max_tokens`), as a
  *   body built with request.build's `bodyFields` from background/provider.js's bodyFieldsFor does.
+ * @param {string} [args.agentSessionId] kind `agent`: the opencode session the turn goes to (lib/agents.js)
  * @param {AbortSignal} [args.signal] abort → LlmError kind 'aborted' with `partial`
  * @param {(delta: string, text: string) => void} [args.onDelta] each text delta and the text so far
  * @param {(evt: {type: string, data?: any, delta?: string}) => void} [args.onEvent] every parsed stream event,
@@ -552,10 +557,13 @@ function makeHandler(kind, st, emit) {
  * @returns {Promise<{text: string, finishReason: 'stop'|'length'|'other', usage?: {inputTokens?: number,
  *   outputTokens?: number}, truncated: boolean, reasoning?: string}>}
  */
-export async function streamReply({ provider, body, bodyText, signal, onDelta, onEvent, fetchImpl = defaultFetch, idleMs = 60_000 }) {
+export async function streamReply(args) {
+  const { provider, body, bodyText, signal, onDelta, onEvent, fetchImpl = defaultFetch, idleMs = 60_000 } = args;
   if (!provider || !KINDS.has(provider.kind)) {
     throw new LlmError('protocol', `Unknown provider kind: ${provider?.kind}`);
   }
+  if (provider.kind === 'runs') return streamRuns({ ...args, fetchImpl, idleMs });
+  if (provider.kind === 'agent') return streamAgent({ ...args, fetchImpl, idleMs });
   const kind = provider.kind;
   const req = buildStreamRequest(provider, body);
   const st = { text: '', reasoning: '', finishReason: null, usage: undefined, done: false };
@@ -744,6 +752,7 @@ function modelIds(text) {
  */
 export async function listModels(provider, fetchImpl = defaultFetch, { timeoutMs = 15_000 } = {}) {
   if (!provider || !KINDS.has(provider.kind)) return { ok: false, detail: `Unknown provider kind: ${provider?.kind}` };
+  if (AGENT_KINDS.includes(provider.kind)) return listAgentModels(provider, fetchImpl, { timeoutMs });
   const url = endpointFor(provider, '/models');
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
@@ -783,6 +792,7 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
     return r;
   };
   if (!provider || !KINDS.has(provider.kind)) return done(false, `Unknown provider kind: ${provider?.kind}`);
+  if (AGENT_KINDS.includes(provider.kind)) return pingAgent(provider, fetchImpl, { timeoutMs });
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
   let asked = '';

@@ -192,6 +192,7 @@ function buildCard(v) {
     // a kind change with an untouched preset URL moves to that kind's usual endpoint
     const preset = PRESETS.find((p) => p.kind === kind.value && p.id !== 'custom');
     if (kind.value === 'anthropic' && (!baseUrl.value || /api\.openai\.com/.test(baseUrl.value))) baseUrl.value = preset.baseUrl;
+    if (preset && (kind.value === 'runs' || kind.value === 'agent') && !baseUrl.value.trim()) baseUrl.value = preset.baseUrl;
     v.dirty = true;
     updateCardHead(v);
     showInsecure();

@@ -1,12 +1,19 @@
 // Provider cards and settings validation for the options page. Pure (no DOM, no chrome.*).
 
 import { isLocalAddress, isLoopbackHost } from '../lib/llm.js';
+import { t } from '../lib/i18n.js';
 
 export const KINDS = Object.freeze([
   { value: 'chat', label: 'OpenAI-compatible (chat completions)' },
   { value: 'responses', label: 'OpenAI Responses' },
   { value: 'anthropic', label: 'Anthropic Messages' },
+  // agent servers (lib/agents.js): Hermes Agent's /v1/runs, opencode's sessions
+  { value: 'runs', label: t('providerKindRuns') },
+  { value: 'agent', label: t('providerKindAgent') },
 ]);
+
+/** Kinds whose server picks a model itself when the card names none. */
+export const MODEL_OPTIONAL_KINDS = Object.freeze(['runs', 'agent']);
 
 export const PRESETS = Object.freeze([
   { id: 'openai', name: 'OpenAI', kind: 'chat', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
@@ -15,6 +22,10 @@ export const PRESETS = Object.freeze([
   { id: 'openrouter', name: 'OpenRouter', kind: 'chat', baseUrl: 'https://openrouter.ai/api/v1', model: 'openai/gpt-4o-mini', needsKey: true },
   { id: 'openai-responses', name: 'OpenAI Responses', kind: 'responses', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
   { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true },
+  // Hermes Agent's API server (its API_SERVER_KEY is the key); opencode serve (its
+  // OPENCODE_SERVER_PASSWORD, if set, is the key; model as provider/model, empty = its default)
+  { id: 'hermes', name: 'Hermes Agent (runs)', kind: 'runs', baseUrl: 'http://127.0.0.1:8642', model: '', needsKey: true },
+  { id: 'opencode', name: 'opencode (agent)', kind: 'agent', baseUrl: 'http://127.0.0.1:4096', model: '', needsKey: false },
   { id: 'custom', name: 'Custom', kind: 'chat', baseUrl: '', model: '', needsKey: false },
 ]);
 
@@ -87,7 +98,7 @@ export function validateCard(card, others = []) {
     try { u = new URL(c.baseUrl); } catch { u = null; }
     if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) errors.baseUrl = 'The base URL must start with http:// or https://.';
   }
-  if (!c.model) errors.model = 'Enter a model name.';
+  if (!c.model && !MODEL_OPTIONAL_KINDS.includes(c.kind)) errors.model = 'Enter a model name.';
   return errors;
 }
 

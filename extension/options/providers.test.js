@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  PRESETS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
+  KINDS, PRESETS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
   insecureBaseUrlWarning,
   parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS, keyPlaceholder } from './providers.js';
 
@@ -120,4 +120,19 @@ test('keyPlaceholder: local servers need no key; the hosted ones say theirs is r
   assert.equal(keyPlaceholder({ kind: 'chat', baseUrl: 'http://192.168.1.20:8080/v1' }), 'not needed for a server on this computer or network');
   assert.equal(keyPlaceholder({ kind: 'chat', baseUrl: 'https://llm.example.com/v1' }), 'API key (hosted providers need one)');
   assert.equal(keyPlaceholder({ kind: 'chat', baseUrl: '' }), 'API key (none for a local server)');
+});
+
+test('agent presets and kinds: Hermes Agent (runs) and opencode (agent); their model may stay empty', () => {
+  const hermes = cardFromPreset('hermes', () => 'h1');
+  assert.deepEqual({ kind: hermes.kind, baseUrl: hermes.baseUrl, name: hermes.name }, { kind: 'runs', baseUrl: 'http://127.0.0.1:8642', name: 'Hermes Agent (runs)' });
+  const oc = cardFromPreset('opencode', () => 'o1');
+  assert.deepEqual({ kind: oc.kind, baseUrl: oc.baseUrl, name: oc.name }, { kind: 'agent', baseUrl: 'http://127.0.0.1:4096', name: 'opencode (agent)' });
+  assert.deepEqual(validateCard(hermes), {});
+  assert.deepEqual(validateCard(oc), {});
+  assert.deepEqual(validateCard({ ...oc, model: 'anthropic/claude-sonnet-4' }), {});
+  assert.equal(normalizeCard({ ...oc, kind: 'agent' }).kind, 'agent');
+  assert.ok(validateCard({ ...oc, kind: 'chat' }).model, 'a chat card still needs a model');
+  const labels = Object.fromEntries(KINDS.map((k) => [k.value, k.label]));
+  assert.equal(labels.runs, 'Hermes Agent runs (/v1/runs)');
+  assert.equal(labels.agent, 'opencode server (agent sessions)');
 });
