@@ -587,7 +587,7 @@ export async function streamReply({ provider, body, bodyText, signal, onDelta, o
     err.partial = st.text;
     return err;
   };
-  if (signal?.aborted) throw withPartial(new LlmError('aborted', 'Aborted'));
+  if (signal?.aborted) throw withPartial(new LlmError('aborted', t('llmAborted')));
 
   const ctrl = new AbortController();
   let why = null;
@@ -615,7 +615,7 @@ export async function streamReply({ provider, body, bodyText, signal, onDelta, o
     if (why === 'idle') {
       return withPartial(new LlmError('idle', t('llmIdle', formatNumber(Math.round(idleMs / 100) / 10)), { cause: e }));
     }
-    if (why === 'aborted') return withPartial(new LlmError('aborted', 'Aborted', { cause: e }));
+    if (why === 'aborted') return withPartial(new LlmError('aborted', t('llmAborted'), { cause: e }));
     if (e instanceof LlmError) return withPartial(e);
     return withPartial(new LlmError('network', networkErrorMessage(req.url, e), { cause: e }));
   };

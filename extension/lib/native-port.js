@@ -55,7 +55,7 @@ function joinChunks(pieces) {
 export function unwrapReply(reply, op) {
   if (reply && reply.ok === true) return reply.result;
   const e = reply?.error ?? {};
-  throw new HostError(e.code ?? 'internal', e.message ?? `${op} failed`, { op });
+  throw new HostError(e.code ?? 'internal', e.message ?? t('portOpFailed', op), { op });
 }
 
 /**
