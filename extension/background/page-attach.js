@@ -199,7 +199,7 @@ function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript
   const url = redactUrl(rawUrl);
   const title = (typeof video?.title === 'string' && video.title.trim()) || (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
   const text = figures ? figures.text : typeof page?.text === 'string' ? page.text : '';
-  const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text;
+  const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text; // i18n-ok: attach text for the model (storage-model §2.4)
   const section = figures?.section ? `\n\n${figures.section}` : '';
   const body = withTranscript.slice(0, MAX_PAGE_CHARS - section.length) + section;
   const article = page?.method === 'readability';

@@ -128,9 +128,9 @@ export function pdfAttachArgs(pdf, { url, tabTitle = '', limits = null }) {
   const kept = keptFigures.length;
   const found = Math.max(Number(pdf.figuresFound) || 0, figures.length);
   const line = (label, v) => (one(v) ? `${label}: ${one(v)}\n` : '');
-  let header = line('Author', pdf.info?.author) + line('Subject', pdf.info?.subject) + line('Keywords', pdf.info?.keywords) + line('Created', pdf.info?.created);
+  let header = line('Author', pdf.info?.author) + line('Subject', pdf.info?.subject) + line('Keywords', pdf.info?.keywords) + line('Created', pdf.info?.created); // i18n-ok: attach header for the model (storage-model §2.4)
   const read = pdf.pagesRead < pdf.numPages ? `${pdf.pagesRead} of ${pdf.numPages} read (the rest is over the size Keepsake sends)` : `${pdf.numPages}`; // i18n-ok: attach header for the model (storage-model §2.4)
-  header += `Pages: ${read}\n`;
+  header += `Pages: ${read}\n`; // i18n-ok: attach header for the model
   if (found) {
     const pages = keptFigures.map((f) => f.page);
     const where = pages.length ? ` (pages ${[...new Set(pages)].join(', ')})` : '';

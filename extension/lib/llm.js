@@ -156,7 +156,7 @@ export function headersFor(provider, streaming = true) {
     h['anthropic-version'] = ANTHROPIC_VERSION;
     h['anthropic-dangerous-direct-browser-access'] = 'true';
   } else if (key) {
-    h.authorization = `Bearer ${key}`;
+    h.authorization = `Bearer ${key}`; // i18n-ok: HTTP authorization scheme
   }
   return h;
 }
