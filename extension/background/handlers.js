@@ -15,9 +15,9 @@ const handlers = new Map();
  * @param {{from?: Caller}} [opts] who may send it (default: extension pages only)
  */
 export function registerHandler(kind, fn, { from = 'extension' } = {}) {
-  if (typeof kind !== 'string' || !kind) throw new TypeError('handler kind must be a non-empty string');
-  if (typeof fn !== 'function') throw new TypeError(`handler for ${kind} must be a function`);
-  if (handlers.has(kind)) throw new Error(`a handler for ${kind} is already registered`);
+  if (typeof kind !== 'string' || !kind) throw new TypeError('handler kind must be a non-empty string'); // i18n-ok: programming error
+  if (typeof fn !== 'function') throw new TypeError(`handler for ${kind} must be a function`); // i18n-ok: programming error
+  if (handlers.has(kind)) throw new Error(`a handler for ${kind} is already registered`); // i18n-ok: programming error
   handlers.set(kind, { fn, from });
 }
 
@@ -81,7 +81,7 @@ export function dispatchMessage(msg, sender, self) {
   if (!senderAllowed(sender, h.from, self)) {
     return Promise.resolve({
       ok: false,
-      error: { code: 'bad_request', message: `${msg.kind} is not available to this sender`, browserMessage: null },
+      error: { code: 'bad_request', message: `${msg.kind} is not available to this sender`, browserMessage: null }, // i18n-ok: answers a sender that may not call it (a web page or content script), not the panel
     });
   }
   return (async () => {

@@ -2,6 +2,7 @@
 // (`keepsake-image:sha256:<hex>`) or a turn placeholder (`keepsake-turn-image:<i>`) stands where a
 // picture goes; the worker finds them and fills in the bytes it holds before the provider call.
 
+import { t } from '../lib/i18n.js';
 import { IMAGE_REF_PREFIX } from '../lib/entries.js';
 import { codeError } from './errors.js';
 
@@ -47,7 +48,7 @@ export function collectTokens(value, out = new Set()) {
 export function fillImageTokens(value, images) {
   const look = (tok) => {
     const img = images instanceof Map ? images.get(tok) : images[tok];
-    if (!img) throw codeError('image_unavailable', `no bytes for ${tok}`);
+    if (!img) throw codeError('image_unavailable', t('bgImageNoBytes', tok));
     return img;
   };
   const walk = (v) => {

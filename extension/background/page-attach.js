@@ -6,6 +6,7 @@
 // read are refused before anything is injected, with the reason.
 
 import { redactUrl } from '../lib/entries.js';
+import { t } from '../lib/i18n.js';
 import { codeError, errorInfo } from './errors.js';
 import { STREAM_KINDS, pickProvider } from './provider.js';
 import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
@@ -177,7 +178,7 @@ export async function placeFigures(page, { fetchImpl, limits = null }) {
       const i = Number(piece);
       const caption = String(figs[i]?.caption ?? '').trim();
       if (number.has(i)) return `[Figure ${number.get(i)}]${caption ? ` ${caption}` : ''}`;
-      return caption ? `(Picture not attached: ${caption})` : '';
+      return caption ? `(Picture not attached: ${caption})` : ''; // i18n-ok: attach text for the model (storage-model §2.5)
     })
     .join('');
   return { text: placed, images: picked.images, section: figuresSection(captions.map((c) => ({ caption: c }))) };
@@ -188,7 +189,7 @@ function articleHeader(page) {
   const one = (v) => v.replace(/\r\n?/g, '\n').replaceAll('\n', ' ').replace(/[^\S\n]+/g, ' ').trim();
   const line = (label, v) => (typeof v === 'string' && one(v) ? `${label}: ${one(v)}\n` : '');
   const canonical = typeof page?.canonicalUrl === 'string' && page.canonicalUrl ? redactUrl(page.canonicalUrl) : '';
-  const h = line('Byline', page?.byline) + line('Site', page?.siteName) + line('Published', page?.publishedTime) + line('Canonical URL', canonical);
+  const h = line('Byline', page?.byline) + line('Site', page?.siteName) + line('Published', page?.publishedTime) + line('Canonical URL', canonical); // i18n-ok: attach header for the model (storage-model §2.4)
   return h || undefined;
 }
 
@@ -198,7 +199,7 @@ function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript
   const url = redactUrl(rawUrl);
   const title = (typeof video?.title === 'string' && video.title.trim()) || (typeof page?.title === 'string' && page.title.trim()) || tabTitle || url;
   const text = figures ? figures.text : typeof page?.text === 'string' ? page.text : '';
-  const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text;
+  const withTranscript = transcript ? `${text}\n\n## Transcript\n\n${transcript.text}` : text; // i18n-ok: attach text for the model (storage-model §2.4)
   const section = figures?.section ? `\n\n${figures.section}` : '';
   const body = withTranscript.slice(0, MAX_PAGE_CHARS - section.length) + section;
   const article = page?.method === 'readability';
@@ -210,7 +211,7 @@ function attachArgsFor(page, { tabId, tabUrl, tabTitle, changedSince, transcript
   }
   if (transcript) {
     const more = transcript.truncated ? ', cut' : '';
-    header = `${header ?? ''}Transcript: ${transcript.label.replace(/[^\S\n]+/g, ' ').replaceAll('\n', ' ')} (${transcript.cues} cues${more}), lines stamped [mm:ss]\n`;
+    header = `${header ?? ''}Transcript: ${transcript.label.replace(/[^\S\n]+/g, ' ').replaceAll('\n', ' ')} (${transcript.cues} cues${more}), lines stamped [mm:ss]\n`; // i18n-ok: attach header for the model (storage-model §2.4)
   }
   if (header) ctx.header = header;
   if (changedSince) ctx.changedSince = changedSince;
@@ -239,21 +240,21 @@ export function unreadableReason(url, { fileAccess = false } = {}) {
   if (scheme === 'http' || scheme === 'https') {
     const host = u.hostname.toLowerCase();
     if (STORE_HOSTS.has(host) && (host !== 'chrome.google.com' || u.pathname.startsWith('/webstore'))) {
-      return 'Browsers do not let extensions read their extension stores.';
+      return t('attachUnreadableStore');
     }
     return null;
   }
   if (scheme === 'file') {
-    return fileAccess ? null : 'Reading local files needs "Allow access to file URLs" in this extension\'s details (chrome://extensions).';
+    return fileAccess ? null : t('attachUnreadableFile');
   }
   if (['chrome', 'edge', 'brave', 'vivaldi', 'opera', 'about', 'chrome-untrusted', 'devtools', 'view-source', 'chrome-search'].includes(scheme)) {
-    return `The browser does not let extensions read its own ${scheme}:// pages.`;
+    return t('attachUnreadableBrowserPage', scheme);
   }
   if (scheme === 'chrome-extension' || scheme === 'moz-extension' || scheme === 'extension') {
-    return 'Extensions may not read other extensions\' pages.';
+    return t('attachUnreadableExtensionPage');
   }
-  if (scheme === 'data' || scheme === 'blob' || scheme === 'javascript') return `A ${scheme}: page cannot be read by an extension.`;
-  return `Pages of the ${scheme}: kind cannot be read by an extension.`;
+  if (scheme === 'data' || scheme === 'blob' || scheme === 'javascript') return t('attachUnreadableScheme', scheme);
+  return t('attachUnreadableOtherScheme', scheme);
 }
 
 // ----- functions injected into pages by chrome.scripting (must be self-contained)
@@ -572,9 +573,9 @@ export function createPageAttach({
         const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
         page = inj?.result;
       } catch (e) {
-        throw codeError('attach_failed', `Could not read this page: ${e?.message ?? e}`);
+        throw codeError('attach_failed', t('attachCouldNotReadWhy', e?.message ?? e));
       }
-      if (!page) throw codeError('attach_failed', 'Could not read this page.');
+      if (!page) throw codeError('attach_failed', t('attachCouldNotRead'));
       // a PDF in the browser's viewer whose address does not say so
       if (page.contentType === 'application/pdf') args = await attachPdf(tab?.url || page.url, tab?.title);
     }
@@ -604,7 +605,7 @@ export function createPageAttach({
 
   /** A PDF link `{url, title?}` (the context menu's "Attach this PDF", background/selection.js). */
   async function attachPdfLink({ url, title = '' } = {}) {
-    if (!/^https?:\/\//i.test(String(url || ''))) throw codeError('bad_request', 'a PDF link must be an http(s) URL');
+    if (!/^https?:\/\//i.test(String(url || ''))) throw codeError('bad_request', 'a PDF link must be an http(s) URL'); // i18n-ok: programming error (the menu matches only http(s) links)
     return finish(await attachPdf(url, title));
   }
 

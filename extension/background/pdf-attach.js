@@ -7,6 +7,7 @@
 // host's per-turn caps admit (`host.hello` limits: count and URL-char budget); the host's
 // byte-budget pass then bounds the stored pictures (8 MiB) as for any attach.
 
+import { t, formatNumber } from '../lib/i18n.js';
 import { redactUrl } from '../lib/entries.js';
 import { pickTurnImages, turnCaps } from '../lib/caps.js';
 import { codeError } from './errors.js';
@@ -39,16 +40,16 @@ export function createPdfReader({ chrome = globalThis.chrome } = {}) {
   let busy = Promise.resolve();
 
   async function readOnce(url, maxFigures) {
-    if (!chrome.offscreen?.createDocument) throw codeError('pdf_unreadable', 'This browser cannot read PDFs in the background (no offscreen documents).');
+    if (!chrome.offscreen?.createDocument) throw codeError('pdf_unreadable', t('attachNoOffscreen'));
     if (await chrome.offscreen.hasDocument?.()) await chrome.offscreen.closeDocument().catch(() => {});
     await chrome.offscreen.createDocument({
       url: OFFSCREEN_URL,
       reasons: ['WORKERS'],
-      justification: 'PDF.js reads the PDF the reader attaches, in a worker of its own.',
+      justification: 'PDF.js reads the PDF the reader attaches, in a worker of its own.', // i18n-ok: for the browser's review, never shown
     });
     try {
       const reply = await chrome.runtime.sendMessage({ kind: 'pdf.read', url, maxFigures });
-      if (!reply?.ok) throw codeError(reply?.error?.code ?? 'pdf_unreadable', reply?.error?.message ?? 'The PDF reader did not answer.');
+      if (!reply?.ok) throw codeError(reply?.error?.code ?? 'pdf_unreadable', pdfErrorMessage(reply?.error));
       return reply.result;
     } finally {
       await chrome.offscreen.closeDocument().catch(() => {});
@@ -66,6 +67,30 @@ export function createPdfReader({ chrome = globalThis.chrome } = {}) {
 }
 
 /**
+ * The words for the offscreen reader's error (offscreen/pdf.js: `{code, message, reason, values}`),
+ * in the UI language: the offscreen document has no chrome.i18n, so the worker says it.
+ * @param {{message?: string, reason?: string, values?: Array<string|number>} | undefined} error
+ */
+export function pdfErrorMessage(error) {
+  const v = Array.isArray(error?.values) ? error.values : [];
+  const num = (n) => (Number.isFinite(Number(n)) ? formatNumber(Number(n)) : String(n ?? '?'));
+  switch (error?.reason) {
+    case 'download_failed':
+      return t('attachPdfDownloadFailed', String(v[0] ?? ''));
+    case 'download_http':
+      return t('attachPdfDownloadHttp', String(v[0] ?? ''));
+    case 'too_large_declared':
+      return t('attachPdfTooLargeDeclared', num(v[0]), num(v[1]));
+    case 'too_large':
+      return t('attachPdfTooLarge', num(v[0]));
+    case 'not_pdf':
+      return t('attachPdfNotPdf', String(v[0] ?? ''));
+    default:
+      return error?.message ?? t('attachPdfNoAnswer');
+  }
+}
+
+/**
  * The `## Figures` section of an attach with pictures (storage-model §2.5): one explanatory line,
  * then `N. <caption>` in picture order, a missing caption written `Figure on page <page>` (`?`
  * when the page is not known). The host reads these as the pictures' labels. '' for no pictures.
@@ -77,7 +102,7 @@ export function figuresSection(figures) {
     const caption = String(f.caption ?? '').replace(/\s+/g, ' ').trim();
     return `${i + 1}. ${caption || `Figure on page ${Number.isInteger(f.page) ? f.page : '?'}`}`;
   });
-  return `## Figures\nThe pictures attached with this text, in order:\n${lines.join('\n')}`;
+  return `## Figures\nThe pictures attached with this text, in order:\n${lines.join('\n')}`; // i18n-ok: attach text for the model, read by the host (storage-model §2.5)
 }
 
 /**
@@ -103,13 +128,14 @@ export function pdfAttachArgs(pdf, { url, tabTitle = '', limits = null }) {
   const kept = keptFigures.length;
   const found = Math.max(Number(pdf.figuresFound) || 0, figures.length);
   const line = (label, v) => (one(v) ? `${label}: ${one(v)}\n` : '');
-  let header = line('Author', pdf.info?.author) + line('Subject', pdf.info?.subject) + line('Keywords', pdf.info?.keywords) + line('Created', pdf.info?.created);
-  const read = pdf.pagesRead < pdf.numPages ? `${pdf.pagesRead} of ${pdf.numPages} read (the rest is over the size Keepsake sends)` : `${pdf.numPages}`;
-  header += `Pages: ${read}\n`;
+  let header = line('Author', pdf.info?.author) + line('Subject', pdf.info?.subject) + line('Keywords', pdf.info?.keywords) + line('Created', pdf.info?.created); // i18n-ok: attach header for the model (storage-model §2.4)
+  const read = pdf.pagesRead < pdf.numPages ? `${pdf.pagesRead} of ${pdf.numPages} read (the rest is over the size Keepsake sends)` : `${pdf.numPages}`; // i18n-ok: attach header for the model (storage-model §2.4)
+  header += `Pages: ${read}\n`; // i18n-ok: attach header for the model
   if (found) {
     const pages = keptFigures.map((f) => f.page);
     const where = pages.length ? ` (pages ${[...new Set(pages)].join(', ')})` : '';
-    header += kept === found ? `Figures: ${kept}, after the text${where}\n` : `Figures: ${kept} of ${found} attached, after the text${where}; the per-turn picture limits hold the rest\n`;
+    // attach header lines for the model (storage-model §2.4), in English like the rest of the header
+    header += kept === found ? `Figures: ${kept}, after the text${where}\n` : `Figures: ${kept} of ${found} attached, after the text${where}; the per-turn picture limits hold the rest\n`; // i18n-ok: attach header for the model
   }
   const section = kept ? `\n\n${figuresSection(keptFigures)}` : '';
   const body = String(pdf.text ?? '').slice(0, MAX_PDF_CHARS - section.length) + section;

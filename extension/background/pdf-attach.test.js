@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs, pdfErrorMessage } from './pdf-attach.js';
 
 const fig = (page, chars) => ({ page, dataUrl: `data:image/jpeg;base64,${'A'.repeat(chars)}`, width: 100, height: 80 });
 const READ = {
@@ -111,6 +111,19 @@ test('the reader opens the offscreen document for one read and closes it, also w
   const silent = fakeOffscreen({ reply: undefined });
   await assert.rejects(createPdfReader({ chrome: silent.chrome }).read('https://a.example/p.pdf'), { code: 'pdf_unreadable' });
   await assert.rejects(createPdfReader({ chrome: {} }).read('https://a.example/p.pdf'), { code: 'pdf_unreadable' });
+});
+
+test('the reader errors are worded here, in the UI language (the offscreen document has no chrome.i18n)', async () => {
+  const bad = fakeOffscreen({ reply: { ok: false, error: { code: 'too_large', message: 'too_large_declared: 120, 96', reason: 'too_large_declared', values: [120, 96] } } });
+  await assert.rejects(createPdfReader({ chrome: bad.chrome }).read('https://a.example/p.pdf'), {
+    code: 'too_large',
+    message: 'The PDF is 120 MiB; Keepsake reads PDFs up to 96 MiB.',
+  });
+  assert.equal(pdfErrorMessage({ reason: 'download_http', values: [404] }), 'Could not download the PDF: HTTP 404');
+  assert.equal(pdfErrorMessage({ reason: 'download_failed', values: ['Failed to fetch'] }), 'Could not download the PDF: Failed to fetch');
+  assert.equal(pdfErrorMessage({ reason: 'too_large', values: [96] }), 'The PDF is over 96 MiB; Keepsake reads PDFs up to that size.');
+  assert.equal(pdfErrorMessage({ reason: 'not_pdf', values: ['Invalid PDF structure.'] }), 'This is not a PDF Keepsake can read: Invalid PDF structure.');
+  assert.equal(pdfErrorMessage(undefined), 'The PDF reader did not answer.');
 });
 
 test('reads queue: the second waits for the first document to close', async () => {

@@ -1,6 +1,7 @@
 // Which provider a turn goes to and the body fields it needs: the active card of the `providers`
 // setting (storage-model §3) and what request.build is asked to add for it.
 
+import { t } from '../lib/i18n.js';
 import { codeError } from './errors.js';
 
 /** Provider kinds of the plain model APIs (auto-summary calls and overflow rescue use these). */
@@ -34,16 +35,16 @@ export function pickProvider(settings = {}) {
     cards.find((c) => want != null && c.id === want) ??
     cards.find((c) => typeof want === 'string' && want !== '' && c.name === want) ??
     cards[0];
-  if (!card) throw codeError('no_provider', 'No LLM provider is configured (Options → Providers).');
+  if (!card) throw codeError('no_provider', t('bgNoProvider'));
   const kind = card.kind ?? 'chat';
   if (!TURN_KINDS.includes(kind)) {
-    throw codeError('unsupported', `Provider kind "${kind}" is not supported by this version.`);
+    throw codeError('unsupported', t('bgProviderKindUnsupported', kind));
   }
-  if (isBlank(card.baseUrl)) throw codeError('no_provider', `Provider "${card.name ?? card.id}" has no base URL.`);
+  if (isBlank(card.baseUrl)) throw codeError('no_provider', t('bgProviderNoBaseUrl', card.name ?? card.id));
   // the host keeps API keys in the system's secret store; one it could not read comes back empty
   // with the reason (PROTOCOL.md "API keys"): say so instead of sending no key to the provider
   if (isBlank(card.apiKey) && !isBlank(card.apiKeyUnavailable)) {
-    throw codeError('no_provider', `The API key of "${card.name ?? card.id}" is kept in the system's secret store, which could not be read: ${card.apiKeyUnavailable}`);
+    throw codeError('no_provider', t('bgProviderKeyUnreadable', card.name ?? card.id, card.apiKeyUnavailable));
   }
   const model =
     (typeof settings.activeModel === 'string' && settings.activeModel.trim()) ||

@@ -15,13 +15,14 @@
 // panel takes it (`chat.takeAsk`), at start-up or on the `chat.ask` event.
 
 import { redactUrl } from '../lib/entries.js';
+import { t, uiLocale } from '../lib/i18n.js';
 
-/** The context menu's items (ids are `keepsake-<id>`), in menu order. */
+/** The context menu's items (ids are `keepsake-<id>`), in menu order; titles in the UI language. */
 export const ASK_ACTIONS = Object.freeze([
-  { id: 'ask', title: 'Ask Keepsake' },
-  { id: 'explain', title: 'Explain' },
-  { id: 'translate', title: 'Translate' },
-  { id: 'summarize', title: 'Summarize' },
+  Object.freeze({ id: 'ask', get title() { return t('menuAskKeepsake'); } }),
+  Object.freeze({ id: 'explain', get title() { return t('menuExplain'); } }),
+  Object.freeze({ id: 'translate', get title() { return t('menuTranslate'); } }),
+  Object.freeze({ id: 'summarize', get title() { return t('menuSummarize'); } }),
 ]);
 
 const MENU_PARENT = 'keepsake';
@@ -37,26 +38,28 @@ export const PENDING_ASK_MAX_AGE_MS = 2 * 60 * 1000;
 export const MAX_QUOTE_CHARS = 200_000;
 
 /**
- * The prompt an action puts in the composer (empty for "Ask Keepsake": the reader writes it).
+ * The prompt an action puts in the composer (empty for "Ask Keepsake": the reader writes it). The
+ * reader sees and sends it as their own message, so it is in the UI language.
  * @param {string} action one of ASK_ACTIONS' ids
  * @param {string} language the reader's language tag (`navigator.language`), for Translate
  */
 export function promptFor(action, language = '') {
   switch (action) {
     case 'explain':
-      return 'Explain the quoted text.';
+      return t('menuExplainPrompt');
     case 'summarize':
-      return 'Summarize the quoted text.';
+      return t('menuSummarizePrompt');
     case 'translate': {
       let name = '';
       try {
-        // the language, not the region: "French" for fr-FR (Chinese keeps its script or region)
+        // the language, not the region: "French" for fr-FR (Chinese keeps its script or region),
+        // named in the UI language
         const tag = String(language).toLowerCase().startsWith('zh') ? language : String(language).split('-')[0];
-        name = tag ? new Intl.DisplayNames(['en'], { type: 'language' }).of(tag) || '' : '';
+        name = tag ? new Intl.DisplayNames([uiLocale()], { type: 'language' }).of(tag) || '' : '';
       } catch {
         name = '';
       }
-      return `Translate the quoted text into ${name || 'English'}.`;
+      return t('menuTranslatePrompt', name || t('menuLanguageEnglish'));
     }
     default:
       return '';
@@ -90,9 +93,9 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
           resolve();
         });
       });
-    await made({ id: MENU_PARENT, title: 'Keepsake', contexts: ['selection', 'link'] });
+    await made({ id: MENU_PARENT, title: t('extName'), contexts: ['selection', 'link'] });
     for (const a of ASK_ACTIONS) await made({ id: MENU_PREFIX + a.id, parentId: MENU_PARENT, title: a.title, contexts: ['selection'] });
-    await made({ id: PDF_LINK_ITEM, parentId: MENU_PARENT, title: 'Attach this PDF', contexts: ['link'], targetUrlPatterns: PDF_LINK_PATTERNS });
+    await made({ id: PDF_LINK_ITEM, parentId: MENU_PARENT, title: t('menuAttachPdf'), contexts: ['link'], targetUrlPatterns: PDF_LINK_PATTERNS });
   }
 
   /** Open the side panel for the tab's window; must be called before any await of a gesture. */
@@ -124,8 +127,8 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
         target: { tabId: tab.id, frameIds: [Number.isInteger(info.frameId) ? info.frameId : 0] },
         func: readSelection,
       });
-      const t = inj?.result;
-      if (typeof t === 'string' && t.trim()) return t;
+      const text = inj?.result;
+      if (typeof text === 'string' && text.trim()) return text;
     } catch {
       /* a page the extension may not script: the menu's text */
     }
@@ -148,7 +151,7 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
     if (!body) return null;
     const url = redactUrl(String(tab?.url || info.pageUrl || ''));
     const title = String(tab?.title || url);
-    const res = await storage.history.attach({ ctx: { url, title, mode: 'selection', header: 'Quoted: the text the reader selected\n', body } });
+    const res = await storage.history.attach({ ctx: { url, title, mode: 'selection', header: 'Quoted: the text the reader selected\n', body } }); // i18n-ok: attach header for the model (storage-model §2.4)
     const ask = { attachId: res.attachId, action: action.id, prompt: promptFor(action.id, language()), chars: body.length, title, at: now() };
     await setPending(ask);
     broadcast({ type: 'chat.ask' });

@@ -5,32 +5,35 @@
 
 import { bodyFieldsFor, isBlank } from './provider.js';
 import { codeError } from './errors.js';
+import { t } from '../lib/i18n.js';
 
 const SUMMARY_MAX_TOKENS = 4096;
 /** At most this many summary calls run at once (N chunks are still all requested in parallel waves). */
 export const SUMMARY_CONCURRENCY = 6;
 
+// the summary prompts are words to the model, not to the reader: English whatever the UI language
+// (the summary itself is asked for in the language of the source)
 const FAMILY_RULES = {
   video:
-    'The source is a video transcript. Keep every [mm:ss] or [h:mm:ss] timestamp marker exactly as written, ' +
-    'next to the point it belongs to, in chronological order.',
+    'The source is a video transcript. Keep every [mm:ss] or [h:mm:ss] timestamp marker exactly as written, ' + // i18n-ok: prompt to the model
+    'next to the point it belongs to, in chronological order.', // i18n-ok: prompt to the model
   paper:
-    'The source is a paper or long document. Keep its section headings, every number, figure and table ' +
-    'reference, and every [Page N] marker exactly as written.',
-  generic: 'Keep headings, names, numbers, dates, definitions, code identifiers and conclusions.',
+    'The source is a paper or long document. Keep its section headings, every number, figure and table ' + // i18n-ok: prompt to the model
+    'reference, and every [Page N] marker exactly as written.', // i18n-ok: prompt to the model
+  generic: 'Keep headings, names, numbers, dates, definitions, code identifiers and conclusions.', // i18n-ok: prompt to the model
 };
 
 function summaryPrompts(family) {
   const rule = FAMILY_RULES[family] ?? FAMILY_RULES.generic;
   return {
     chunk:
-      'You condense attached page content so a later conversation can use it. Write a faithful, dense ' +
-      'Markdown summary in the language of the source; no preamble, no commentary. ' +
+      'You condense attached page content so a later conversation can use it. Write a faithful, dense ' + // i18n-ok: prompt to the model
+      'Markdown summary in the language of the source; no preamble, no commentary. ' + // i18n-ok: prompt to the model
       rule,
     merge:
-      'You are given summaries of consecutive segments of one source, each marked [Segment i]. Merge them ' +
-      'into one coherent, faithful Markdown summary in the language of the source, removing repetition but ' +
-      'no facts; no preamble and no segment markers. ' +
+      'You are given summaries of consecutive segments of one source, each marked [Segment i]. Merge them ' + // i18n-ok: prompt to the model
+      'into one coherent, faithful Markdown summary in the language of the source, removing repetition but ' + // i18n-ok: prompt to the model
+      'no facts; no preamble and no segment markers. ' + // i18n-ok: prompt to the model
       rule,
   };
 }
@@ -118,7 +121,7 @@ export function createSummarizer({ storage, llm, fetchImpl, concurrency = SUMMAR
           onEvent: () => {},
           ...(fetchImpl ? { fetchImpl } : {}),
         });
-        if (isBlank(r?.text)) throw codeError('empty_summary', 'The model returned an empty summary.');
+        if (isBlank(r?.text)) throw codeError('empty_summary', t('summaryEmpty'));
         done++;
         progress({ stage: 'summary', attachId, done, total });
         return r.text.trim();

@@ -12,6 +12,7 @@
 // blocks), turn-lock.js, keep-alive.js, page-attach.js (chat.attachPage) and summaries.js
 // (auto-summary); lib/entries.js holds the entry rules the panel shares.
 
+import { t } from '../lib/i18n.js';
 import { streamReply as defaultStreamReply } from '../lib/llm.js';
 import { seekScript } from '../lib/pills.js';
 import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
@@ -42,9 +43,10 @@ function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+// the continuation pass's instruction: words to the model, never shown in the panel
 const CONTINUATION_INSTRUCTION =
-  'Your previous reply was cut off by the output length limit. Continue exactly where it stopped, ' +
-  'without repeating anything and without any preamble.';
+  'Your previous reply was cut off by the output length limit. Continue exactly where it stopped, ' + // i18n-ok: prompt to the model
+  'without repeating anything and without any preamble.'; // i18n-ok: prompt to the model
 
 /**
  * Where this turn's user entry sits in `entries` now: `hint` if it still matches, else the newest
@@ -176,7 +178,7 @@ export function createTurns(deps) {
       if (tok.startsWith(TURN_TOKEN_PREFIX)) {
         const i = Number(tok.slice(TURN_TOKEN_PREFIX.length));
         const img = parseDataUrl(turnImages?.[i]);
-        if (!img) throw codeError('image_unavailable', `${tok}: no such turn image`);
+        if (!img) throw codeError('image_unavailable', t('turnNoSuchImage', tok));
         map.set(tok, img);
       } else {
         let img = imageCache.get(tok);
@@ -252,7 +254,7 @@ export function createTurns(deps) {
   // ----- send
 
   async function withSendSlot(fn) {
-    if (sending || foreground()) throw codeError('busy', 'A reply is still streaming; stop it first.');
+    if (sending || foreground()) throw codeError('busy', t('turnStillStreaming'));
     sending = true;
     try {
       return await fn();
@@ -393,7 +395,7 @@ export function createTurns(deps) {
   }
 
   function abortedError(stream) {
-    return Object.assign(new Error(stream.stopReason === 'stop' ? 'Stopped' : 'Aborted'), {
+    return Object.assign(new Error(stream.stopReason === 'stop' ? t('turnStopped') : t('turnAborted')), {
       kind: 'aborted',
       partial: '',
     });
@@ -401,7 +403,7 @@ export function createTurns(deps) {
 
   /** The stream ended before the provider's terminal event: salvaged like a broken connection. */
   function truncatedError() {
-    return Object.assign(new Error('The reply stream ended before the provider finished it.'), {
+    return Object.assign(new Error(t('turnTruncated')), {
       kind: 'network',
       code: 'truncated',
       partial: '',
@@ -639,7 +641,7 @@ export function createTurns(deps) {
       emit(stream, {
         type: 'chat.error',
         streamId: stream.streamId,
-        error: { code: 'empty_reply', message: 'The model returned an empty reply.', kind: 'protocol' },
+        error: { code: 'empty_reply', message: t('turnEmptyReply'), kind: 'protocol' },
         salvagedIndex: null,
       });
       return;
@@ -688,7 +690,7 @@ export function createTurns(deps) {
       emit(stream, {
         type: 'chat.error',
         streamId: stream.streamId,
-        error: { code: 'dropped', message: 'The conversation was switched; the reply was discarded.', kind: 'aborted' },
+        error: { code: 'dropped', message: t('turnDropped'), kind: 'aborted' },
         salvagedIndex: null,
       });
       return;
@@ -744,7 +746,7 @@ export function createTurns(deps) {
       const r = await storage.history.markFailed({
         entryId: stream.userEntryId,
         code: String(info?.code || info?.kind || 'error').slice(0, 200),
-        message: String(info?.message || 'The request failed.').slice(0, 2000),
+        message: String(info?.message || t('turnRequestFailed')).slice(0, 2000),
       });
       return { index: r.index, code: info?.code ?? null, message: info?.message ?? '' };
     } catch {
@@ -782,7 +784,7 @@ export function createTurns(deps) {
   }
 
   async function loadSession({ id } = {}) {
-    if (typeof id !== 'string' || id === '') throw codeError('bad_request', 'chat.loadSession needs a session id');
+    if (typeof id !== 'string' || id === '') throw codeError('bad_request', 'chat.loadSession needs a session id'); // i18n-ok: programming error
     return lock.run(async () => {
       const res = await storage.sessions.load({ id, saveCurrent: true }); // not_found: nothing changed
       const moved = handOff(res.saved);
@@ -824,21 +826,21 @@ export function createTurns(deps) {
 
   /** Regenerate the assistant reply at `index`: its user message is sent again (nothing appended). */
   async function regenerate({ index } = {}) {
-    if (!Number.isInteger(index) || index < 0) throw codeError('bad_request', 'chat.regenerate needs the index of a reply');
+    if (!Number.isInteger(index) || index < 0) throw codeError('bad_request', 'chat.regenerate needs the index of a reply'); // i18n-ok: programming error
     return withSendSlot(async () => {
       const h = await storage.history.get({ images: 'ref' });
       const reply = h.entries?.[index];
-      if (!reply || reply.role !== 'assistant') throw codeError('bad_request', 'There is no reply at that place to regenerate.');
+      if (!reply || reply.role !== 'assistant') throw codeError('bad_request', t('turnNoReplyToRegenerate'));
       let userIndex = index - 1;
       while (userIndex >= 0 && h.entries[userIndex]?.role !== 'user') userIndex--;
-      if (userIndex < 0) throw codeError('bad_request', 'No message of yours precedes this reply.');
+      if (userIndex < 0) throw codeError('bad_request', t('turnNoUserMessageBefore'));
       return startTurn({}, { kind: 'regenerate', index, userIndex, replacedEntryId: reply.entryId ?? null });
     });
   }
 
   /** Retry a failed message: the stored user entry at `index` is sent again (no second copy). */
   async function retry({ index } = {}) {
-    if (!Number.isInteger(index) || index < 0) throw codeError('bad_request', 'chat.retry needs the index of your message');
+    if (!Number.isInteger(index) || index < 0) throw codeError('bad_request', 'chat.retry needs the index of your message'); // i18n-ok: programming error
     return withSendSlot(() => startTurn({}, { kind: 'retry', index }));
   }
 
@@ -847,7 +849,7 @@ export function createTurns(deps) {
   async function seek({ tabId, seconds } = {}) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.seek needs a tabId');
     const secs = Number(seconds);
-    if (!Number.isFinite(secs) || secs < 0) throw codeError('bad_request', 'chat.seek needs seconds ≥ 0');
+    if (!Number.isFinite(secs) || secs < 0) throw codeError('bad_request', 'chat.seek needs seconds ≥ 0'); // i18n-ok: programming error
     const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: seekScript, args: [secs] });
     return { ok: inj?.result === true };
   }

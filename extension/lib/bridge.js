@@ -14,6 +14,7 @@
 // `{type: 'events.connected', instance, reconnected: true}`: events may have been missed, re-read.
 
 import { ClientErrorCode, HostError } from './protocol.js';
+import { t } from './i18n.js';
 
 /** Name of the events port. */
 export const EVENTS_PORT_NAME = 'events';
@@ -30,7 +31,7 @@ export const WORKER_HELLO = 'worker.hello';
 export function replyToResult(reply) {
   if (reply && reply.ok === true) return reply.result;
   if (reply && reply.ok === false) throw HostError.from(reply.error ?? {});
-  throw new HostError(ClientErrorCode.DISCONNECTED, 'the Keepsake service worker sent no reply');
+  throw new HostError(ClientErrorCode.DISCONNECTED, t('portWorkerNoReply'));
 }
 
 /**
@@ -53,7 +54,7 @@ export function createBridge({
       reply = await runtime.sendMessage(message);
     } catch (e) {
       const m = String(e?.message ?? e);
-      throw new HostError(ClientErrorCode.DISCONNECTED, `the Keepsake service worker did not answer: ${m}`, {
+      throw new HostError(ClientErrorCode.DISCONNECTED, t('portWorkerNoAnswer', m), {
         browserMessage: m,
       });
     }

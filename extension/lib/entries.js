@@ -3,8 +3,8 @@
 // no chrome.*: the service worker, the side panel and lib/ modules import them from here.
 
 /** The page-context prefixes (§2.3): an attach entry's text starts with one of them. */
-const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]';
-const LEGACY_PREFIX = '[Page context attached by browsa]';
+const PAGE_CONTEXT_PREFIX = '[Page context attached by Keepsake]'; // i18n-ok: stored marker (storage-model §2.3), matched, not shown
+const LEGACY_PREFIX = '[Page context attached by browsa]'; // i18n-ok: stored marker of old data, matched, not shown
 
 /** Prefix of an image reference URL (storage-model §1). */
 export const IMAGE_REF_PREFIX = 'keepsake-image:sha256:';

@@ -16,6 +16,7 @@
 // Pure: no DOM, no chrome.*.
 
 import { IMAGE_REF_PREFIX, isImageRef } from './entries.js';
+import { t } from './i18n.js';
 
 /** The host's per-frame value limit (src/protocol/limits.rs MAX_FRAME_VALUES). */
 export const HOST_MAX_VALUES = 100_000;
@@ -172,7 +173,7 @@ function splitDump(doc, budget) {
   const named = new Set(units.map((u) => u.key));
   const warnings = Object.keys(doc)
     .filter((k) => k.startsWith('session_') && !named.has(k))
-    .map((k) => `${k}: no savedSessions element names it, ignored`);
+    .map((k) => t('bgImportOrphanSession', k));
   const liveGroup = groups.findIndex((g) => g.units.some((u) => u.liveHere));
   const pieces = groups.map((g, i) => {
     const p = i === 0 ? { ...settings } : {};
@@ -190,7 +191,7 @@ function splitDump(doc, budget) {
     const extra = { history: live };
     if (active !== null) extra.activeSessionId = active;
     if (countValues(extra) > HOST_MAX_VALUES - 1_000 || jsonBytes(extra) > FRAME_BYTES) {
-      tooLarge.push({ id: null, name: 'the open chat (history)', values: countValues(extra), bytes: jsonBytes(extra) });
+      tooLarge.push({ id: null, name: t('bgImportOpenChat'), values: countValues(extra), bytes: jsonBytes(extra) });
     } else if (pieces.length === 0) {
       pieces.push({ ...settings, ...extra });
     } else {

@@ -1,5 +1,6 @@
 // Provider streaming clients over fetch + ReadableStream: OpenAI chat completions, OpenAI Responses and
-// Anthropic Messages. No dependencies; runs in the MV3 service worker, extension pages and Node ≥ 18.
+// Anthropic Messages. No dependencies but lib/i18n.js (the words of its errors); runs in the MV3 service
+// worker, extension pages and Node.
 // The agent kinds `runs` (Hermes Agent's /v1/runs) and `agent` (opencode's server) are lib/agents.js's:
 // streamReply, listModels and ping hand them over.
 //
@@ -43,6 +44,7 @@
 // out: no request ever goes to an address the person did not configure.
 
 import { AGENT_KINDS, listAgentModels, pingAgent, streamAgent, streamRuns } from './agents.js';
+import { t, formatNumber } from './i18n.js';
 
 const KINDS = new Set(['chat', 'responses', 'anthropic', ...AGENT_KINDS]);
 const DEFAULT_BASE = { chat: 'https://api.openai.com/v1', responses: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' };
@@ -102,11 +104,9 @@ export function redirectTarget(res, url) {
 /** The message of a redirect error: names the target when known. */
 export function redirectMessage(url, target) {
   const from = originOf(url);
-  const not = 'Keepsake does not follow redirects, so your API key was not sent anywhere else';
-  if (!target) {
-    return `The provider at ${from} answered with a redirect (the browser does not show where to). ${not}. Check the base URL: often http:// where the server wants https://, or a path part such as /v1 missing or extra.`;
-  }
-  return `The provider at ${from} redirected the request to ${target}. ${not}. If that is the right address, use it as the base URL.`;
+  const not = t('llmRedirectNotFollowed');
+  if (!target) return t('llmRedirectHidden', from, not);
+  return t('llmRedirectTo', from, target, not);
 }
 
 export function redirectError(res, url) {
@@ -159,7 +159,7 @@ export function headersFor(provider, streaming = true) {
     h['anthropic-version'] = ANTHROPIC_VERSION;
     h['anthropic-dangerous-direct-browser-access'] = 'true';
   } else if (key) {
-    h.authorization = `Bearer ${key}`;
+    h.authorization = `Bearer ${key}`; // i18n-ok: HTTP authorization scheme
   }
   return h;
 }
@@ -316,7 +316,7 @@ export async function readCapped(res, cap) {
 }
 
 function describeThrown(e) {
-  if (!e) return 'Network error';
+  if (!e) return t('llmNetworkError');
   const base = e.message || String(e);
   const cause = e.cause && (e.cause.message || e.cause.code);
   return cause && cause !== base ? `${base} (${cause})` : base;
@@ -361,7 +361,9 @@ export function isLocalAddress(url) {
 }
 
 /** Ollama's note on browser origins (a local server that refuses the extension answers 403 or not at all). */
-export const OLLAMA_ORIGINS_NOTE = 'For Ollama, allow the extension first: set OLLAMA_ORIGINS=chrome-extension://* and restart Ollama.';
+export function ollamaOriginsNote() {
+  return t('llmOllamaOriginsNote');
+}
 
 /**
  * A network failure (nothing came back) explained: the address, what the browser said, the likely causes.
@@ -369,10 +371,9 @@ export const OLLAMA_ORIGINS_NOTE = 'For Ollama, allow the extension first: set O
  * @param {unknown} e what fetch threw
  */
 export function networkErrorMessage(url, e) {
-  const causes = ['the server is not running', 'the address, port or path in the base URL is wrong'];
-  const local = isLocalAddress(url);
-  if (!local) causes.push('this computer is offline or a proxy or firewall blocks it');
-  return `Could not reach ${shownUrl(url)} (${describeThrown(e)}). Likely: ${causes.join('; ')}.${local ? ` ${OLLAMA_ORIGINS_NOTE}` : ''}`;
+  // a local server is not behind a proxy; a remote one may be, and Ollama's origins note is for local ones
+  if (isLocalAddress(url)) return t('llmUnreachableLocal', shownUrl(url), describeThrown(e), ollamaOriginsNote());
+  return t('llmUnreachableRemote', shownUrl(url), describeThrown(e));
 }
 
 // ------------------------------------------------------------------------------------------------ events
@@ -433,7 +434,7 @@ function makeHandler(kind, st, emit) {
     try {
       return JSON.parse(data);
     } catch {
-      throw new LlmError('protocol', `Malformed stream data: ${data.slice(0, 120)}`);
+      throw new LlmError('protocol', t('llmMalformedStream', data.slice(0, 120)));
     }
   };
   return (evt) => {
@@ -493,12 +494,12 @@ function makeHandler(kind, st, emit) {
           break;
         case 'response.failed': {
           const err = j.response?.error;
-          throw new LlmError('protocol', err?.message || 'The provider reported the response as failed', {
+          throw new LlmError('protocol', err?.message || t('llmProviderResponseFailed'), {
             providerType: err?.code ?? err?.type,
           });
         }
         case 'error':
-          throw new LlmError('protocol', j.message || j.error?.message || 'The provider reported an error', {
+          throw new LlmError('protocol', j.message || j.error?.message || t('llmProviderError'), {
             providerType: j.code ?? j.error?.type ?? j.error?.code ?? undefined,
           });
         default:
@@ -528,7 +529,7 @@ function makeHandler(kind, st, emit) {
         st.done = true;
         break;
       case 'error':
-        throw new LlmError('protocol', j.error?.message || 'The provider reported an error', {
+        throw new LlmError('protocol', j.error?.message || t('llmProviderError'), {
           providerType: j.error?.type,
         });
       default:
@@ -560,7 +561,7 @@ function makeHandler(kind, st, emit) {
 export async function streamReply(args) {
   const { provider, body, bodyText, signal, onDelta, onEvent, fetchImpl = defaultFetch, idleMs = 60_000 } = args;
   if (!provider || !KINDS.has(provider.kind)) {
-    throw new LlmError('protocol', `Unknown provider kind: ${provider?.kind}`);
+    throw new LlmError('protocol', t('llmUnknownKind', provider?.kind));
   }
   if (provider.kind === 'runs') return streamRuns({ ...args, fetchImpl, idleMs });
   if (provider.kind === 'agent') return streamAgent({ ...args, fetchImpl, idleMs });
@@ -593,7 +594,7 @@ export async function streamReply(args) {
     err.partial = st.text;
     return err;
   };
-  if (signal?.aborted) throw withPartial(new LlmError('aborted', 'Aborted'));
+  if (signal?.aborted) throw withPartial(new LlmError('aborted', t('llmAborted')));
 
   const ctrl = new AbortController();
   let why = null;
@@ -619,9 +620,9 @@ export async function streamReply(args) {
   const race = (p) => Promise.race([p, aborted]);
   const mapThrown = (e) => {
     if (why === 'idle') {
-      return withPartial(new LlmError('idle', `No data from the provider for ${Math.round(idleMs / 100) / 10} s`, { cause: e }));
+      return withPartial(new LlmError('idle', t('llmIdle', formatNumber(Math.round(idleMs / 100) / 10)), { cause: e }));
     }
-    if (why === 'aborted') return withPartial(new LlmError('aborted', 'Aborted', { cause: e }));
+    if (why === 'aborted') return withPartial(new LlmError('aborted', t('llmAborted'), { cause: e }));
     if (e instanceof LlmError) return withPartial(e);
     return withPartial(new LlmError('network', networkErrorMessage(req.url, e), { cause: e }));
   };
@@ -668,7 +669,7 @@ export async function streamReply(args) {
         j = JSON.parse(await race(res.text()));
       } catch (e) {
         if (why) throw mapThrown(e);
-        throw withPartial(new LlmError('protocol', 'The provider answered with invalid JSON'));
+        throw withPartial(new LlmError('protocol', t('llmInvalidJson')));
       }
       if (j?.error) {
         const { message, providerType } = extractError(res.status, JSON.stringify(j));
@@ -679,7 +680,7 @@ export async function streamReply(args) {
       return { text: st.text, finishReason: whole.finishReason, usage: whole.usage, truncated: false };
     }
     if (ctype.includes('text/html')) {
-      throw withPartial(new LlmError('protocol', `Expected an event stream, got ${ctype.split(';')[0]}`));
+      throw withPartial(new LlmError('protocol', t('llmNotEventStream', ctype.split(';')[0])));
     }
     const parser = createSseParser(makeHandler(kind, st, emit));
     const decoder = new TextDecoder('utf-8');
@@ -751,7 +752,7 @@ function modelIds(text) {
  * @param {{timeoutMs?: number}} [opts]
  */
 export async function listModels(provider, fetchImpl = defaultFetch, { timeoutMs = 15_000 } = {}) {
-  if (!provider || !KINDS.has(provider.kind)) return { ok: false, detail: `Unknown provider kind: ${provider?.kind}` };
+  if (!provider || !KINDS.has(provider.kind)) return { ok: false, detail: t('llmUnknownKind', provider?.kind) };
   if (AGENT_KINDS.includes(provider.kind)) return listAgentModels(provider, fetchImpl, { timeoutMs });
   const url = endpointFor(provider, '/models');
   const ctrl = new AbortController();
@@ -762,10 +763,10 @@ export async function listModels(provider, fetchImpl = defaultFetch, { timeoutMs
     const text = await res.text();
     if (!res.ok) return { ok: false, detail: `${extractError(res.status, text, res.statusText).message} (${shownUrl(url)})` };
     const ids = modelIds(text);
-    if (!ids) return { ok: false, detail: `${shownUrl(url)} did not answer with a model list` };
+    if (!ids) return { ok: false, detail: t('llmNoModelList', shownUrl(url)) };
     return { ok: true, models: [...new Set(ids)].sort((a, b) => a.localeCompare(b)) };
   } catch (e) {
-    if (ctrl.signal.aborted) return { ok: false, detail: `No answer from ${shownUrl(url)} within ${Math.round(timeoutMs / 1000)} s` };
+    if (ctrl.signal.aborted) return { ok: false, detail: t('llmNoAnswerWithin', shownUrl(url), formatNumber(Math.round(timeoutMs / 1000))) };
     return { ok: false, detail: networkErrorMessage(url, e) };
   } finally {
     clearTimeout(timer);
@@ -791,7 +792,7 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
     if (status !== undefined) r.status = status;
     return r;
   };
-  if (!provider || !KINDS.has(provider.kind)) return done(false, `Unknown provider kind: ${provider?.kind}`);
+  if (!provider || !KINDS.has(provider.kind)) return done(false, t('llmUnknownKind', provider?.kind));
   if (AGENT_KINDS.includes(provider.kind)) return pingAgent(provider, fetchImpl, { timeoutMs });
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);
@@ -805,26 +806,33 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
   };
   const post = (body) =>
     call(endpointFor(provider), { method: 'POST', headers: headersFor(provider, false), body: JSON.stringify(body) });
-  const hint = provider.kind === 'anthropic' ? '' : ' (OpenAI-compatible servers usually answer under …/v1)';
+  // OpenAI-compatible servers usually answer under …/v1: the message says so, except for Anthropic
+  const v1Hint = provider.kind !== 'anthropic';
   // what came back, in a few words: an HTML page, an empty body, or the first characters
   const got = (res, text) => {
-    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim() || 'no content type';
+    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim() || t('llmGotNoContentType');
     const body = String(text ?? '').trim();
-    if (body.startsWith('<')) return `an HTML page (${type})`;
-    if (!body) return `an empty body (${type})`;
+    if (body.startsWith('<')) return t('llmGotHtmlPage', type);
+    if (!body) return t('llmGotEmptyBody', type);
     return `${type}: “${body.replaceAll('\n', ' ').slice(0, 60)}${body.length > 60 ? '…' : ''}”`;
   };
   const notApi = ({ res, text, url }, expected) =>
-    done(false, `${shownUrl(url)} answered HTTP ${res.status} with ${got(res, text)}, not ${expected}. Is the base URL right${hint}?`, res.status);
+    done(
+      false,
+      v1Hint
+        ? t('llmPingNotApiV1', shownUrl(url), res.status, got(res, text), expected)
+        : t('llmPingNotApi', shownUrl(url), res.status, got(res, text), expected),
+      res.status,
+    );
   const failed = ({ res, text, url }) => {
-    if (res.status === 404) return done(false, `${shownUrl(url)} answered HTTP 404: nothing there. Is the base URL right${hint}?`, 404);
-    const local = res.status === 403 && isLocalAddress(url) ? ` ${OLLAMA_ORIGINS_NOTE}` : '';
+    if (res.status === 404) return done(false, v1Hint ? t('llmPing404V1', shownUrl(url)) : t('llmPing404', shownUrl(url)), 404);
+    const local = res.status === 403 && isLocalAddress(url) ? ` ${ollamaOriginsNote()}` : '';
     return done(false, `${extractError(res.status, text, res.statusText).message} (${shownUrl(url)})${local}`, res.status);
   };
   const SHAPES = {
-    chat: [(j) => Array.isArray(j?.choices), 'a chat completion'],
-    responses: [(j) => j?.object === 'response' || Array.isArray(j?.output), 'a Responses reply'],
-    anthropic: [(j) => j?.type === 'message' || Array.isArray(j?.content), 'an Anthropic message'],
+    chat: [(j) => Array.isArray(j?.choices), () => t('llmExpectChatCompletion')],
+    responses: [(j) => j?.object === 'response' || Array.isArray(j?.output), () => t('llmExpectResponsesReply')],
+    anthropic: [(j) => j?.type === 'message' || Array.isArray(j?.content), () => t('llmExpectAnthropicMessage')],
   };
   const replied = (r) => {
     const [fits, expected] = SHAPES[provider.kind];
@@ -832,12 +840,13 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
     try {
       j = JSON.parse(r.text);
     } catch {
-      return notApi(r, expected);
+      return notApi(r, expected());
     }
-    if (!fits(j)) return notApi(r, expected);
+    if (!fits(j)) return notApi(r, expected());
     const w = parseWholeReply(provider.kind, j);
     const model = typeof j?.model === 'string' ? j.model : provider.model;
-    return done(true, `OK${model ? ` (${model})` : ''}${w.text ? `: “${w.text.slice(0, 40)}”` : ''}`, r.res.status);
+    const okText = model ? t('llmPingOkModel', model) : t('llmPingOk');
+    return done(true, w.text ? t('llmPingOkSaid', okText, w.text.slice(0, 40)) : okText, r.res.status);
   };
   try {
     if (provider.kind === 'chat') {
@@ -845,13 +854,10 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
       const { res, text } = listing;
       if (res.ok) {
         const ids = modelIds(text);
-        if (!ids) return notApi(listing, 'an OpenAI-compatible model list');
+        if (!ids) return notApi(listing, t('llmExpectModelList'));
         const listed = !provider.model || ids.includes(provider.model);
-        return done(
-          true,
-          `OK: ${ids.length} model${ids.length === 1 ? '' : 's'}${listed ? '' : `; “${provider.model}” is not listed`}`,
-          res.status,
-        );
+        const count = ids.length === 1 ? t('llmPingOkOneModel') : t('llmPingOkModels', formatNumber(ids.length));
+        return done(true, listed ? count : t('llmPingModelNotListed', count, provider.model), res.status);
       }
       if (res.status !== 404 && res.status !== 405) return failed(listing);
       // no model list there: a one-token completion says whether this is a chat API
@@ -865,7 +871,7 @@ export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_
     const r = await post(body);
     return r.res.ok ? replied(r) : failed(r);
   } catch (e) {
-    if (ctrl.signal.aborted) return done(false, `No answer from ${shownUrl(asked)} within ${Math.round(timeoutMs / 1000)} s`);
+    if (ctrl.signal.aborted) return done(false, t('llmNoAnswerWithin', shownUrl(asked), formatNumber(Math.round(timeoutMs / 1000))));
     if (e instanceof LlmError && e.kind === 'redirect') return done(false, e.message, e.status);
     return done(false, networkErrorMessage(asked, e));
   } finally {

@@ -13,6 +13,7 @@ import {
   isOutboundTooLarge,
   timeoutFor as defaultTimeoutFor,
 } from './protocol.js';
+import { t, formatNumber } from './i18n.js';
 
 export { HostError } from './protocol.js';
 
@@ -54,7 +55,7 @@ function joinChunks(pieces) {
 export function unwrapReply(reply, op) {
   if (reply && reply.ok === true) return reply.result;
   const e = reply?.error ?? {};
-  throw new HostError(e.code ?? 'internal', e.message ?? `${op} failed`, { op });
+  throw new HostError(e.code ?? 'internal', e.message ?? t('portOpFailed', op), { op });
 }
 
 /**
@@ -68,7 +69,7 @@ export function unwrapReply(reply, op) {
 export function postError(e, op) {
   const message = String(e?.message ?? e);
   if (isOutboundTooLarge(e)) {
-    return new HostError(ClientErrorCode.TOO_LARGE_OUTBOUND, `${op}: the request is over the browser's 64 MiB limit`, {
+    return new HostError(ClientErrorCode.TOO_LARGE_OUTBOUND, t('portTooLargeOutbound', op), {
       browserMessage: message,
       op,
     });
@@ -76,7 +77,7 @@ export function postError(e, op) {
   if (/disconnected port/i.test(message)) {
     return new HostError(ClientErrorCode.DISCONNECTED, message, { browserMessage: message, op });
   }
-  return new HostError('bad_request', `${op}: cannot send the request: ${message}`, { op });
+  return new HostError('bad_request', t('portCannotSend', op, message), { op });
 }
 
 /**
@@ -193,7 +194,7 @@ export class NativePort {
   close() {
     this.#generation++;
     this.#cancelIdle();
-    const err = new HostError(ClientErrorCode.DISCONNECTED, 'the connection to the Keepsake host was closed');
+    const err = new HostError(ClientErrorCode.DISCONNECTED, t('portClosed'));
     this.#cancelWait?.(err);
     // the cancelled attempt settles later; the next request must start a fresh one
     this.#opening = null;
@@ -241,7 +242,7 @@ export class NativePort {
     if (wait > 0) await this.#sleep(wait);
     if (generation !== this.#generation) {
       // close() ran after the backoff wait ended but before this attempt resumed
-      throw new HostError(ClientErrorCode.DISCONNECTED, 'the connection to the Keepsake host was closed');
+      throw new HostError(ClientErrorCode.DISCONNECTED, t('portClosed'));
     }
     const port = this.#attach();
     this.#setState('connecting');
@@ -253,13 +254,13 @@ export class NativePort {
       throw err;
     }
     if (port !== this.#port) {
-      throw new HostError(ClientErrorCode.DISCONNECTED, 'the port closed during the handshake');
+      throw new HostError(ClientErrorCode.DISCONNECTED, t('portClosedInHandshake'));
     }
     this.#hello = hello;
     if (hello?.protocolVersion !== PROTOCOL_VERSION) {
       const err = new HostError(
         ClientErrorCode.PROTOCOL_MISMATCH,
-        `keepsake-host ${hello?.version ?? '?'} speaks protocol ${hello?.protocolVersion}; this extension speaks ${PROTOCOL_VERSION}`,
+        t('portProtocolMismatch', hello?.version ?? '?', hello?.protocolVersion, PROTOCOL_VERSION),
         { detail: hello },
       );
       this.#fail(port, err);
@@ -276,7 +277,7 @@ export class NativePort {
       port = this.#connect();
     } catch (e) {
       const message = String(e?.message ?? e);
-      const err = new HostError(codeForDisconnect(message), `cannot connect to the Keepsake host: ${message}`, {
+      const err = new HostError(codeForDisconnect(message), t('portCannotConnect', message), {
         browserMessage: message,
       });
       this.#recordFailure(err);
@@ -330,7 +331,7 @@ export class NativePort {
     if (port !== this.#port) return;
     this.#port = null;
     this.#cancelIdle();
-    const err = new HostError(codeForDisconnect(message), message || 'the Keepsake host disconnected', {
+    const err = new HostError(codeForDisconnect(message), message || t('portDisconnected'), {
       browserMessage: message,
     });
     this.#rejectAll(err);
@@ -362,12 +363,12 @@ export class NativePort {
 
   #send(op, args, timeoutMs) {
     const port = this.#port;
-    if (!port) return Promise.reject(new HostError(ClientErrorCode.DISCONNECTED, `${op}: not connected`, { op }));
+    if (!port) return Promise.reject(new HostError(ClientErrorCode.DISCONNECTED, t('portNotConnected', op), { op }));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const entry = { op, resolve, reject, pieces: null, timer: null };
       entry.timer = this.#clock.setTimeout(() => {
-        const msg = `${op}: no reply from the Keepsake host within ${timeoutMs} ms`;
+        const msg = t('portTimeout', op, formatNumber(timeoutMs));
         this.#settleError(id, new HostError(ClientErrorCode.TIMEOUT, msg, { op }));
       }, timeoutMs);
       this.#pending.set(id, entry);
@@ -397,7 +398,7 @@ export class NativePort {
     const { index, count } = msg.chunk;
     entry.pieces ??= [];
     if (index !== entry.pieces.length || typeof msg.data !== 'string' || !(count > index)) {
-      this.#settleError(id, new HostError(ClientErrorCode.HOST_IO, `${entry.op}: malformed chunked reply`, { op: entry.op }));
+      this.#settleError(id, new HostError(ClientErrorCode.HOST_IO, t('portMalformedChunk', entry.op), { op: entry.op }));
       return;
     }
     entry.pieces.push(msg.data);
@@ -406,7 +407,7 @@ export class NativePort {
     try {
       reply = JSON.parse(joinChunks(entry.pieces));
     } catch (e) {
-      this.#settleError(id, new HostError(ClientErrorCode.HOST_IO, `${entry.op}: chunked reply is not JSON: ${e.message}`, { op: entry.op }));
+      this.#settleError(id, new HostError(ClientErrorCode.HOST_IO, t('portChunkNotJson', entry.op, e.message), { op: entry.op }));
       return;
     }
     this.#settleReply(id, entry, reply);

@@ -3,6 +3,8 @@
 // fails when an operation or an error code is missing here, so a new host operation is one line in
 // READ_OPS or WRITE_OPS (storage.js generates its methods from these lists).
 
+import { t } from './i18n.js';
+
 /** Native messaging host name (platform.md §8: `dev.keepsake.host.json`). */
 export const HOST_NAME = 'dev.keepsake.host';
 
@@ -316,112 +318,113 @@ export function isOutboundTooLarge(error) {
 
 /** The command that builds, installs and registers the host (run in the Keepsake folder). */
 const INSTALL = './install.sh';
-const AFTER_INSTALL =
-  'Run it in the Keepsake folder (or run keepsake-host install if the host is built), then reload the extension. ' +
-  'A browser started with --user-data-dir DIR needs keepsake-host install --user-data-dir DIR.';
 
 /**
  * code → {title, detail, fix, then?}; `fix` is the one command that fixes it (copied as it is,
  * nothing else in it), or null when a retry does; `then` says where to run it and what comes after.
+ * Built on each call: the words come from the catalogue in the UI language.
  */
-const EXPLANATIONS = Object.freeze({
-  host_not_found: {
-    title: 'The Keepsake host is not installed for this browser',
-    detail: 'The browser found no usable dev.keepsake.host manifest (missing, malformed, or its path points to a missing file).',
-    fix: INSTALL,
-    then: AFTER_INSTALL,
-  },
-  host_forbidden: {
-    title: 'The Keepsake host does not allow this extension',
-    detail: 'The host manifest exists but its allowed_origins does not list this extension ID (or a browser policy blocks it).',
-    fix: 'keepsake-host install',
-    then: 'The host manifest does not list this extension ID; installing again adds it. Then reload the extension.',
-  },
-  host_exited: {
-    title: 'The Keepsake host stopped',
-    detail: 'The host process exited or could not start (crash, missing execute bit, damaged binary).',
-    fix: 'keepsake-host doctor',
-  },
-  host_io: {
-    title: 'Communication with the Keepsake host broke',
-    detail: 'The browser closed the port: a reply over 1 MiB, stray output on the host stdout, or a pipe error. Details are in keepsake-host.log beside the database.',
-    fix: 'keepsake-host doctor',
-  },
-  disconnected: {
-    title: 'Disconnected from the Keepsake host',
-    detail: 'The connection closed; it is reopened on the next request.',
-    fix: null,
-  },
-  timeout: {
-    title: 'The Keepsake host did not answer in time',
-    detail: 'The request may still complete; writes are retried safely with the same request id.',
-    fix: null,
-  },
-  too_large_outbound: {
-    title: 'Too large to send to the host',
-    detail: 'The browser refuses messages over 64 MiB to a native host.',
-    fix: 'keepsake-host import FILE',
-    then: 'Import a file this large from a terminal: the CLI has no message size limit.',
-  },
-  protocol_mismatch: {
-    title: 'The Keepsake host and the extension do not match',
-    detail: 'The host speaks another protocol version; update both to the same release.',
-    fix: INSTALL,
-    then: AFTER_INSTALL,
-  },
-  bad_request: {
-    title: 'The host refused the request',
-    detail: 'The request was malformed or out of range (an extension bug).',
-    fix: null,
-  },
-  not_found: { title: 'Not found', detail: 'It may have been deleted elsewhere.', fix: null },
-  conflict: { title: 'Conflicting request', detail: 'A request id was reused, or the target already exists.', fix: null },
-  busy: {
-    title: 'The database is busy',
-    detail: 'Another process held the write lock for 10 s; nothing was applied. Try again.',
-    fix: null,
-  },
-  too_large: { title: 'Too large to store', detail: 'Over a host limit (image 32 MiB, frame 64 MiB).', fix: null },
-  unsupported: { title: 'Not supported by this host', detail: 'The host cannot serve this request.', fix: null },
-  internal: {
-    title: 'The Keepsake host hit an internal error',
-    detail: 'Details are in keepsake-host.log beside the database.',
-    fix: 'keepsake-host doctor',
-  },
-  unknown_op: {
-    title: 'The Keepsake host is older than the extension',
-    detail: 'It does not know this operation.',
-    fix: INSTALL,
-    then: AFTER_INSTALL,
-  },
-  db_corrupt: {
-    title: 'The Keepsake database is damaged',
-    detail: 'The SQLite file failed its checks.',
-    fix: 'keepsake-host doctor',
-  },
-  db_too_new: {
-    title: 'The database was written by a newer Keepsake host',
-    detail: 'Update the host before using this database.',
-    fix: INSTALL,
-    then: AFTER_INSTALL,
-  },
-  image_rejected: {
-    title: 'The image could not be used',
-    detail: 'Not PNG/JPEG/GIF/WebP/BMP, too large, or undecodable.',
-    fix: null,
-  },
-  forbidden_origin: {
-    title: 'The Keepsake host refused this extension',
-    detail: 'Its ID is not registered with the host, so nothing is served.',
-    fix: 'keepsake-host install --extension-id EXTENSION_ID',
-    then: 'EXTENSION_ID is this extension\'s ID (chrome://extensions shows it).',
-  },
-  disk_full: {
-    title: 'The disk is full',
-    detail: 'Nothing was saved; what is stored can still be read. Free some space and try again.',
-    fix: null,
-  },
-});
+function explanations() {
+  const afterInstall = t('hostErrAfterInstall');
+  return {
+    host_not_found: {
+      title: t('hostErrHostNotFoundTitle'),
+      detail: t('hostErrHostNotFoundDetail'),
+      fix: INSTALL,
+      then: afterInstall,
+    },
+    host_forbidden: {
+      title: t('hostErrHostForbiddenTitle'),
+      detail: t('hostErrHostForbiddenDetail'),
+      fix: 'keepsake-host install',
+      then: t('hostErrHostForbiddenThen'),
+    },
+    host_exited: {
+      title: t('hostErrHostExitedTitle'),
+      detail: t('hostErrHostExitedDetail'),
+      fix: 'keepsake-host doctor',
+    },
+    host_io: {
+      title: t('hostErrHostIoTitle'),
+      detail: t('hostErrHostIoDetail'),
+      fix: 'keepsake-host doctor',
+    },
+    disconnected: {
+      title: t('hostErrDisconnectedTitle'),
+      detail: t('hostErrDisconnectedDetail'),
+      fix: null,
+    },
+    timeout: {
+      title: t('hostErrTimeoutTitle'),
+      detail: t('hostErrTimeoutDetail'),
+      fix: null,
+    },
+    too_large_outbound: {
+      title: t('hostErrTooLargeOutboundTitle'),
+      detail: t('hostErrTooLargeOutboundDetail'),
+      fix: 'keepsake-host import FILE',
+      then: t('hostErrTooLargeOutboundThen'),
+    },
+    protocol_mismatch: {
+      title: t('hostErrProtocolMismatchTitle'),
+      detail: t('hostErrProtocolMismatchDetail'),
+      fix: INSTALL,
+      then: afterInstall,
+    },
+    bad_request: {
+      title: t('hostErrBadRequestTitle'),
+      detail: t('hostErrBadRequestDetail'),
+      fix: null,
+    },
+    not_found: { title: t('hostErrNotFoundTitle'), detail: t('hostErrNotFoundDetail'), fix: null },
+    conflict: { title: t('hostErrConflictTitle'), detail: t('hostErrConflictDetail'), fix: null },
+    busy: {
+      title: t('hostErrBusyTitle'),
+      detail: t('hostErrBusyDetail'),
+      fix: null,
+    },
+    too_large: { title: t('hostErrTooLargeTitle'), detail: t('hostErrTooLargeDetail'), fix: null },
+    unsupported: { title: t('hostErrUnsupportedTitle'), detail: t('hostErrUnsupportedDetail'), fix: null },
+    internal: {
+      title: t('hostErrInternalTitle'),
+      detail: t('hostErrInternalDetail'),
+      fix: 'keepsake-host doctor',
+    },
+    unknown_op: {
+      title: t('hostErrUnknownOpTitle'),
+      detail: t('hostErrUnknownOpDetail'),
+      fix: INSTALL,
+      then: afterInstall,
+    },
+    db_corrupt: {
+      title: t('hostErrDbCorruptTitle'),
+      detail: t('hostErrDbCorruptDetail'),
+      fix: 'keepsake-host doctor',
+    },
+    db_too_new: {
+      title: t('hostErrDbTooNewTitle'),
+      detail: t('hostErrDbTooNewDetail'),
+      fix: INSTALL,
+      then: afterInstall,
+    },
+    image_rejected: {
+      title: t('hostErrImageRejectedTitle'),
+      detail: t('hostErrImageRejectedDetail'),
+      fix: null,
+    },
+    forbidden_origin: {
+      title: t('hostErrForbiddenOriginTitle'),
+      detail: t('hostErrForbiddenOriginDetail'),
+      fix: 'keepsake-host install --extension-id EXTENSION_ID',
+      then: t('hostErrForbiddenOriginThen'),
+    },
+    disk_full: {
+      title: t('hostErrDiskFullTitle'),
+      detail: t('hostErrDiskFullDetail'),
+      fix: null,
+    },
+  };
+}
 
 /**
  * The user-facing explanation of an error: a one-line title, a detail line (with the host's or
@@ -432,7 +435,7 @@ const EXPLANATIONS = Object.freeze({
  */
 export function explainHostError(err) {
   const code = err?.code ?? ClientErrorCode.DISCONNECTED;
-  const base = EXPLANATIONS[code] ?? { title: `Keepsake host error (${code})`, detail: '', fix: null };
+  const base = explanations()[code] ?? { title: t('hostErrUnknownTitle', code), detail: '', fix: null };
   const said = err?.browserMessage || err?.message || '';
   const detail = said && said !== code ? joinSentences(base.detail, said) : base.detail;
   // this extension's own ID, where the browser says it (the fix is then copied ready to run)

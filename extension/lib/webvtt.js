@@ -76,7 +76,7 @@ export function parseWebVtt(text) {
   s = s.split('\r\n').join('\n').split('\r').join('\n');
   const first = s.slice(0, s.indexOf('\n') < 0 ? s.length : s.indexOf('\n'));
   if (!(first === 'WEBVTT' || first.startsWith('WEBVTT ') || first.startsWith('WEBVTT\t'))) {
-    return { cues: [], truncated: false, error: 'not a WebVTT file (no WEBVTT line)' };
+    return { cues: [], truncated: false, error: 'not a WebVTT file (no WEBVTT line)' }; // i18n-ok: diagnostic for callers; never shown (page-attach reads only the cues)
   }
   const cues = [];
   let truncated = false;

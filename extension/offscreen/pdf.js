@@ -10,7 +10,10 @@
 //             text,                      every page's text in reading order, `[Page N]` before each
 //             figures: [{page, dataUrl, width, height}],   raster figures, in page order, as JPEG
 //             figuresFound, truncated}
-// or `{ok: false, error: {code, message}}` (`pdf_unreadable`, `too_large`).
+// or `{ok: false, error: {code, message, reason, values}}` (`pdf_unreadable`, `too_large`): `reason`
+// and `values` say what went wrong and the worker words it in the UI language
+// (background/pdf-attach.js `pdfErrorMessage`; an offscreen document has no chrome.i18n), `message`
+// is the same without words, for logs.
 
 import { getDocument, GlobalWorkerOptions, OPS, Util } from '../vendor/pdfjs/pdf.min.mjs';
 
@@ -26,9 +29,17 @@ const MIN_FIGURE_POINTS = 48;
 const FIGURE_MAX_PX = 1024;
 
 class PdfError extends Error {
-  constructor(code, message) {
-    super(message);
+  /**
+   * @param {string} code the wire code
+   * @param {string} reason what went wrong, for the worker's message: `download_failed`,
+   *   `download_http`, `too_large_declared`, `too_large`, `not_pdf`
+   * @param {Array<string|number>} values the message's substitutions
+   */
+  constructor(code, reason, values = []) {
+    super(values.length ? `${reason}: ${values.join(', ')}` : reason);
     this.code = code;
+    this.reason = reason;
+    this.values = values;
   }
 }
 
@@ -39,11 +50,11 @@ async function fetchPdf(url) {
     // the reader's own copy of the file: the cookies of the site it came from go along
     res = await fetch(url, { credentials: 'include' });
   } catch (e) {
-    throw new PdfError('pdf_unreadable', `Could not download the PDF: ${e?.message ?? e}`);
+    throw new PdfError('pdf_unreadable', 'download_failed', [String(e?.message ?? e)]);
   }
-  if (!res.ok) throw new PdfError('pdf_unreadable', `Could not download the PDF: HTTP ${res.status}`);
+  if (!res.ok) throw new PdfError('pdf_unreadable', 'download_http', [res.status]);
   const declared = Number(res.headers.get('content-length'));
-  if (declared > MAX_PDF_BYTES) throw new PdfError('too_large', `The PDF is ${Math.round(declared / 1048576)} MiB; Keepsake reads PDFs up to ${MAX_PDF_BYTES / 1048576} MiB.`);
+  if (declared > MAX_PDF_BYTES) throw new PdfError('too_large', 'too_large_declared', [Math.round(declared / 1048576), MAX_PDF_BYTES / 1048576]);
   const reader = res.body.getReader();
   const parts = [];
   let size = 0;
@@ -53,7 +64,7 @@ async function fetchPdf(url) {
     size += value.byteLength;
     if (size > MAX_PDF_BYTES) {
       await reader.cancel();
-      throw new PdfError('too_large', `The PDF is over ${MAX_PDF_BYTES / 1048576} MiB; Keepsake reads PDFs up to that size.`);
+      throw new PdfError('too_large', 'too_large', [MAX_PDF_BYTES / 1048576]);
     }
     parts.push(value);
   }
@@ -168,7 +179,7 @@ export async function readPdf({ url, maxFigures = 8 }) {
     doc = await task.promise;
   } catch (e) {
     await task.destroy().catch(() => {});
-    throw new PdfError('pdf_unreadable', `This is not a PDF Keepsake can read: ${e?.message ?? e}`);
+    throw new PdfError('pdf_unreadable', 'not_pdf', [String(e?.message ?? e)]);
   }
   try {
     const meta = await doc.getMetadata().catch(() => null);
@@ -215,7 +226,17 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
   if (msg?.kind !== 'pdf.read' || sender?.id !== chrome.runtime.id || sender.tab) return false;
   readPdf(msg).then(
     (result) => sendResponse({ ok: true, result }),
-    (e) => sendResponse({ ok: false, error: { code: e?.code ?? 'pdf_unreadable', message: String(e?.message ?? e) } }),
+    (e) =>
+      sendResponse({
+        ok: false,
+        error: {
+          code: e?.code ?? 'pdf_unreadable',
+          message: String(e?.message ?? e),
+          // an error of PDF.js itself (not a PdfError) is `not_pdf` with its own message
+          reason: e instanceof PdfError ? e.reason : 'not_pdf',
+          values: e instanceof PdfError ? e.values : [String(e?.message ?? e)],
+        },
+      }),
   );
   return true;
 });
