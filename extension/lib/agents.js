@@ -94,7 +94,7 @@ function base64(s) {
 export function agentHeaders(provider, accept = 'application/json') {
   const h = { 'content-type': 'application/json', accept };
   const key = typeof provider?.apiKey === 'string' ? provider.apiKey.trim() : '';
-  if (key) h.authorization = provider.kind === 'agent' ? `Basic ${base64(key.includes(':') ? key : `opencode:${key}`)}` : `Bearer ${key}`;
+  if (key) h.authorization = provider.kind === 'agent' ? `Basic ${base64(key.includes(':') ? key : `opencode:${key}`)}` : `Bearer ${key}`; // i18n-ok: HTTP auth schemes
   return h;
 }
 
@@ -135,13 +135,13 @@ function bodyObject(body, bodyText) {
     } catch {
       /* fall through */
     }
-    throw new LlmError('protocol', 'The request body is not a JSON object');
+    throw new LlmError('protocol', 'The request body is not a JSON object'); // i18n-ok: a programming error (the host builds the body)
   }
   return isObject(body) ? { ...body } : {};
 }
 
 function describeThrown(e) {
-  if (!e) return 'network error';
+  if (!e) return t('llmNetworkError');
   const b = e.message || String(e);
   const c = e.cause && (e.cause.message || e.cause.code);
   return c && c !== b ? `${b} (${c})` : b;
@@ -162,7 +162,7 @@ export function agentErrorOf(status, text, statusText = '') {
 function errorText(err) {
   if (typeof err === 'string') return err;
   const m = err?.data?.message ?? err?.message;
-  return typeof m === 'string' && m ? m : String(err?.name ?? 'unknown error');
+  return typeof m === 'string' && m ? m : String(err?.name ?? t('agentUnknownError'));
 }
 
 // ------------------------------------------------------------------------------------------------ calls
@@ -200,7 +200,7 @@ function callContext({ signal, idleMs, fetchImpl }) {
     /** A thrown value as the LlmError this call reports. */
     map(e, url) {
       if (why === 'idle') return new LlmError('idle', t('providerIdle', String(Math.round(idleMs / 100) / 10)), { cause: e });
-      if (why === 'aborted') return new LlmError('aborted', 'Aborted', { cause: e });
+      if (why === 'aborted') return new LlmError('aborted', t('llmAborted'), { cause: e });
       if (e instanceof LlmError) return e;
       return new LlmError('network', t('agentUnreachable', shownUrl(url), describeThrown(e)), { cause: e });
     },
@@ -355,7 +355,7 @@ export async function streamRuns({ provider, body, bodyText, signal, onDelta, on
     e.partial = st.s.text;
     return e;
   };
-  if (signal?.aborted) throw withPartial(new LlmError('aborted', 'Aborted'));
+  if (signal?.aborted) throw withPartial(new LlmError('aborted', t('llmAborted')));
   const base = agentBase(provider);
   const b = bodyObject(body, bodyText);
   if (provider.model) b.model = provider.model;
@@ -406,7 +406,7 @@ export async function streamRuns({ provider, body, bodyText, signal, onDelta, on
             done = true;
             break;
           case 'run.failed':
-            throw new LlmError('protocol', t('runsFailed', errorText(j.error ?? 'unknown error')), { providerType: 'run.failed' });
+            throw new LlmError('protocol', t('runsFailed', errorText(j.error ?? t('agentUnknownError'))), { providerType: 'run.failed' });
           case 'run.cancelled':
             throw new LlmError('protocol', t('runsCancelled'), { providerType: 'run.cancelled' });
           default:
@@ -440,7 +440,7 @@ export async function createAgentSession(provider, { fetchImpl = defaultFetch, s
   const cx = callContext({ signal, idleMs, fetchImpl });
   const url = `${agentBase(provider)}/session`;
   try {
-    if (signal?.aborted) throw new LlmError('aborted', 'Aborted');
+    if (signal?.aborted) throw new LlmError('aborted', t('llmAborted'));
     cx.arm();
     const res = await request(cx, url, { method: 'POST', headers: agentHeaders(provider), body: JSON.stringify(title ? { title } : {}) });
     const j = await readJson(cx, res, url);
@@ -466,7 +466,7 @@ export async function streamAgent({ provider, body, bodyText, agentSessionId, si
     e.partial = st.s.text;
     return e;
   };
-  if (signal?.aborted) throw withPartial(new LlmError('aborted', 'Aborted'));
+  if (signal?.aborted) throw withPartial(new LlmError('aborted', t('llmAborted')));
   const base = agentBase(provider);
   const envelope = opencodeEnvelope(bodyObject(body, bodyText), provider.model);
   const sessionId =
@@ -691,7 +691,7 @@ export async function pingAgent(provider, fetchImpl = defaultFetch, { timeoutMs 
     return { res, text, json, url: asked };
   };
   const got = (res, text) => {
-    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim() || 'no content type';
+    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim() || t('agentNoContentType');
     const body = String(text ?? '').trim();
     if (body.startsWith('<')) return t('providerGotHtml', type);
     if (!body) return t('providerGotEmpty', type);
@@ -710,7 +710,7 @@ export async function pingAgent(provider, fetchImpl = defaultFetch, { timeoutMs 
       const m = await get('/v1/models');
       if (!m.res.ok) return failed(m);
       if (!Array.isArray(m.json?.data)) return notApi(m, t('runsPingModelsExpected'));
-      const name = typeof h.json.platform === 'string' ? h.json.platform : 'Hermes Agent';
+      const name = typeof h.json.platform === 'string' ? h.json.platform : 'Hermes Agent'; // i18n-ok: a product name
       return done(true, t('runsPingOk', name, String(m.json.data.length)), m.res.status);
     }
     let h = await get('/global/health');

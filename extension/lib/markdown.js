@@ -1255,8 +1255,8 @@ function appendText(doc, parent, text, ctx) {
         else {
           const title =
             p.end !== undefined
-              ? `Jump to ${formatTimestamp(p.seconds)} (until ${formatTimestamp(p.end)})`
-              : `Jump to ${formatTimestamp(p.seconds)}`;
+              ? t('pillJumpRange', formatTimestamp(p.seconds), formatTimestamp(p.end))
+              : t('pillJump', formatTimestamp(p.seconds));
           const b = el(doc, 'button', {
             class: 'md-pill',
             'data-seconds': p.seconds,

@@ -75,9 +75,9 @@ function treeFor(tex, display) {
  * @returns {Node} `<span class="katex">` (inline) or `<span class="katex-display">`
  */
 export function renderMath(tex, display) {
-  if (typeof tex !== 'string' || !tex.trim()) throw new Error('empty formula');
-  if (tex.length > MATH_MAX) throw new Error('formula too long');
-  if (nestingDepth(tex) > MATH_DEPTH) throw new Error('formula nested too deeply');
+  if (typeof tex !== 'string' || !tex.trim()) throw new Error('empty formula'); // i18n-ok: caught by markdown.js, which shows the source
+  if (tex.length > MATH_MAX) throw new Error('formula too long'); // i18n-ok: caught by markdown.js, which shows the source
+  if (nestingDepth(tex) > MATH_DEPTH) throw new Error('formula nested too deeply'); // i18n-ok: caught by markdown.js, which shows the source
   const { tree, error } = treeFor(tex, !!display);
   if (error) throw error;
   return tree.toNode();
