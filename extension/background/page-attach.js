@@ -5,7 +5,7 @@
 // host plans one (storage-model §9 "Auto-summary"). Pages the browser does not let an extension
 // read are refused before anything is injected, with the reason.
 
-import { redactUrl } from '../lib/entries.js';
+import { attachHeader, isAttachEntry, redactUrl } from '../lib/entries.js';
 import { t } from '../lib/i18n.js';
 import { codeError, errorInfo } from './errors.js';
 import { STREAM_KINDS, pickProvider } from './provider.js';
@@ -484,6 +484,9 @@ export function readYouTubePlayer() {
 // ---------------------------------------------------------------------------------------------
 // The handler
 
+/** How many of the chat's newest entries are looked at for the same page waiting to be sent. */
+const TWIN_WINDOW = 16;
+
 /**
  * chat.attachPage `{tabId}` → `{attachId, index, length, title, url, chars, summarized, summaryError?}`.
  * @param {object} deps
@@ -515,11 +518,38 @@ export function createPageAttach({
     const pdf = await pdfReader.read(url, { maxFigures: Number.isInteger(caps) && caps > 0 ? caps : undefined });
     const args = pdfAttachArgs(pdf, { url, tabTitle, limits });
     try {
-      await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
+      const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
+      args.unchanged = ch?.changed === false;
     } catch {
       /* the change note is optional */
     }
     return args;
+  }
+
+  /**
+   * The same page, attached again before anything was sent: an attach entry after the chat's last
+   * message (the attachments waiting for the next one) holds this URL in this mode, and the host's
+   * change tracker found the same text (`args.unchanged`). Then nothing is added (a second,
+   * identical chip helped no one) and the attach already there is named. A changed page, or one
+   * attached before the last message, is attached again as always.
+   */
+  async function pendingTwin(args) {
+    if (!args.unchanged || !args.ctx.url) return null;
+    try {
+      const meta = await storage.history.meta();
+      const from = Math.max(0, (meta?.length ?? 0) - TWIN_WINDOW);
+      const r = await storage.history.get({ from, images: 'ref' });
+      const entries = Array.isArray(r?.entries) ? r.entries : [];
+      for (let i = entries.length - 1; i >= 0 && isAttachEntry(entries[i]); i--) {
+        const head = attachHeader(entries[i]);
+        if (head.url === args.ctx.url && head.mode === args.ctx.mode) {
+          return { index: (r.from ?? from) + i, attachId: typeof entries[i].attachId === 'string' ? entries[i].attachId : '' };
+        }
+      }
+    } catch {
+      /* not knowing means attaching, as before */
+    }
+    return null;
   }
 
   /**
@@ -585,6 +615,7 @@ export function createPageAttach({
       args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript, video, figures });
       try {
         const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
+        args.unchanged = ch?.changed === false;
         if (ch?.changed) {
           args = attachArgsFor(page, {
             tabId,
@@ -610,7 +641,9 @@ export function createPageAttach({
   }
 
   /** Store the attach and run its auto-summary when the host plans one. */
-  async function finish(args) {
+  async function finish({ unchanged, ...args }) {
+    const twin = await pendingTwin({ unchanged, ...args });
+    if (twin) return { duplicate: true, attachId: twin.attachId, index: twin.index, title: args.ctx.title, url: args.ctx.url, chars: args.ctx.body.length };
     const res = await storage.history.attach(args);
     const out = {
       attachId: res.attachId,

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 
 import { createPageAttach, unreadableReason, readYouTubePlayer, placeFigures } from './page-attach.js';
 
-function setup({ page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize, fetchImpl, player, siteCache = null, language = 'en-US', pdfReader, hostLimits } = {}) {
+function setup({ live = null, page, tab = null, tabFails = false, change = null, summaryNeeded = false, settings = {}, summarize, fetchImpl, player, siteCache = null, language = 'en-US', pdfReader, hostLimits } = {}) {
   const attached = [];
   const tracked = [];
   const injected = [];
@@ -24,8 +24,16 @@ function setup({ page, tab = null, tabFails = false, change = null, summaryNeede
     history: {
       attach: async (args) => {
         attached.push(args);
+        // with `live`, the chat as the host keeps it: the attach entry with its §2.4 header
+        live?.push({ role: 'user', attachId: `att-${attached.length}`, content: `[Page context attached by Keepsake]\nURL: ${args.ctx.url}\nTitle: ${args.ctx.title}\nMode: ${args.ctx.mode}\n---\n\n${args.ctx.body}` });
         return { attachId: 'att-1', index: 0, length: 1, ...(summaryNeeded ? { summary: { needed: true } } : {}) };
       },
+      ...(live
+        ? {
+            meta: async () => ({ length: live.length }),
+            get: async ({ from = 0 }) => ({ entries: live.slice(from), from, length: live.length }),
+          }
+        : {}),
     },
   };
   const chrome = {
@@ -411,4 +419,32 @@ test('an attached article with figures: the pictures go with it, anchored, the F
   assert.deepEqual(s.attached[0].images, ['data:image/png;base64,AQID']);
   assert.equal(s.attached[0].placement, undefined, 'anchors: each picture after its line');
   assert.equal(out.figures, 1);
+});
+
+test('the same page attached twice before sending: no second entry, the first named; changed, or after a message, attached again', async () => {
+  const live = [{ role: 'user', content: 'hello' }, { role: 'assistant', content: 'hi' }];
+  const opts = { live, page: { title: 'Harbour notes', url: 'https://x/', text: 'The keeper wrote.', hasVideo: false }, tab: { url: 'https://example.com/harbour', title: 'Harbour' } };
+  const s = setup(opts);
+  const first = await s.attach();
+  assert.equal(first.duplicate, undefined);
+  assert.equal(live.length, 3);
+  const second = setup(opts);
+  const again = await second.attach();
+  assert.equal(again.duplicate, true, 'the tracker says unchanged and it is still waiting to be sent');
+  assert.equal(again.index, 2);
+  assert.equal(again.attachId, 'att-1');
+  assert.equal(again.title, 'Harbour notes');
+  assert.deepEqual(second.attached, [], 'nothing more was stored');
+  assert.equal(live.length, 3);
+
+  // the page changed since: attached again, with the change note
+  const changed = setup({ ...opts, change: { changed: true, previousAttachedAt: Date.now() - 60_000, previousLength: 3 } });
+  assert.equal((await changed.attach()).duplicate, undefined);
+  assert.equal(live.length, 4);
+
+  // once a message went after it, the same page is new context for the next turn
+  live.push({ role: 'user', content: 'and then?' }, { role: 'assistant', content: 'then…' });
+  const later = setup(opts);
+  assert.equal((await later.attach()).duplicate, undefined);
+  assert.equal(live.length, 7);
 });

@@ -173,7 +173,7 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
   async function attached(run) {
     try {
       const r = await run();
-      broadcast({ type: 'chat.attached', title: r.title, chars: r.chars, summarized: r.summarized, figures: r.figures ?? 0 });
+      broadcast({ type: 'chat.attached', title: r.title, chars: r.chars, summarized: r.summarized, figures: r.figures ?? 0, duplicate: r.duplicate === true });
       return r;
     } catch (e) {
       broadcast({ type: 'chat.attached', error: { code: e?.code ?? 'attach_failed', message: String(e?.message ?? e) } });

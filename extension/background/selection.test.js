@@ -149,7 +149,7 @@ test('the attach-page command opens the panel and attaches the tab; the panel he
   await s.actions.command('attach-page', TAB);
   assert.deepEqual(s.log[0], ['open', { windowId: 3 }]);
   assert.deepEqual(calls, [{ tabId: 7 }]);
-  assert.deepEqual(s.events, [{ type: 'chat.attached', title: 'A page', chars: 1234, summarized: false, figures: 0 }]);
+  assert.deepEqual(s.events, [{ type: 'chat.attached', title: 'A page', chars: 1234, summarized: false, figures: 0, duplicate: false }]);
   fail = true;
   await s.actions.command('attach-page', TAB);
   assert.deepEqual(s.events[1], { type: 'chat.attached', error: { code: 'page_unreadable', message: 'The browser does not let extensions read its own chrome:// pages.' } });
@@ -167,5 +167,5 @@ test('Attach this PDF on a link: the panel opens, the link is read as a PDF, the
   await s.actions.clicked({ menuItemId: 'keepsake-pdf-link', linkUrl: 'https://example.com/p.pdf' }, TAB);
   assert.deepEqual(s.log[0], ['open', { windowId: 3 }]);
   assert.deepEqual(links, [{ url: 'https://example.com/p.pdf', title: '' }]);
-  assert.deepEqual(s.events, [{ type: 'chat.attached', title: 'Paper', chars: 5000, summarized: false, figures: 2 }]);
+  assert.deepEqual(s.events, [{ type: 'chat.attached', title: 'Paper', chars: 5000, summarized: false, figures: 2, duplicate: false }]);
 });

@@ -52,6 +52,26 @@ export function isAttachEntry(entry) {
 }
 
 /**
+ * The header fields of an attach entry (storage-model §2.4, written by the host): `URL:`, `Title:`
+ * and the first part of `Mode:` (`full | markdown (fallback to full)` → `full`). Missing → ''.
+ * @param {unknown} entry
+ * @returns {{url: string, title: string, mode: string, lines: string[]}}
+ */
+export function attachHeader(entry) {
+  const lines = entryText(entry).split('\n');
+  const after = (label) => {
+    const line = lines.find((l) => l.startsWith(label));
+    return line === undefined ? '' : line.slice(label.length);
+  };
+  return {
+    url: after('URL: ').trim(), // i18n-ok: the attach header's field names, written by the host
+    title: after('Title: ').trim(), // i18n-ok: the attach header's field names
+    mode: after('Mode: ').split(' | ')[0].replace(/ \(fallback to full\)$/, '').trim(), // i18n-ok: header field
+    lines,
+  };
+}
+
+/**
  * The `videoSrc` of the newest entry carrying one (an object; storage-model §9 "Turns": what the
  * next reply is stamped with), or null.
  * @param {unknown} entries

@@ -2,7 +2,7 @@
 // No DOM, no chrome.* — tested in node. The rules the worker shares (entryText, attach detection,
 // newestVideoSrc, image references) are in lib/entries.js.
 
-import { entryText, isTextPart } from '../lib/entries.js';
+import { attachHeader, entryText, isTextPart } from '../lib/entries.js';
 
 const isImagePart = (p) => p && typeof p === 'object' && p.type === 'image_url';
 
@@ -64,15 +64,7 @@ export function displayParts(entry) {
  */
 export function describeAttach(entry) {
   const text = entryText(entry); // §11.2: measures use all text parts
-  const lines = text.split('\n');
-  const lineAfter = (label) => {
-    const line = lines.find((l) => l.startsWith(label));
-    return line === undefined ? '' : line.slice(label.length);
-  };
-  const url = lineAfter('URL: ').trim();
-  const title = lineAfter('Title: ').trim(); // i18n-ok: the attach header's field names, written by the host
-  let modeLine = lineAfter('Mode: '); // i18n-ok: attach header field names
-  const mode = modeLine.split(' | ')[0].replace(/ \(fallback to full\)$/, '').trim();
+  const { url, title, mode, lines } = attachHeader(entry);
   let chars = text.length;
   const modeIdx = lines.findIndex((l) => l.startsWith('Mode: ')); // i18n-ok: attach header field names
   if (modeIdx >= 0) {

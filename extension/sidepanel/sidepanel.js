@@ -50,8 +50,10 @@ const storage = createStorage(tracked(hostCall));
 localize(document);
 for (const el of document.querySelectorAll('[data-icon]')) el.prepend(icon(el.dataset.icon));
 
-/** The note after a page is attached: `Attached “Title” (1.2k chars, 2 figures), condensed.` */
+/** The note after a page is attached: `Attached “Title” (1.2k chars, 2 figures), condensed.`, or that it already was. */
 function attachedNote(r, title) {
+  // the same page again, unchanged and still waiting to be sent: nothing was added (page-attach.js)
+  if (r?.duplicate) return t('panelAlreadyAttached', title || t('panelThePage'));
   const bits = [formatChars(r?.chars || 0)];
   if (r?.figures) bits.push(r.figures === 1 ? t('panelFigureOne') : t('panelFigures', r.figures));
   return t('panelAttached', title || t('panelThePage'), bits.join(t('panelListSep')), r?.summarized ? t('panelCondensedSuffix') : '');
