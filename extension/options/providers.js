@@ -1,11 +1,12 @@
 // Provider cards and settings validation for the options page. Pure (no DOM, no chrome.*).
 
 import { isLocalAddress, isLoopbackHost } from '../lib/llm.js';
+import { t } from '../lib/i18n.js';
 
 export const KINDS = Object.freeze([
-  { value: 'chat', label: 'OpenAI-compatible (chat completions)' },
-  { value: 'responses', label: 'OpenAI Responses' },
-  { value: 'anthropic', label: 'Anthropic Messages' },
+  { value: 'chat', label: t('optKindChat') },
+  { value: 'responses', label: t('optKindResponses') },
+  { value: 'anthropic', label: t('optKindAnthropic') },
 ]);
 
 export const PRESETS = Object.freeze([
@@ -15,7 +16,7 @@ export const PRESETS = Object.freeze([
   { id: 'openrouter', name: 'OpenRouter', kind: 'chat', baseUrl: 'https://openrouter.ai/api/v1', model: 'openai/gpt-4o-mini', needsKey: true },
   { id: 'openai-responses', name: 'OpenAI Responses', kind: 'responses', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
   { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true },
-  { id: 'custom', name: 'Custom', kind: 'chat', baseUrl: '', model: '', needsKey: false },
+  { id: 'custom', name: t('optPresetCustomName'), kind: 'chat', baseUrl: '', model: '', needsKey: false },
 ]);
 
 const KIND_SET = new Set(KINDS.map((k) => k.value));
@@ -27,17 +28,17 @@ const KIND_SET = new Set(KINDS.map((k) => k.value));
  */
 export function keyPlaceholder(card) {
   const base = String(card?.baseUrl ?? '').trim();
-  if (base && isLocalAddress(base)) return 'not needed for a server on this computer or network';
+  if (base && isLocalAddress(base)) return t('optKeyNotNeeded');
   let host = '';
   try {
     host = new URL(base).hostname.toLowerCase();
   } catch {
     host = '';
   }
-  if (host === 'api.openai.com') return 'sk-… (required: platform.openai.com/api-keys)';
-  if (host === 'api.anthropic.com' || card?.kind === 'anthropic') return 'sk-ant-… (required: console.anthropic.com)';
-  if (host === 'openrouter.ai') return 'sk-or-… (required: openrouter.ai/keys)';
-  return base ? 'API key (hosted providers need one)' : 'API key (none for a local server)';
+  if (host === 'api.openai.com') return t('optKeyRequired', 'sk-…', 'platform.openai.com/api-keys');
+  if (host === 'api.anthropic.com' || card?.kind === 'anthropic') return t('optKeyRequired', 'sk-ant-…', 'console.anthropic.com');
+  if (host === 'openrouter.ai') return t('optKeyRequired', 'sk-or-…', 'openrouter.ai/keys');
+  return base ? t('optKeyHosted') : t('optKeyLocal');
 }
 
 /** A new card from a preset id (unknown → custom); `newId` makes the card id. */
@@ -78,16 +79,16 @@ export function normalizeCard(card) {
 export function validateCard(card, others = []) {
   const c = normalizeCard(card);
   const errors = {};
-  if (!c.name) errors.name = 'Give the provider a name.';
-  else if (others.some((o) => o && o.id !== c.id && String(o.name || '').trim().toLowerCase() === c.name.toLowerCase())) errors.name = 'Another provider already has this name.';
-  if (!KIND_SET.has(card?.kind)) errors.kind = 'Choose an API kind.';
-  if (!c.baseUrl) errors.baseUrl = 'Enter the API base URL.';
+  if (!c.name) errors.name = t('optErrNameMissing');
+  else if (others.some((o) => o && o.id !== c.id && String(o.name || '').trim().toLowerCase() === c.name.toLowerCase())) errors.name = t('optErrNameTaken');
+  if (!KIND_SET.has(card?.kind)) errors.kind = t('optErrKind');
+  if (!c.baseUrl) errors.baseUrl = t('optErrBaseUrlMissing');
   else {
     let u = null;
     try { u = new URL(c.baseUrl); } catch { u = null; }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) errors.baseUrl = 'The base URL must start with http:// or https://.';
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) errors.baseUrl = t('optErrBaseUrlScheme');
   }
-  if (!c.model) errors.model = 'Enter a model name.';
+  if (!c.model) errors.model = t('optErrModel');
   return errors;
 }
 
@@ -106,8 +107,7 @@ export function insecureBaseUrlWarning(baseUrl, { hasKey = true } = {}) {
     return '';
   }
   if (u.protocol !== 'http:' || isLoopbackHost(u.hostname)) return '';
-  const what = hasKey ? 'Your API key and every message' : 'Every message';
-  return `Not encrypted: this is plain http:// to ${u.host}, another machine. ${what} would cross the network readable by anyone on the way. Use https:// unless you trust every network in between.`;
+  return hasKey ? t('optInsecureWithKey', u.host) : t('optInsecure', u.host);
 }
 
 /** Stored providers list, read defensively (defaults hold no LLM cards, storage-model §9). */
@@ -143,9 +143,9 @@ export function afterDelete(list, id, activeProvider, activeModel) {
 export function parseWholeNumber(text, { emptyValue = 0, max = Number.MAX_SAFE_INTEGER } = {}) {
   const s = String(text ?? '').trim().replace(/[,_\s]/g, '');
   if (s === '') return { ok: true, value: emptyValue };
-  if (!/^\d+$/.test(s)) return { ok: false, error: 'Enter a whole number (0 or more, no decimals).' };
+  if (!/^\d+$/.test(s)) return { ok: false, error: t('optErrWholeNumber') };
   const v = Number(s);
-  if (!Number.isSafeInteger(v) || v > max) return { ok: false, error: `Enter a number up to ${max}.` };
+  if (!Number.isSafeInteger(v) || v > max) return { ok: false, error: t('optErrNumberMax', max) };
   return { ok: true, value: v };
 }
 
@@ -155,7 +155,7 @@ export function parseWholeNumber(text, { emptyValue = 0, max = Number.MAX_SAFE_I
  */
 export function parsePositiveWholeNumber(text, { emptyValue = 30, max = 36500 } = {}) {
   const r = parseWholeNumber(text, { emptyValue, max });
-  if (r.ok && r.value < 1) return { ok: false, error: 'Enter a whole number of 1 or more.' };
+  if (r.ok && r.value < 1) return { ok: false, error: t('optErrPositive') };
   return r;
 }
 
