@@ -536,11 +536,36 @@ async function loadCounts() {
     $('host-db-size').textContent = t('optDbSize', mib(db + wal), mib(db), mib(wal), formatNumber(Number(st?.counts?.images) || 0), mib(st?.imageBytes ?? 0));
     // where the API keys are: the system's secret store, or the database file when none is reachable
     const keys = st?.apiKeys;
-    $('host-api-keys').textContent = keys?.summary || '—';
+    $('host-api-keys').textContent = apiKeysText(keys);
     $('host-api-keys').dataset.status = keys?.status || '';
   } catch (err) {
     $('host-db-size').textContent = t('optUnavailable', explainLine(err));
   }
+}
+
+/**
+ * Where the API keys are, in the UI language: host.status `apiKeys` (PROTOCOL.md "API keys") said
+ * again from its counts, as the host's English `summary` says it (src/store/keys.rs). The store's
+ * name and the reason none is reachable are the host's words.
+ */
+function apiKeysText(k) {
+  if (!k || typeof k !== 'object') return '—';
+  const inFile = Number(k.inFile) || 0;
+  const inStore = Number(k.inSecretStore) || 0;
+  const missing = Number(k.missing) || 0;
+  const store = k.secretStore?.name || '';
+  const keys = (n) => (n === 1 ? t('optApiKeysOne', formatNumber(n)) : t('optApiKeysMany', formatNumber(n)));
+  if (!store && !k.secretStore) return k.summary || '—';
+  if (k.secretStore?.reachable === false) {
+    const why = k.secretStore.reason || '';
+    if (inFile > 0) return t('optApiKeysInFileNoStore', why, keys(inFile));
+    if (inStore > 0) return t('optApiKeysStoreUnreachable', keys(inStore), store, why);
+    return t('optApiKeysNoStore', why);
+  }
+  if (inFile > 0) return t('optApiKeysStillInFile', keys(inFile), store);
+  if (missing > 0) return missing === 1 ? t('optApiKeysMissingOne', formatNumber(missing), keys(inStore), store) : t('optApiKeysMissingMany', formatNumber(missing), keys(inStore), store);
+  if (inStore > 0) return t('optApiKeysInStore', keys(inStore), store);
+  return t('optApiKeysNone', store);
 }
 
 function mib(bytes) {

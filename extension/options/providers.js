@@ -11,11 +11,11 @@ export const KINDS = Object.freeze([
 
 export const PRESETS = Object.freeze([
   { id: 'openai', name: 'OpenAI', kind: 'chat', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
-  { id: 'ollama', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', model: 'llama3.2', needsKey: false },
+  { id: 'ollama', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', model: 'llama3.2', needsKey: false }, // i18n-ok: product name
   { id: 'lmstudio', name: 'LM Studio', kind: 'chat', baseUrl: 'http://localhost:1234/v1', model: '', needsKey: false },
   { id: 'openrouter', name: 'OpenRouter', kind: 'chat', baseUrl: 'https://openrouter.ai/api/v1', model: 'openai/gpt-4o-mini', needsKey: true },
   { id: 'openai-responses', name: 'OpenAI Responses', kind: 'responses', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
-  { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true },
+  { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true }, // i18n-ok: product name
   { id: 'custom', name: t('optPresetCustomName'), kind: 'chat', baseUrl: '', model: '', needsKey: false },
 ]);
 
