@@ -557,7 +557,7 @@ function apiKeysText(k) {
   const keys = (n) => (n === 1 ? t('optApiKeysOne', formatNumber(n)) : t('optApiKeysMany', formatNumber(n)));
   if (!store && !k.secretStore) return k.summary || '—';
   if (k.secretStore?.reachable === false) {
-    const why = k.secretStore.reason || '';
+    const why = secretStoreReason(k.secretStore.reason || '');
     if (inFile > 0) return t('optApiKeysInFileNoStore', why, keys(inFile));
     if (inStore > 0) return t('optApiKeysStoreUnreachable', keys(inStore), store, why);
     return t('optApiKeysNoStore', why);
@@ -566,6 +566,15 @@ function apiKeysText(k) {
   if (missing > 0) return missing === 1 ? t('optApiKeysMissingOne', formatNumber(missing), keys(inStore), store) : t('optApiKeysMissingMany', formatNumber(missing), keys(inStore), store);
   if (inStore > 0) return t('optApiKeysInStore', keys(inStore), store);
   return t('optApiKeysNone', store);
+}
+
+/** The host's usual reasons no secret store is reachable (src/secrets/mod.rs), in the UI language; others as given. */
+function secretStoreReason(why) {
+  switch (why) {
+    case 'turned off by KEEPSAKE_SECRET_STORE=off': return t('optSecretStoreOff'); // i18n-ok: host text matched, not shown
+    case 'this platform has no secret store keepsake-host can use': return t('optSecretStoreNoPlatform'); // i18n-ok: host text matched, not shown
+    default: return why;
+  }
 }
 
 function mib(bytes) {
