@@ -8,7 +8,7 @@ import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, PROTOCOL_VERSIO
 import { ping } from '../lib/llm.js';
 import { h, replaceChildren } from '../lib/ui/dom.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
-import { describeImportResult, grouped } from '../lib/ui/format.js';
+import { describeImportResult } from '../lib/ui/format.js';
 import { askImportSettings, importWithPreview } from '../lib/ui/import-confirm.js';
 import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import {
@@ -16,6 +16,10 @@ import {
   parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, insecureBaseUrlWarning, keyPlaceholder,
 } from './providers.js';
 import { saveSettings } from './settings-save.js';
+import { t, localize, formatNumber } from '../lib/i18n.js';
+
+// the page's static words in the UI language before anything else runs (and before first paint)
+localize(document);
 
 const $ = (id) => document.getElementById(id);
 
@@ -42,13 +46,13 @@ const KNOWN = new Set([...HOST_ERROR_CODES, ...CLIENT_ERROR_CODES]);
 function explainLine(err) {
   if (isConnectionError(err)) {
     banner.show(err);
-    return 'the Keepsake host is not connected (the banner at the top says why and how to fix it)';
+    return t('optHostNotConnectedLine');
   }
   if (err && KNOWN.has(err.code)) {
     const ex = explainHostError(err);
-    return `${ex.title}.${ex.detail ? ` ${ex.detail}` : ''}`;
+    return ex.detail ? t('optErrorLine', ex.title, ex.detail) : t('uiSentence', ex.title);
   }
-  return String(err?.message || err || 'Unknown error');
+  return String(err?.message || err || t('optUnknownError'));
 }
 
 function setStatus(el, text, kind = '') {
@@ -65,7 +69,7 @@ let config = withDefaults({});
 /** Cards on screen: id → {card (last saved or new), el, dirty, isNew} */
 const cards = new Map();
 
-for (const p of PRESETS) $('provider-preset').append(h('option', { value: p.id, text: p.id === 'custom' ? 'Custom…' : p.name }));
+for (const p of PRESETS) $('provider-preset').append(h('option', { value: p.id, text: p.id === 'custom' ? t('optPresetCustom') : p.name }));
 
 async function loadSettings() {
   try {
@@ -74,8 +78,8 @@ async function loadSettings() {
     renderProviders();
     renderChatSettings();
   } catch (err) {
-    setStatus($('settings-status'), `Could not read settings: ${explainLine(err)}`, 'error');
-    replaceChildren($('provider-list'), h('div', { class: 'cards-empty', text: `Settings could not be read: ${explainLine(err)}` }));
+    setStatus($('settings-status'), t('optCouldNotReadSettings', explainLine(err)), 'error');
+    replaceChildren($('provider-list'), h('div', { class: 'cards-empty', text: t('optSettingsNotRead', explainLine(err)) }));
   }
 }
 
@@ -103,7 +107,7 @@ function renderProviders() {
     updateCardHead(v);
     els.push(v.el);
   }
-  if (els.length === 0) els.push(h('div', { class: 'cards-empty', testid: 'provider-empty', text: 'No provider yet. Pick one under “Add” — Ollama and LM Studio run locally without a key.' }));
+  if (els.length === 0) els.push(h('div', { class: 'cards-empty', testid: 'provider-empty', text: t('optNoProvider') }));
   replaceChildren(list, els);
   if (document.activeElement !== $('provider-active-model')) $('provider-active-model').value = config.activeModel;
 }
@@ -136,21 +140,21 @@ function buildCard(v) {
   };
   baseUrl.addEventListener('input', followBase);
   kind.addEventListener('change', followBase);
-  const showKey = h('button', { type: 'button', class: 'btn btn-small', testid: 'provider-api-key-toggle', text: 'Show', 'aria-pressed': 'false' });
+  const showKey = h('button', { type: 'button', class: 'btn btn-small', testid: 'provider-api-key-toggle', text: t('optShowKey'), 'aria-pressed': 'false' });
   showKey.addEventListener('click', () => {
     const show = apiKey.type === 'password';
     apiKey.type = show ? 'text' : 'password';
-    showKey.textContent = show ? 'Hide' : 'Show';
+    showKey.textContent = show ? t('optHideKey') : t('optShowKey');
     showKey.setAttribute('aria-pressed', String(show));
   });
-  const model = h('input', { type: 'text', testid: 'provider-model', value: c.model || '', placeholder: 'model name', autocomplete: 'off', spellcheck: 'false' });
-  const active = h('input', { type: 'radio', name: 'active-provider', testid: 'provider-active', 'aria-label': 'Use this provider' });
+  const model = h('input', { type: 'text', testid: 'provider-model', value: c.model || '', placeholder: t('optModelPlaceholder'), autocomplete: 'off', spellcheck: 'false' });
+  const active = h('input', { type: 'radio', name: 'active-provider', testid: 'provider-active', 'aria-label': t('optUseProvider') });
   const title = h('span', { class: 'card-title', testid: 'provider-title' });
-  const unsaved = h('span', { class: 'badge badge-warn', testid: 'provider-unsaved', text: 'Unsaved' });
-  const pingBtn = h('button', { type: 'button', class: 'btn btn-small', testid: 'provider-ping', text: 'Ping' });
+  const unsaved = h('span', { class: 'badge badge-warn', testid: 'provider-unsaved', text: t('optUnsaved') });
+  const pingBtn = h('button', { type: 'button', class: 'btn btn-small', testid: 'provider-ping', text: t('optPing') });
   const pingResult = h('span', { class: 'ping-result', testid: 'provider-ping-result', role: 'status' });
-  const save = h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'provider-save', text: 'Save' });
-  const del = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', testid: 'provider-delete', text: 'Delete' });
+  const save = h('button', { type: 'submit', class: 'btn btn-small btn-primary', testid: 'provider-save', text: t('optSave') });
+  const del = h('button', { type: 'button', class: 'btn btn-small btn-danger-outline', testid: 'provider-delete', text: t('optDelete') });
   const status = h('div', { class: 'status', testid: 'provider-status', role: 'status' });
   const keyRow = h('div', { class: 'key-row' }, apiKey, showKey);
   // plain http:// to another machine: said under the fields at once, asked again on Save (issue 18)
@@ -161,17 +165,17 @@ function buildCard(v) {
   // a key the host keeps in the system's secret store but could not read now (PROTOCOL.md "API
   // keys"): an empty field sent back keeps it
   const keyControl = c.apiKeyUnavailable
-    ? h('div', {}, keyRow, h('div', { class: 'hint', testid: 'provider-api-key-unavailable', role: 'note', text: `The saved key is kept in the system’s secret store, which cannot be read now (${c.apiKeyUnavailable}). Leave the field empty to keep it, or enter the key again.` }))
+    ? h('div', {}, keyRow, h('div', { class: 'hint', testid: 'provider-api-key-unavailable', role: 'note', text: t('optKeyUnavailable', c.apiKeyUnavailable) }))
     : keyRow;
 
   const form = h('form', { class: 'card', testid: 'provider-card', dataset: { id: c.id }, novalidate: true },
     h('div', { class: 'card-head' }, h('label', { class: 'inline' }, active, title), unsaved),
     h('div', { class: 'card-grid' },
-      fieldRow('Name', name, 'name', v),
-      fieldRow('API kind', kind, 'kind', v),
-      fieldRow('Base URL', baseUrl, 'baseUrl', v),
-      fieldRow('API key', apiKey, 'apiKey', v, keyControl),
-      fieldRow('Model', model, 'model', v)),
+      fieldRow(t('optFieldName'), name, 'name', v),
+      fieldRow(t('optFieldKind'), kind, 'kind', v),
+      fieldRow(t('optFieldBaseUrl'), baseUrl, 'baseUrl', v),
+      fieldRow(t('optFieldApiKey'), apiKey, 'apiKey', v, keyControl),
+      fieldRow(t('optFieldModel'), model, 'model', v)),
     insecure,
     h('div', { class: 'card-actions' }, pingBtn, pingResult, h('span', { class: 'spacer' }), del, save),
     status);
@@ -206,7 +210,7 @@ function buildCard(v) {
 
 function updateCardHead(v) {
   const c = v.read ? v.read() : v.card;
-  v.parts.title.textContent = c.name || 'Unnamed provider';
+  v.parts.title.textContent = c.name || t('optUnnamedProvider');
   v.parts.unsaved.hidden = !(v.dirty || v.isNew);
   v.inputs.active.checked = config.activeProvider === v.card.id;
   v.inputs.active.disabled = v.isNew;
@@ -223,7 +227,7 @@ async function saveCard(v, button) {
   const errors = validateCard(card, others);
   showErrors(v, errors);
   if (Object.keys(errors).length) {
-    setCardStatus(v, 'Fix the highlighted fields.', 'error');
+    setCardStatus(v, t('optFixFields'), 'error');
     return;
   }
   // A base URL that sends the key unencrypted is saved only once the person says so (not again
@@ -231,10 +235,10 @@ async function saveCard(v, button) {
   const warning = insecureBaseUrlWarning(card.baseUrl, { hasKey: card.apiKey !== '' });
   if (warning && (v.isNew || normalizeCard(v.card).baseUrl !== card.baseUrl)) {
     button.disabled = true;
-    const yes = await askInCard(v, `${warning} Save this base URL anyway?`);
+    const yes = await askInCard(v, t('optSaveInsecureQuestion', warning));
     button.disabled = false;
     if (!yes) {
-      setCardStatus(v, 'Not saved: the base URL is not encrypted.', 'error');
+      setCardStatus(v, t('optNotSavedInsecure'), 'error');
       return;
     }
   }
@@ -255,10 +259,10 @@ async function saveCard(v, button) {
     v.dirty = false;
     v.isNew = false;
     config = withDefaults({ ...fresh, ...map, providers });
-    setCardStatus(v, 'Saved.', 'ok');
+    setCardStatus(v, t('optSaved'), 'ok');
     renderProviders();
   } catch (err) {
-    setCardStatus(v, `Not saved: ${explainLine(err)}`, 'error');
+    setCardStatus(v, t('optNotSaved', explainLine(err)), 'error');
   } finally {
     button.disabled = false;
   }
@@ -271,9 +275,9 @@ async function makeActive(v) {
     config.activeModel = v.card.model || '';
     $('provider-active-model').value = config.activeModel;
     for (const x of cards.values()) updateCardHead(x);
-    setCardStatus(v, 'Now the active provider.', 'ok');
+    setCardStatus(v, t('optNowActive'), 'ok');
   } catch (err) {
-    setCardStatus(v, `Could not switch: ${explainLine(err)}`, 'error');
+    setCardStatus(v, t('optCouldNotSwitch', explainLine(err)), 'error');
     for (const x of cards.values()) updateCardHead(x);
   }
 }
@@ -282,8 +286,8 @@ async function makeActive(v) {
 function askInCard(v, question) {
   return new Promise((resolve) => {
     v.el.querySelector('.confirm')?.remove();
-    const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'insecure-save', text: 'Save anyway' });
-    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'insecure-cancel', text: 'Cancel' });
+    const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'insecure-save', text: t('optSaveAnyway') });
+    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'insecure-cancel', text: t('optCancel') });
     const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'insecure-confirm', 'aria-label': question }, h('span', { testid: 'insecure-question', text: question }), no, yes);
     const answer = (ok) => { box.remove(); resolve(ok); };
     no.addEventListener('click', () => answer(false));
@@ -296,9 +300,9 @@ function askInCard(v, question) {
 
 function confirmDelete(v, form, del) {
   form.querySelector('.confirm')?.remove();
-  const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: 'Delete' });
-  const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: 'Cancel' });
-  const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'confirm' }, h('span', { text: `Delete “${v.card.name || 'this provider'}”?` }), no, yes);
+  const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: t('optDelete') });
+  const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: t('optCancel') });
+  const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'confirm' }, h('span', { text: v.card.name ? t('optDeleteNamedQuestion', v.card.name) : t('optDeleteThisQuestion') }), no, yes);
   no.addEventListener('click', () => { box.remove(); del.focus(); });
   yes.addEventListener('click', async () => {
     yes.disabled = true;
@@ -316,7 +320,7 @@ function confirmDelete(v, form, del) {
       renderProviders();
     } catch (err) {
       box.remove();
-      setCardStatus(v, `Not deleted: ${explainLine(err)}`, 'error');
+      setCardStatus(v, t('optNotDeleted', explainLine(err)), 'error');
     }
   });
   form.append(box);
@@ -329,23 +333,25 @@ async function doPing(v, button) {
   delete errors.name;
   showErrors(v, errors);
   if (Object.keys(errors).length) {
-    setStatus(v.parts.pingResult, 'Fill in the base URL and model first.');
+    setStatus(v.parts.pingResult, t('optPingFillFirst'));
     v.parts.pingResult.dataset.ok = 'false';
     return;
   }
   button.disabled = true;
   button.setAttribute('aria-busy', 'true');
-  v.parts.pingResult.textContent = 'Pinging…';
+  v.parts.pingResult.textContent = t('optPinging');
   delete v.parts.pingResult.dataset.ok;
   try {
     const r = await ping({ id: card.id, name: card.name, kind: card.kind, baseUrl: card.baseUrl, apiKey: card.apiKey, model: card.model });
     v.parts.pingResult.dataset.ok = r?.ok ? 'true' : 'false';
-    v.parts.pingResult.textContent = r?.ok
-      ? `OK in ${Math.round(Number(r.ms) || 0)} ms${r.detail && r.detail !== 'OK' ? ` — ${String(r.detail).replace(/^OK:?\s*/, '')}` : ''}`
-      : `Failed${Number.isFinite(r?.ms) ? ` after ${Math.round(r.ms)} ms` : ''}: ${r?.detail || 'no detail'}`;
+    const ms = (x) => formatNumber(Math.round(Number(x) || 0));
+    const okDetail = r?.detail && r.detail !== 'OK' ? String(r.detail).replace(/^OK:?\s*/, '') : '';
+    const failDetail = r?.detail || t('optPingNoDetail');
+    if (r?.ok) v.parts.pingResult.textContent = okDetail ? t('optPingOkDetail', ms(r.ms), okDetail) : t('optPingOk', ms(r.ms));
+    else v.parts.pingResult.textContent = Number.isFinite(r?.ms) ? t('optPingFailedAfter', ms(r.ms), failDetail) : t('optPingFailed', failDetail);
   } catch (err) {
     v.parts.pingResult.dataset.ok = 'false';
-    v.parts.pingResult.textContent = `Failed: ${err?.message || err}`;
+    v.parts.pingResult.textContent = t('optPingFailed', err?.message || err);
   } finally {
     button.disabled = false;
     button.removeAttribute('aria-busy');
@@ -361,21 +367,21 @@ $('provider-add').addEventListener('click', () => {
   v.inputs.name.focus();
   v.el.scrollIntoView({ block: 'nearest' });
   const preset = PRESETS.find((p) => p.id === $('provider-preset').value);
-  setCardStatus(v, preset?.needsKey ? 'Enter the API key, then Save.' : 'Check the model name, then Save.');
+  setCardStatus(v, preset?.needsKey ? t('optNewCardNeedsKey') : t('optNewCardCheckModel'));
 });
 
 $('provider-active-model-save').addEventListener('click', async (e) => {
   const btn = e.currentTarget;
   const status = $('active-model-status');
   const value = $('provider-active-model').value.trim();
-  if (!config.activeProvider) { setStatus(status, 'Choose an active provider first.', 'error'); return; }
+  if (!config.activeProvider) { setStatus(status, t('optChooseActiveFirst'), 'error'); return; }
   btn.disabled = true;
   try {
     await storage.settings.set({ map: { activeModel: value } });
     config.activeModel = value;
-    setStatus(status, value ? `Replies now use ${value}.` : 'Replies use the card’s model.', 'ok');
+    setStatus(status, value ? t('optRepliesUseModel', value) : t('optRepliesUseCardModel'), 'ok');
   } catch (err) {
-    setStatus(status, `Not saved: ${explainLine(err)}`, 'error');
+    setStatus(status, t('optNotSaved', explainLine(err)), 'error');
   } finally {
     btn.disabled = false;
   }
@@ -402,8 +408,8 @@ function askInForm(question) {
   return new Promise((resolve) => {
     const host = $('settings-confirm');
     host.querySelector('.confirm')?.remove();
-    const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: 'Continue' });
-    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: 'Cancel' });
+    const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: t('optContinue') });
+    const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: t('optCancel') });
     const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'confirm', 'aria-label': question }, h('span', { testid: 'confirm-text', text: question }), no, yes);
     const answer = (v) => { box.remove(); resolve(v); };
     no.addEventListener('click', () => answer(false));
@@ -426,7 +432,7 @@ $('settings-form').addEventListener('submit', async (e) => {
   }
   const bad = fields.find(([, r]) => !r.ok);
   if (bad) {
-    setStatus($('settings-status'), 'Fix the highlighted fields.', 'error');
+    setStatus($('settings-status'), t('optFixFields'), 'error');
     $(bad[0]).focus();
     return;
   }
@@ -443,19 +449,19 @@ $('settings-form').addEventListener('submit', async (e) => {
   try {
     const r = await saveSettings({ storage, map, ask: askInForm });
     if (!r.saved) {
-      setStatus($('settings-status'), 'Not saved: nothing was changed.', '');
+      setStatus($('settings-status'), t('optNotSavedNothingChanged'), '');
       return;
     }
     Object.assign(config, map);
     chatDirty = false;
     renderChatSettings();
-    setStatus($('settings-status'), 'Saved.', 'ok');
+    setStatus($('settings-status'), t('optSaved'), 'ok');
     if (r.evicted.length) {
       const names = await evictedNames(storage, r.evicted);
       $('settings-evicted').append(evictedNotice({ storage, ids: r.evicted, names, explain: explainLine, dismissable: false, onRestored: () => loadCounts() }));
     }
   } catch (err) {
-    setStatus($('settings-status'), `Not saved: ${explainLine(err)}`, 'error');
+    setStatus($('settings-status'), t('optNotSaved', explainLine(err)), 'error');
   } finally {
     btn.disabled = false;
   }
@@ -469,7 +475,12 @@ let lastHello = null;
 
 function applyHostState(st) {
   if (!st || typeof st !== 'object') return;
-  const stateText = { open: 'Connected', idle: 'Idle (connects on demand)', connecting: 'Connecting…', error: 'Not connected' }[st.state] || st.state || '—';
+  const stateText = {
+    open: () => t('optStateConnected'),
+    idle: () => t('optStateIdle'),
+    connecting: () => t('optStateConnecting'),
+    error: () => t('optStateNotConnected'),
+  }[st.state]?.() || st.state || '—';
   $('host-state').textContent = stateText;
   $('host-state').dataset.state = st.state || '';
   if (st.hello) showHello(st.hello);
@@ -482,16 +493,16 @@ function showHello(hello) {
   lastHello = hello;
   $('host-version').textContent = hello.version ? `${hello.name || 'keepsake-host'} ${hello.version}` : '—';
   const pv = hello.protocolVersion;
-  $('host-protocol').textContent = pv === undefined ? '—' : `${pv}${pv === PROTOCOL_VERSION ? '' : ` (this extension speaks ${PROTOCOL_VERSION})`}`;
+  $('host-protocol').textContent = pv === undefined ? '—' : pv === PROTOCOL_VERSION ? `${pv}` : t('optProtocolDiffers', pv, PROTOCOL_VERSION);
   $('host-db-path').textContent = hello.dbPath || '—';
   const sv = hello.schemaVersion;
   const lv = hello.latestSchemaVersion;
-  $('host-schema').textContent = sv === undefined || sv === null ? '—' : `${sv}${lv !== undefined && lv !== sv ? ` (latest ${lv})` : ''}`;
+  $('host-schema').textContent = sv === undefined || sv === null ? '—' : lv !== undefined && lv !== sv ? t('optSchemaLatest', sv, lv) : `${sv}`;
   const dbErr = $('host-db-error');
   if (hello.dbError) {
     const ex = explainHostError(hello.dbError);
     replaceChildren(dbErr, h('strong', { text: ex.title }), h('div', { text: ex.detail }),
-      h('div', {}, 'Run ', h('code', { text: 'keepsake-host doctor' }), ' in a terminal for the full diagnosis.'));
+      h('div', {}, `${t('optRunDoctorBefore')} `, h('code', { text: 'keepsake-host doctor' }), ` ${t('optRunDoctorAfter')}`));
     dbErr.hidden = false;
   } else {
     dbErr.hidden = true;
@@ -502,50 +513,90 @@ async function loadCounts() {
   try {
     const meta = await storage.history.meta();
     const earlier = Number(meta?.offset) || 0;
-    $('host-live-count').textContent = `${grouped(meta?.length ?? 0)} message${meta?.length === 1 ? '' : 's'} shown${earlier ? ` (${grouped(earlier)} earlier kept in its chat)` : ''}`;
+    const len = Number(meta?.length) || 0;
+    const shown = len === 1 ? t('optLiveShownOne', formatNumber(len)) : t('optLiveShownMany', formatNumber(len));
+    $('host-live-count').textContent = earlier ? t('optLiveShownEarlier', shown, formatNumber(earlier)) : shown;
   } catch (err) {
-    $('host-live-count').textContent = `unavailable: ${explainLine(err)}`;
+    $('host-live-count').textContent = t('optUnavailable', explainLine(err));
   }
   try {
     const rows = await storage.sessions.list({});
     const n = Array.isArray(rows) ? rows.length : 0;
     const entries = Array.isArray(rows) ? rows.reduce((a, r) => a + (Number(r.entryCount) || 0), 0) : 0;
     const pinned = Array.isArray(rows) ? rows.filter((r) => r.pinned).length : 0;
-    $('host-session-count').textContent = `${grouped(n)} (${grouped(entries)} messages${pinned ? `, ${pinned} pinned` : ''})`;
+    $('host-session-count').textContent = pinned
+      ? t('optSessionCountPinned', formatNumber(n), formatNumber(entries), formatNumber(pinned))
+      : t('optSessionCount', formatNumber(n), formatNumber(entries));
   } catch (err) {
-    $('host-session-count').textContent = `unavailable: ${explainLine(err)}`;
+    $('host-session-count').textContent = t('optUnavailable', explainLine(err));
   }
   try {
     const st = await storage.host.status({});
     const db = Number(st?.sizes?.database) || 0;
     const wal = Number(st?.sizes?.wal) || 0;
-    $('host-db-size').textContent = `${mib(db + wal)} (database ${mib(db)}, log ${mib(wal)}; ${grouped(st?.counts?.images ?? 0)} images, ${mib(st?.imageBytes ?? 0)})`;
+    $('host-db-size').textContent = t('optDbSize', mib(db + wal), mib(db), mib(wal), formatNumber(Number(st?.counts?.images) || 0), mib(st?.imageBytes ?? 0));
     // where the API keys are: the system's secret store, or the database file when none is reachable
     const keys = st?.apiKeys;
-    $('host-api-keys').textContent = keys?.summary || '—';
+    $('host-api-keys').textContent = apiKeysText(keys);
     $('host-api-keys').dataset.status = keys?.status || '';
   } catch (err) {
-    $('host-db-size').textContent = `unavailable: ${explainLine(err)}`;
+    $('host-db-size').textContent = t('optUnavailable', explainLine(err));
+  }
+}
+
+/**
+ * Where the API keys are, in the UI language: host.status `apiKeys` (PROTOCOL.md "API keys") said
+ * again from its counts, as the host's English `summary` says it (src/store/keys.rs). The store's
+ * name and the reason none is reachable are the host's words.
+ */
+function apiKeysText(k) {
+  if (!k || typeof k !== 'object') return '—';
+  const inFile = Number(k.inFile) || 0;
+  const inStore = Number(k.inSecretStore) || 0;
+  const missing = Number(k.missing) || 0;
+  const store = k.secretStore?.name || '';
+  const keys = (n) => (n === 1 ? t('optApiKeysOne', formatNumber(n)) : t('optApiKeysMany', formatNumber(n)));
+  if (!store && !k.secretStore) return k.summary || '—';
+  if (k.secretStore?.reachable === false) {
+    const why = secretStoreReason(k.secretStore.reason || '');
+    if (inFile > 0) return t('optApiKeysInFileNoStore', why, keys(inFile));
+    if (inStore > 0) return t('optApiKeysStoreUnreachable', keys(inStore), store, why);
+    return t('optApiKeysNoStore', why);
+  }
+  if (inFile > 0) return t('optApiKeysStillInFile', keys(inFile), store);
+  if (missing > 0) return missing === 1 ? t('optApiKeysMissingOne', formatNumber(missing), keys(inStore), store) : t('optApiKeysMissingMany', formatNumber(missing), keys(inStore), store);
+  if (inStore > 0) return t('optApiKeysInStore', keys(inStore), store);
+  return t('optApiKeysNone', store);
+}
+
+/** The host's usual reasons no secret store is reachable (src/secrets/mod.rs), in the UI language; others as given. */
+function secretStoreReason(why) {
+  switch (why) {
+    case 'turned off by KEEPSAKE_SECRET_STORE=off': return t('optSecretStoreOff'); // i18n-ok: host text matched, not shown
+    case 'this platform has no secret store keepsake-host can use': return t('optSecretStoreNoPlatform'); // i18n-ok: host text matched, not shown
+    default: return why;
   }
 }
 
 function mib(bytes) {
   const n = Number(bytes) || 0;
-  return n >= 1024 * 1024 ? `${(n / (1024 * 1024)).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`;
+  return n >= 1024 * 1024
+    ? `${formatNumber(n / (1024 * 1024), { minimumFractionDigits: 1, maximumFractionDigits: 1 })} MiB`
+    : `${formatNumber(Math.round(n / 1024))} KiB`;
 }
 
 async function loadHost() {
   try {
     applyHostState(await workerCall('host.state'));
   } catch (err) {
-    $('host-state').textContent = `Unknown: ${explainLine(err)}`;
+    $('host-state').textContent = t('optStateUnknown', explainLine(err));
   }
   try {
     showHello(await storage.host.hello());
-    $('host-state').textContent = 'Connected';
+    $('host-state').textContent = t('optStateConnected');
     banner.hide();
   } catch (err) {
-    $('host-state').textContent = `Not connected: ${explainLine(err)}`;
+    $('host-state').textContent = t('optStateNotConnectedWhy', explainLine(err));
     return false;
   }
   await loadCounts();
@@ -564,38 +615,38 @@ async function runChecks() {
     try {
       hello = await storage.host.hello();
       showHello(hello);
-      add(true, `The browser starts keepsake-host ${hello.version || ''} and it answers.`);
+      add(true, t('optCheckStarts', hello.version || ''));
     } catch (err) {
       const ex = explainHostError(err);
-      add(false, `Connection: ${ex.title}. ${ex.detail}`);
-      if (ex.fix) add('info', `Fix: ${ex.fix}${ex.then ? ` — ${ex.then}` : ''}`);
+      add(false, t('optCheckConnection', ex.title, ex.detail));
+      if (ex.fix) add('info', t('optCheckFix', ex.then ? `${ex.fix} — ${ex.then}` : ex.fix));
     }
     if (hello) {
       add(hello.protocolVersion === PROTOCOL_VERSION, hello.protocolVersion === PROTOCOL_VERSION
-        ? `Protocol version ${hello.protocolVersion} matches the extension.`
-        : `Protocol version ${hello.protocolVersion} differs from the extension's ${PROTOCOL_VERSION}: install matching versions.`);
+        ? t('optCheckProtocolOk', hello.protocolVersion)
+        : t('optCheckProtocolBad', hello.protocolVersion, PROTOCOL_VERSION));
       if (hello.dbError) {
         const ex = explainHostError(hello.dbError);
-        add(false, `Database: ${ex.title}. ${ex.detail}`);
+        add(false, t('optCheckDatabaseBad', ex.title, ex.detail));
       } else {
-        add(true, `Database opened: ${hello.dbPath || '(path not reported)'}.`);
+        add(true, t('optCheckDatabaseOk', hello.dbPath || t('optPathNotReported')));
       }
       if (hello.schemaVersion !== undefined && hello.latestSchemaVersion !== undefined) {
         add(hello.schemaVersion === hello.latestSchemaVersion, hello.schemaVersion === hello.latestSchemaVersion
-          ? `Schema version ${hello.schemaVersion} is current.`
-          : `Schema version ${hello.schemaVersion}, this host knows ${hello.latestSchemaVersion}.`);
+          ? t('optCheckSchemaOk', hello.schemaVersion)
+          : t('optCheckSchemaBad', hello.schemaVersion, hello.latestSchemaVersion));
       }
       if (Array.isArray(hello.ops)) {
         const missing = OPS.filter((op) => !hello.ops.includes(op));
-        add(missing.length === 0, missing.length === 0 ? `All ${OPS.length} operations the extension uses are available.` : `The host lacks: ${missing.join(', ')} — update keepsake-host.`);
+        add(missing.length === 0, missing.length === 0 ? t('optCheckOpsOk', OPS.length) : t('optCheckOpsMissing', missing.join(', ')));
       }
       if (!hello.dbError) {
         try {
           await storage.history.meta();
           await storage.sessions.list({});
-          add(true, 'Reading the conversation and the session list works.');
+          add(true, t('optCheckReadOk'));
         } catch (err) {
-          add(false, `Reading failed: ${explainLine(err)}`);
+          add(false, t('optCheckReadFailed', explainLine(err)));
         }
         await loadCounts();
       }
@@ -607,12 +658,12 @@ async function runChecks() {
         const checks = Array.isArray(st?.doctor?.checks) ? st.doctor.checks : [];
         for (const c of checks) {
           const ok = c.status === 'ok' ? true : c.status === 'fail' ? false : 'info';
-          const extra = [c.browserError ? `The extension would see: “${c.browserError}”` : '', c.fix ? `Fix: ${c.fix}` : ''].filter(Boolean).join(' ');
+          const extra = [c.browserError ? t('optDoctorBrowserError', c.browserError) : '', c.fix ? t('optCheckFix', c.fix) : ''].filter(Boolean).join(' ');
           add(ok, `doctor · ${c.check}: ${c.detail}${extra ? ` — ${extra}` : ''}`);
         }
-        if (!checks.length) add('info', 'keepsake-host doctor reported nothing; run it in a terminal.');
+        if (!checks.length) add('info', t('optDoctorNothing'));
       } catch (err) {
-        add(false, `keepsake-host doctor could not run: ${explainLine(err)}. Run it in a terminal.`);
+        add(false, t('optDoctorFailed', explainLine(err)));
       }
     }
   } finally {
@@ -648,11 +699,11 @@ async function previewBrowserData() {
     const dump = await chrome.storage.local.get(null);
     const s = summarizeBrowserDump(dump);
     $('browser-data-summary').textContent = s.empty
-      ? 'Nothing is stored in this browser profile.'
-      : `Found ${s.sessions} saved session(s), ${s.history} live message(s), ${s.settings} setting(s).`;
+      ? t('optBrowserDataEmpty')
+      : t('optBrowserDataFound', formatNumber(s.sessions), formatNumber(s.history), formatNumber(s.settings));
     $('import-browser-data').disabled = s.empty;
   } catch (err) {
-    $('browser-data-summary').textContent = `Could not read browser storage: ${err?.message || err}`;
+    $('browser-data-summary').textContent = t('optBrowserDataUnreadable', err?.message || err);
   }
 }
 
@@ -666,26 +717,26 @@ $('import-browser-data').addEventListener('click', async (e) => {
   try {
     const dump = await chrome.storage.local.get(null);
     if (!dump || Object.keys(dump).length === 0) {
-      replaceChildren(out, h('div', { text: 'Nothing to import: this browser profile holds no Keepsake data.' }));
+      replaceChildren(out, h('div', { text: t('optNothingToImport') }));
       out.dataset.kind = 'info';
       out.hidden = false;
       return;
     }
-    const ask = (preview) => askImportSettings({ container: $('import-browser-confirm'), preview, fileName: 'Browser data' });
+    const ask = (preview) => askImportSettings({ container: $('import-browser-confirm'), preview, fileName: t('optBrowserDataName') });
     const progress = (i, n) => {
-      replaceChildren(out, h('div', { text: `Importing: piece ${i + 1} of ${n}…` }));
+      replaceChildren(out, h('div', { text: t('optImportingPiece', formatNumber(i + 1), formatNumber(n)) }));
       out.dataset.kind = 'info';
       out.hidden = false;
     };
     const done = await importWithPreview({ storage, doc: dump, ask, progress });
     if (done.cancelled) {
-      replaceChildren(out, h('div', { text: 'Import cancelled; nothing was changed.' }));
+      replaceChildren(out, h('div', { text: t('optImportCancelled') }));
       out.dataset.kind = 'info';
       out.hidden = false;
       return;
     }
     const r = done.result;
-    replaceChildren(out, h('div', { text: 'Imported into the Keepsake database.' }), describeImportResult(r).map((l) => h('div', { text: l })));
+    replaceChildren(out, h('div', { text: t('optImportedIntoDb') }), describeImportResult(r).map((l) => h('div', { text: l })));
     out.dataset.kind = 'ok';
     out.hidden = false;
     loadCounts();
@@ -698,7 +749,7 @@ $('import-browser-data').addEventListener('click', async (e) => {
     $('remove-browser-row').hidden = false;
     setStatus($('remove-browser-status'), '');
   } catch (err) {
-    replaceChildren(out, h('div', { text: `Import failed; nothing was changed in the browser. ${explainLine(err)}` }));
+    replaceChildren(out, h('div', { text: t('optImportFailed', explainLine(err)) }));
     out.dataset.kind = 'error';
     out.hidden = false;
   } finally {
@@ -711,20 +762,20 @@ $('remove-browser-copy').addEventListener('click', (e) => {
   const row = $('remove-browser-row');
   row.querySelector('.confirm')?.remove();
   const keys = importedKeys || [];
-  const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: 'Remove' });
-  const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: 'Cancel' });
-  const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'confirm' }, h('span', { text: `Remove the ${keys.length} imported key(s) from this browser profile? The Keepsake database keeps its copy.` }), no, yes);
+  const yes = h('button', { type: 'button', class: 'btn btn-small btn-danger', testid: 'confirm-yes', text: t('optRemove') });
+  const no = h('button', { type: 'button', class: 'btn btn-small', testid: 'confirm-no', text: t('optCancel') });
+  const box = h('div', { class: 'confirm', role: 'alertdialog', testid: 'confirm' }, h('span', { text: t('optRemoveBrowserQuestion', formatNumber(keys.length)) }), no, yes);
   no.addEventListener('click', () => { box.remove(); e.target.focus(); });
   yes.addEventListener('click', async () => {
     yes.disabled = true;
     try {
       await chrome.storage.local.remove(keys);
-      setStatus($('remove-browser-status'), `Removed ${keys.length} key(s) from the browser.`, 'ok');
+      setStatus($('remove-browser-status'), t('optRemovedBrowserKeys', formatNumber(keys.length)), 'ok');
       importedKeys = null;
       $('remove-browser-copy').hidden = true;
       await previewBrowserData();
     } catch (err) {
-      setStatus($('remove-browser-status'), `Could not remove: ${err?.message || err}`, 'error');
+      setStatus($('remove-browser-status'), t('optCouldNotRemove', err?.message || err), 'error');
     } finally {
       box.remove();
     }

@@ -4,9 +4,9 @@ import { isLocalAddress, isLoopbackHost } from '../lib/llm.js';
 import { t } from '../lib/i18n.js';
 
 export const KINDS = Object.freeze([
-  { value: 'chat', label: 'OpenAI-compatible (chat completions)' },
-  { value: 'responses', label: 'OpenAI Responses' },
-  { value: 'anthropic', label: 'Anthropic Messages' },
+  { value: 'chat', label: t('optKindChat') },
+  { value: 'responses', label: t('optKindResponses') },
+  { value: 'anthropic', label: t('optKindAnthropic') },
   // agent servers (lib/agents.js): Hermes Agent's /v1/runs, opencode's sessions
   { value: 'runs', label: t('providerKindRuns') },
   { value: 'agent', label: t('providerKindAgent') },
@@ -17,16 +17,16 @@ export const MODEL_OPTIONAL_KINDS = Object.freeze(['runs', 'agent']);
 
 export const PRESETS = Object.freeze([
   { id: 'openai', name: 'OpenAI', kind: 'chat', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
-  { id: 'ollama', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', model: 'llama3.2', needsKey: false },
+  { id: 'ollama', name: 'Ollama', kind: 'chat', baseUrl: 'http://localhost:11434/v1', model: 'llama3.2', needsKey: false }, // i18n-ok: product name
   { id: 'lmstudio', name: 'LM Studio', kind: 'chat', baseUrl: 'http://localhost:1234/v1', model: '', needsKey: false },
   { id: 'openrouter', name: 'OpenRouter', kind: 'chat', baseUrl: 'https://openrouter.ai/api/v1', model: 'openai/gpt-4o-mini', needsKey: true },
   { id: 'openai-responses', name: 'OpenAI Responses', kind: 'responses', baseUrl: 'https://api.openai.com/v1', model: 'gpt-4o-mini', needsKey: true },
-  { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true },
+  { id: 'anthropic', name: 'Anthropic', kind: 'anthropic', baseUrl: 'https://api.anthropic.com', model: 'claude-3-5-haiku-latest', needsKey: true }, // i18n-ok: product name
   // Hermes Agent's API server (its API_SERVER_KEY is the key); opencode serve (its
   // OPENCODE_SERVER_PASSWORD, if set, is the key; model as provider/model, empty = its default)
-  { id: 'hermes', name: 'Hermes Agent (runs)', kind: 'runs', baseUrl: 'http://127.0.0.1:8642', model: '', needsKey: true },
-  { id: 'opencode', name: 'opencode (agent)', kind: 'agent', baseUrl: 'http://127.0.0.1:4096', model: '', needsKey: false },
-  { id: 'custom', name: 'Custom', kind: 'chat', baseUrl: '', model: '', needsKey: false },
+  { id: 'hermes', name: 'Hermes Agent (runs)', kind: 'runs', baseUrl: 'http://127.0.0.1:8642', model: '', needsKey: true }, // i18n-ok: product name
+  { id: 'opencode', name: 'opencode (agent)', kind: 'agent', baseUrl: 'http://127.0.0.1:4096', model: '', needsKey: false }, // i18n-ok: product name
+  { id: 'custom', name: t('optPresetCustomName'), kind: 'chat', baseUrl: '', model: '', needsKey: false },
 ]);
 
 const KIND_SET = new Set(KINDS.map((k) => k.value));
@@ -38,17 +38,17 @@ const KIND_SET = new Set(KINDS.map((k) => k.value));
  */
 export function keyPlaceholder(card) {
   const base = String(card?.baseUrl ?? '').trim();
-  if (base && isLocalAddress(base)) return 'not needed for a server on this computer or network';
+  if (base && isLocalAddress(base)) return t('optKeyNotNeeded');
   let host = '';
   try {
     host = new URL(base).hostname.toLowerCase();
   } catch {
     host = '';
   }
-  if (host === 'api.openai.com') return 'sk-… (required: platform.openai.com/api-keys)';
-  if (host === 'api.anthropic.com' || card?.kind === 'anthropic') return 'sk-ant-… (required: console.anthropic.com)';
-  if (host === 'openrouter.ai') return 'sk-or-… (required: openrouter.ai/keys)';
-  return base ? 'API key (hosted providers need one)' : 'API key (none for a local server)';
+  if (host === 'api.openai.com') return t('optKeyRequired', 'sk-…', 'platform.openai.com/api-keys');
+  if (host === 'api.anthropic.com' || card?.kind === 'anthropic') return t('optKeyRequired', 'sk-ant-…', 'console.anthropic.com');
+  if (host === 'openrouter.ai') return t('optKeyRequired', 'sk-or-…', 'openrouter.ai/keys');
+  return base ? t('optKeyHosted') : t('optKeyLocal');
 }
 
 /** A new card from a preset id (unknown → custom); `newId` makes the card id. */
@@ -89,16 +89,16 @@ export function normalizeCard(card) {
 export function validateCard(card, others = []) {
   const c = normalizeCard(card);
   const errors = {};
-  if (!c.name) errors.name = 'Give the provider a name.';
-  else if (others.some((o) => o && o.id !== c.id && String(o.name || '').trim().toLowerCase() === c.name.toLowerCase())) errors.name = 'Another provider already has this name.';
-  if (!KIND_SET.has(card?.kind)) errors.kind = 'Choose an API kind.';
-  if (!c.baseUrl) errors.baseUrl = 'Enter the API base URL.';
+  if (!c.name) errors.name = t('optErrNameMissing');
+  else if (others.some((o) => o && o.id !== c.id && String(o.name || '').trim().toLowerCase() === c.name.toLowerCase())) errors.name = t('optErrNameTaken');
+  if (!KIND_SET.has(card?.kind)) errors.kind = t('optErrKind');
+  if (!c.baseUrl) errors.baseUrl = t('optErrBaseUrlMissing');
   else {
     let u = null;
     try { u = new URL(c.baseUrl); } catch { u = null; }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) errors.baseUrl = 'The base URL must start with http:// or https://.';
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) errors.baseUrl = t('optErrBaseUrlScheme');
   }
-  if (!c.model && !MODEL_OPTIONAL_KINDS.includes(c.kind)) errors.model = 'Enter a model name.';
+  if (!c.model && !MODEL_OPTIONAL_KINDS.includes(c.kind)) errors.model = t('optErrModel');
   return errors;
 }
 
@@ -117,8 +117,7 @@ export function insecureBaseUrlWarning(baseUrl, { hasKey = true } = {}) {
     return '';
   }
   if (u.protocol !== 'http:' || isLoopbackHost(u.hostname)) return '';
-  const what = hasKey ? 'Your API key and every message' : 'Every message';
-  return `Not encrypted: this is plain http:// to ${u.host}, another machine. ${what} would cross the network readable by anyone on the way. Use https:// unless you trust every network in between.`;
+  return hasKey ? t('optInsecureWithKey', u.host) : t('optInsecure', u.host);
 }
 
 /** Stored providers list, read defensively (defaults hold no LLM cards, storage-model §9). */
@@ -154,9 +153,9 @@ export function afterDelete(list, id, activeProvider, activeModel) {
 export function parseWholeNumber(text, { emptyValue = 0, max = Number.MAX_SAFE_INTEGER } = {}) {
   const s = String(text ?? '').trim().replace(/[,_\s]/g, '');
   if (s === '') return { ok: true, value: emptyValue };
-  if (!/^\d+$/.test(s)) return { ok: false, error: 'Enter a whole number (0 or more, no decimals).' };
+  if (!/^\d+$/.test(s)) return { ok: false, error: t('optErrWholeNumber') };
   const v = Number(s);
-  if (!Number.isSafeInteger(v) || v > max) return { ok: false, error: `Enter a number up to ${max}.` };
+  if (!Number.isSafeInteger(v) || v > max) return { ok: false, error: t('optErrNumberMax', max) };
   return { ok: true, value: v };
 }
 
@@ -166,7 +165,7 @@ export function parseWholeNumber(text, { emptyValue = 0, max = Number.MAX_SAFE_I
  */
 export function parsePositiveWholeNumber(text, { emptyValue = 30, max = 36500 } = {}) {
   const r = parseWholeNumber(text, { emptyValue, max });
-  if (r.ok && r.value < 1) return { ok: false, error: 'Enter a whole number of 1 or more.' };
+  if (r.ok && r.value < 1) return { ok: false, error: t('optErrPositive') };
   return r;
 }
 

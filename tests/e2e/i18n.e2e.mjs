@@ -43,7 +43,8 @@ function visibleText(page) {
     const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
     for (let n = walker.nextNode(); n; n = walker.nextNode()) {
       const el = n.parentElement;
-      if (n.textContent.trim() && el && shown(el) && !el.closest('script,style')) out.push({ where: el.dataset.testid || el.className || el.tagName, text: n.textContent.trim() });
+      // translate="no": a file path or a command, not words of the UI
+      if (n.textContent.trim() && el && shown(el) && !el.closest('script,style,[translate="no"]')) out.push({ where: el.dataset.testid || el.className || el.tagName, text: n.textContent.trim() });
     }
     for (const el of document.querySelectorAll('[title],[aria-label],[placeholder],img[alt]')) {
       if (!shown(el)) continue;

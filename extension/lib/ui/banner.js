@@ -3,6 +3,7 @@
 
 import { explainHostError } from '../protocol.js';
 import { h, replaceChildren, copyText, iconButton } from './dom.js';
+import { t } from '../i18n.js';
 
 /** Codes that mean "the host connection or the database is not usable" (banner, not a toast). */
 export const CONNECTION_CODES = new Set([
@@ -33,21 +34,21 @@ export function createBanner(el, { onRetry } = {}) {
     const ex = explainHostError(err);
     el.dataset.code = err?.code || 'disconnected';
     const retry = h('button', {
-      type: 'button', class: 'btn btn-small', testid: 'host-retry', text: retrying ? 'Retrying…' : 'Retry',
+      type: 'button', class: 'btn btn-small', testid: 'host-retry', text: retrying ? t('uiRetrying') : t('uiRetry'),
       disabled: retrying,
       on: {
         click: async () => {
           if (retrying || !onRetry) return;
           retrying = true;
           retry.disabled = true;
-          retry.textContent = 'Retrying…';
+          retry.textContent = t('uiRetrying');
           retry.setAttribute('aria-busy', 'true');
           try {
             await onRetry();
           } finally {
             retrying = false;
             retry.disabled = false;
-            retry.textContent = 'Retry';
+            retry.textContent = t('uiRetry');
             retry.removeAttribute('aria-busy');
           }
         },
@@ -55,9 +56,9 @@ export function createBanner(el, { onRetry } = {}) {
     });
     const fix = ex.fix
       ? h('div', { class: 'banner-fix' },
-          h('span', { class: 'banner-fix-label', text: 'Fix: ' }),
+          h('span', { class: 'banner-fix-label', text: `${t('uiFixLabel')} ` }),
           h('code', { testid: 'host-fix', text: ex.fix }),
-          iconButton('copy', 'Copy command', { testid: 'host-fix-copy', on: { click: () => copyText(ex.fix) } }),
+          iconButton('copy', t('uiCopyCommand'), { testid: 'host-fix-copy', on: { click: () => copyText(ex.fix) } }),
           ex.then ? h('div', { class: 'banner-then', testid: 'host-fix-then', text: ex.then }) : null)
       : null;
     replaceChildren(el,

@@ -1,6 +1,8 @@
 // Tiny DOM builder shared by the side panel and the options page. Text always goes through
 // textContent / text nodes: model output and user text never become HTML.
 
+import { t } from '../i18n.js';
+
 const ATTRS = new Set(['role', 'for', 'tabindex', 'spellcheck', 'autocomplete', 'inputmode']);
 
 /**
@@ -122,7 +124,7 @@ export function readAsDataUrl(file) {
   return new Promise((resolve, reject) => {
     const r = new FileReader();
     r.onload = () => resolve(String(r.result));
-    r.onerror = () => reject(r.error || new Error('Could not read the file'));
+    r.onerror = () => reject(r.error || new Error(t('uiCouldNotReadFile')));
     r.readAsDataURL(file);
   });
 }
@@ -132,7 +134,7 @@ export function readAsText(file) {
   return new Promise((resolve, reject) => {
     const r = new FileReader();
     r.onload = () => resolve(String(r.result));
-    r.onerror = () => reject(r.error || new Error('Could not read the file'));
+    r.onerror = () => reject(r.error || new Error(t('uiCouldNotReadFile')));
     r.readAsText(file);
   });
 }

@@ -4,6 +4,7 @@
 
 import { h, iconButton, replaceChildren } from './dom.js';
 import { evictedText, namesOf, nameList } from './keeps.js';
+import { t, formatNumber } from '../i18n.js';
 
 /** Names of evicted ids, read from the trash (ids the trash no longer lists are left out). */
 export async function evictedNames(storage, ids) {
@@ -39,14 +40,14 @@ async function restoreAll(storage, ids) {
  * (data-testid `evicted-undo`). `onRestored(ids)` runs after Undo; `explain(err)` → one line.
  */
 export function evictedNotice({ storage, ids, names = [], onRestored, explain = (e) => String(e?.message || e), dismissable = true }) {
-  const list = names.length ? `: ${nameList(names)}` : '';
-  const text = h('strong', { testid: 'evicted-text', text: `${evictedText(ids.length)}${list}.` });
-  const detail = h('div', { class: 'notice-detail', text: 'Undo brings them back.' });
-  const undo = h('button', { type: 'button', class: 'btn btn-small', testid: 'evicted-undo', text: 'Undo' });
+  const what = evictedText(ids.length);
+  const text = h('strong', { testid: 'evicted-text', text: names.length ? t('uiEvictedNamed', what, nameList(names)) : t('uiSentence', what) });
+  const detail = h('div', { class: 'notice-detail', text: t('uiUndoBringsBack') });
+  const undo = h('button', { type: 'button', class: 'btn btn-small', testid: 'evicted-undo', text: t('uiUndo') });
   const el = h('div', { class: 'notice notice-info evicted', testid: 'evicted-notice', role: 'status' },
     h('div', { class: 'notice-text' }, text, detail),
     undo,
-    dismissable ? iconButton('x', 'Dismiss', { testid: 'notice-dismiss', on: { click: () => el.remove() } }) : null);
+    dismissable ? iconButton('x', t('uiDismiss'), { testid: 'notice-dismiss', on: { click: () => el.remove() } }) : null);
   undo.addEventListener('click', async () => {
     undo.disabled = true;
     undo.setAttribute('aria-busy', 'true');
@@ -54,10 +55,10 @@ export function evictedNotice({ storage, ids, names = [], onRestored, explain = 
     undo.removeAttribute('aria-busy');
     if (r.failed.length) {
       undo.disabled = false;
-      replaceChildren(detail, `Could not bring back ${r.failed.length}: ${explain(r.failed[0].error)}`);
+      replaceChildren(detail, t('uiCouldNotBringBack', formatNumber(r.failed.length), explain(r.failed[0].error)));
     } else {
       undo.remove();
-      replaceChildren(text, `Brought back ${r.restored.length === 1 ? '1 chat' : `${r.restored.length} chats`}.`);
+      replaceChildren(text, r.restored.length === 1 ? t('uiBroughtBackOne', formatNumber(1)) : t('uiBroughtBackMany', formatNumber(r.restored.length)));
       detail.remove();
       el.dataset.restored = 'true';
     }

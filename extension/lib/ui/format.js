@@ -1,6 +1,12 @@
-// Display formatting shared by the side panel and the options page. Pure.
+// Display formatting shared by the side panel and the options page. Pure. Words come from the
+// catalogue (lib/i18n.js); numbers and dates shown to people follow the UI language.
 
-/** 1234567 → "1,234,567" whatever the locale (storage-model §1 "grouped"). */
+import { t, formatNumber, formatDateTime } from '../i18n.js';
+
+/**
+ * 1234567 → "1,234,567" whatever the locale (storage-model §1 "grouped"): for text the host or the
+ * model reads. Numbers shown to people use `formatNumber` (lib/i18n.js).
+ */
 export function grouped(n) {
   const v = Math.trunc(Number(n) || 0);
   const sign = v < 0 ? '-' : '';
@@ -8,7 +14,8 @@ export function grouped(n) {
 }
 
 export function formatChars(n) {
-  return `${grouped(n)} ${Math.trunc(Number(n) || 0) === 1 ? 'char' : 'chars'}`;
+  const v = Math.trunc(Number(n) || 0);
+  return v === 1 ? t('uiCharsOne', formatNumber(v)) : t('uiCharsMany', formatNumber(v));
 }
 
 /** Host of a URL for compact display, or the input when it does not parse. */
@@ -23,18 +30,18 @@ export function shortUrl(url) {
   }
 }
 
-/** Session timestamp: "14:05" today, else "2026-01-31 14:05". */
+/** Session timestamp in the UI language, 24-hour clock: "14:05" today, else "Jan 31, 2026, 14:05". */
 export function formatWhen(ms, now = Date.now()) {
   const d = new Date(Number(ms) || 0);
   const n = new Date(now);
-  const pad = (x) => String(x).padStart(2, '0');
-  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
   const sameDay = d.getFullYear() === n.getFullYear() && d.getMonth() === n.getMonth() && d.getDate() === n.getDate();
-  return sameDay ? time : `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}`;
+  return sameDay
+    ? formatDateTime(d.getTime(), { hour: '2-digit', minute: '2-digit', hourCycle: 'h23' })
+    : formatDateTime(d.getTime(), { dateStyle: 'medium', timeStyle: 'short', hourCycle: 'h23' });
 }
 
 /**
- * Why chats were skipped: ` (3 already here)`, ` (1 unreadable: see the warnings)`, both, or ''.
+ * Why chats were skipped: `3 already here`, `1 unreadable: see the warnings`, both, or ''.
  * @param {number} skipped
  * @param {number} already the ones the host has (its copy wins)
  */
@@ -43,31 +50,34 @@ export function skippedWhy(skipped, already) {
   const here = Math.min(already, skipped);
   const bad = skipped - here;
   const bits = [];
-  if (here) bits.push(`${here} already here`);
-  if (bad) bits.push(`${bad} unreadable: see the warnings`);
-  return ` (${bits.join(', ')})`;
+  if (here) bits.push(here === 1 ? t('uiAlreadyHereOne', formatNumber(here)) : t('uiAlreadyHereMany', formatNumber(here)));
+  if (bad) bits.push(bad === 1 ? t('uiUnreadableOne', formatNumber(bad)) : t('uiUnreadableMany', formatNumber(bad)));
+  return bits.join(', ');
 }
 
 /** storage.import result → short human lines (PROTOCOL.md storage.import). */
 export function describeImportResult(r) {
-  if (!r || typeof r !== 'object') return ['The host returned no result.'];
+  if (!r || typeof r !== 'object') return [t('uiImportNoResult')];
   const lines = [];
   const n = (x) => Number(x) || 0;
-  lines.push(`Chats: ${n(r.sessionsImported)} imported, ${n(r.sessionsSkipped)} skipped${skippedWhy(n(r.sessionsSkipped), n(r.sessionsAlreadyHere))}.`);
-  if (n(r.settingsImported) || n(r.settingsSkipped)) lines.push(`Settings: ${n(r.settingsImported)} imported, ${n(r.settingsSkipped)} skipped.`);
-  else lines.push('Settings: none taken.');
+  const f = (x) => formatNumber(n(x));
+  const why = skippedWhy(n(r.sessionsSkipped), n(r.sessionsAlreadyHere));
+  lines.push(why ? t('uiImportChatsWhy', f(r.sessionsImported), f(r.sessionsSkipped), why) : t('uiImportChats', f(r.sessionsImported), f(r.sessionsSkipped)));
+  if (n(r.settingsImported) || n(r.settingsSkipped)) lines.push(t('uiImportSettings', f(r.settingsImported), f(r.settingsSkipped)));
+  else lines.push(t('uiImportSettingsNone'));
   const live = {
-    replaced: 'Current chat: the imported one (yours was empty).',
-    archived: 'Current chat in the file: kept as a chat of its own (yours is unchanged).',
-    unchanged: 'Current chat in the file: already here, unchanged.',
-    absent: 'Current chat in the file: none.',
+    replaced: () => t('uiImportLiveReplaced'),
+    archived: () => t('uiImportLiveArchived'),
+    unchanged: () => t('uiImportLiveUnchanged'),
+    absent: () => t('uiImportLiveAbsent'),
   }[r.live];
-  if (live) lines.push(live);
-  lines.push(`Images stored: ${n(r.imagesStored)}.`);
-  if (n(r.overCap) > 0) lines.push(`You now have ${n(r.overCap)} more chat${n(r.overCap) === 1 ? '' : 's'} than your limit (Options): your next new chat moves the oldest unpinned ones to Recently deleted.`);
+  if (live) lines.push(live());
+  lines.push(t('uiImportImages', f(r.imagesStored)));
+  if (n(r.overCap) > 0) lines.push(n(r.overCap) === 1 ? t('uiImportOverCapOne', f(r.overCap)) : t('uiImportOverCapMany', f(r.overCap)));
   const warnings = Array.isArray(r.warnings) ? r.warnings.filter((w) => typeof w === 'string') : [];
-  for (const w of warnings.slice(0, 20)) lines.push(`Warning: ${w}`);
-  if (warnings.length > 20) lines.push(`… and ${warnings.length - 20} more warnings.`);
+  for (const w of warnings.slice(0, 20)) lines.push(t('uiImportWarning', w));
+  const more = warnings.length - 20;
+  if (more > 0) lines.push(more === 1 ? t('uiImportMoreWarningsOne', formatNumber(more)) : t('uiImportMoreWarningsMany', formatNumber(more)));
   return lines;
 }
 
@@ -75,11 +85,11 @@ export function describeImportResult(r) {
 export function progressText(ev) {
   const stage = ev && ev.stage;
   const label = {
-    summary: 'Condensing the attached page',
-    rescue: 'Context too long — retrying with large attachments omitted',
-    bounding: 'Shrinking older images',
-    continuation: 'Continuing the reply',
-  }[stage] || 'Working';
+    summary: () => t('uiProgressSummary'),
+    rescue: () => t('uiProgressRescue'),
+    bounding: () => t('uiProgressBounding'),
+    continuation: () => t('uiProgressContinuation'),
+  }[stage]?.() || t('uiProgressWorking');
   const total = Number(ev?.total) || 0;
   const done = Number(ev?.done) || 0;
   let s = label;

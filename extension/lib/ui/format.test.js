@@ -1,5 +1,6 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import { useLocale } from '../i18n.js';
 import { grouped, formatChars, shortUrl, describeImportResult, progressText, formatWhen } from './format.js';
 
 test('grouped numbers', () => {
@@ -19,7 +20,22 @@ test('shortUrl', () => {
 test('formatWhen', () => {
   const now = new Date(2026, 1, 3, 15, 0).getTime();
   assert.equal(formatWhen(new Date(2026, 1, 3, 9, 5).getTime(), now), '09:05');
-  assert.equal(formatWhen(new Date(2025, 11, 31, 23, 59).getTime(), now), '2025-12-31 23:59');
+  assert.equal(formatWhen(new Date(2025, 11, 31, 23, 59).getTime(), now), 'Dec 31, 2025, 23:59');
+});
+
+test('dates, counts and words follow the UI language', () => {
+  const now = new Date(2026, 1, 3, 15, 0).getTime();
+  try {
+    useLocale('zh_CN');
+    assert.equal(formatWhen(new Date(2025, 11, 31, 23, 59).getTime(), now), '2025年12月31日 23:59');
+    assert.equal(formatChars(12000), '12,000 个字符');
+    useLocale('pt_BR');
+    assert.equal(formatWhen(new Date(2025, 11, 31, 23, 59).getTime(), now), '31 de dez. de 2025, 23:59');
+    assert.equal(formatChars(12000), '12.000 caracteres');
+    assert.equal(describeImportResult({ sessionsImported: 1200, sessionsSkipped: 0, settingsImported: 0, settingsSkipped: 0, imagesStored: 0 })[0], 'Conversas: 1.200 importadas, 0 ignoradas.');
+  } finally {
+    useLocale('en');
+  }
 });
 
 test('import results', () => {

@@ -6,6 +6,7 @@
 // side panel and the options page.
 
 import { h } from './dom.js';
+import { t, formatNumber } from '../i18n.js';
 import { previewSettings, previewSummary } from './keeps.js';
 import { splitImport, mergePreviews, mergeResults } from '../import-pieces.js';
 
@@ -40,10 +41,9 @@ export async function importWithPreview({ storage, doc, ask, progress = () => {}
       results.push(await storage.storage.import({ document: piece, settings: choice }));
     } catch (err) {
       const done = mergeResults(results);
-      const e = new Error(
-        `piece ${i + 1} of ${pieces.length} failed (${err?.message || err}); ` +
-        `${i} piece${i === 1 ? '' : 's'} with ${done.sessionsImported} session${done.sessionsImported === 1 ? '' : 's'} were imported before it. ` +
-        'Importing the file again finishes it: sessions already imported are skipped.');
+      const before = i === 1 ? t('uiPiecesOne', formatNumber(i)) : t('uiPiecesMany', formatNumber(i));
+      const sessions = done.sessionsImported === 1 ? t('uiSessionsOne', formatNumber(1)) : t('uiSessionsMany', formatNumber(Number(done.sessionsImported) || 0));
+      const e = new Error(t('uiImportPieceFailed', formatNumber(i + 1), formatNumber(pieces.length), err?.message || err, before, sessions));
       e.code = err?.code;
       e.cause = err;
       throw e;
@@ -54,11 +54,10 @@ export async function importWithPreview({ storage, doc, ask, progress = () => {}
   return { result, choice, preview, pieces: pieces.length, tooLarge };
 }
 
-function tooLargeNote(t) {
-  const mib = (t.bytes / (1024 * 1024)).toFixed(1);
-  const what = t.id === null ? t.name : `session ${JSON.stringify(t.name || t.id)}`;
-  return `${what} was not imported: it is too large for one message to the host ` +
-    `(${t.values.toLocaleString('en')} values, ${mib} MiB). Import the file in a terminal: keepsake-host import FILE`;
+function tooLargeNote(big) {
+  const mib = formatNumber(big.bytes / (1024 * 1024), { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+  const what = big.id === null ? big.name : t('uiSessionNamed', JSON.stringify(big.name || big.id));
+  return t('uiTooLargeNote', what, formatNumber(big.values), mib);
 }
 
 /**
@@ -77,24 +76,24 @@ export function askImportSettings({ container, before = null, preview, fileName 
     };
     const button = (text, testid, choice, cls = 'btn btn-small') =>
       h('button', { type: 'button', class: cls, testid, text, on: { click: () => done(choice) } });
-    const chatsOnly = button('Import chats only', 'import-chats-only', 'none', 'btn btn-small btn-primary');
+    const chatsOnly = button(t('uiImportChatsOnly'), 'import-chats-only', 'none', 'btn btn-small btn-primary');
     const box = h('div', {
       class: 'confirm import-confirm', role: 'alertdialog', testid: 'import-confirm',
-      'aria-label': 'Import settings too?',
+      'aria-label': t('uiImportSettingsToo'),
       on: { keydown: (e) => { if (e.key === 'Escape') { e.preventDefault(); e.stopPropagation(); done(null); } } },
     },
-    h('span', { text: `${fileName ? `${fileName}: ` : ''}${previewSummary(preview)}` }),
-    h('span', { text: `It also carries ${rows.length === 1 ? 'a setting' : `${rows.length} settings`}. Nothing changes unless you choose:` }),
+    h('span', { text: fileName ? t('uiLabelled', fileName, previewSummary(preview)) : previewSummary(preview) }),
+    h('span', { text: rows.length === 1 ? t('uiImportCarriesOne') : t('uiImportCarriesMany', formatNumber(rows.length)) }),
     h('ul', { class: 'import-settings', testid: 'import-settings' },
       rows.map((r) => h('li', { testid: 'import-setting', dataset: { key: r.key, current: r.current } },
         h('code', { text: r.key }), ' ', h('span', { class: 'import-value', text: r.value }), ' ',
         h('em', { text: `(${r.change})` })))),
-    invalid ? h('span', { text: `${invalid} more ${invalid === 1 ? 'setting is' : 'settings are'} not valid and will be skipped.` }) : null,
+    invalid ? h('span', { text: invalid === 1 ? t('uiImportInvalidOne', formatNumber(invalid)) : t('uiImportInvalidMany', formatNumber(invalid)) }) : null,
     h('div', { class: 'confirm-actions' },
-      button('Cancel', 'import-cancel', null),
+      button(t('uiCancel'), 'import-cancel', null),
       chatsOnly,
-      button(differ ? 'Import chats and the new settings' : 'Import chats and these settings', 'import-with-settings', 'keep'),
-      differ ? button('Import chats and replace my settings', 'import-replace-settings', 'overwrite', 'btn btn-small btn-danger-outline') : null));
+      button(differ ? t('uiImportWithNewSettings') : t('uiImportWithTheseSettings'), 'import-with-settings', 'keep'),
+      differ ? button(t('uiImportReplaceSettings'), 'import-replace-settings', 'overwrite', 'btn btn-small btn-danger-outline') : null));
     container.insertBefore(box, before);
     chatsOnly.focus();
   });

@@ -3,17 +3,20 @@
 // the settings an import would take. Pure: no DOM, no chrome.* — tested in node.
 
 import { formatWhen } from './format.js';
+import { t, formatNumber } from '../i18n.js';
 
 const DAY = 24 * 60 * 60 * 1000;
 
 /** Page size for "N earlier messages" (sessions.get pages). */
 export const EARLIER_PAGE = 40;
 
-const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+/** A count as people read it in the UI language (grouped digits). */
+const num = (n) => formatNumber(Math.trunc(Number(n) || 0));
 
 /** "1 message", "3 messages". */
 export function messagesText(n) {
-  return plural(Math.max(0, Math.trunc(Number(n) || 0)), 'message');
+  const v = Math.max(0, Math.trunc(Number(n) || 0));
+  return v === 1 ? t('uiMessagesOne', num(v)) : t('uiMessagesMany', num(v));
 }
 
 // ---- versions ---------------------------------------------------------------------------------
@@ -62,13 +65,13 @@ export function stepVersion(fork, delta) {
 
 /** "2 / 3" and its accessible label. */
 export function versionLabel(fork) {
-  return { text: `${fork.chosen} / ${fork.versions}`, label: `Version ${fork.chosen} of ${fork.versions}` };
+  return { text: `${fork.chosen} / ${fork.versions}`, label: t('uiVersionOf', fork.chosen, fork.versions) };
 }
 
 /** What Edit & resend or Regenerate says about the turn it replaces (nothing is lost). */
 export function keptAsVersionText(fork) {
   const n = fork && fork.chosen >= 1 ? fork.chosen : 1;
-  return `The current version is kept as version ${n}; switch back with ‹ ›.`;
+  return t('uiKeptAsVersion', n);
 }
 
 // ---- failed turns -----------------------------------------------------------------------------
@@ -81,8 +84,8 @@ export function failedOf(entry) {
 
 /** "Not answered: <message>". */
 export function failedText(failed) {
-  const msg = typeof failed?.message === 'string' && failed.message.trim() ? failed.message.trim() : failed?.code || 'the reply failed';
-  return `Not answered: ${msg}`;
+  const msg = typeof failed?.message === 'string' && failed.message.trim() ? failed.message.trim() : failed?.code || t('uiReplyFailed');
+  return t('uiNotAnswered', msg);
 }
 
 /** Index of the last user entry that is not an attached page (`isAttach(entry)`), or -1. */
@@ -110,31 +113,30 @@ export function nextEarlierPage(offset, loaded, page = EARLIER_PAGE) {
 
 /** "1 earlier message", "12 earlier messages". */
 export function earlierText(n) {
-  return plural(n, 'earlier message');
+  return n === 1 ? t('uiEarlierOne', num(n)) : t('uiEarlierMany', num(n));
 }
 
 // ---- the trash --------------------------------------------------------------------------------
 
-const REASONS = {
-  deleted: 'Deleted',
-  cleared: 'Removed by Clear all',
-  evicted: 'Moved out by the chat limit',
-  edited: 'Replaced by an edit',
-  regenerated: 'Replaced by Regenerate',
-  'undo-attach': 'Attachment removed',
-};
-
 /** A trash item's `reason` in words. */
 function reasonText(reason) {
-  return REASONS[reason] || (typeof reason === 'string' && reason ? reason : 'Removed');
+  switch (reason) {
+    case 'deleted': return t('uiReasonDeleted');
+    case 'cleared': return t('uiReasonCleared');
+    case 'evicted': return t('uiReasonEvicted');
+    case 'edited': return t('uiReasonEdited');
+    case 'regenerated': return t('uiReasonRegenerated');
+    case 'undo-attach': return t('uiReasonUndoAttach');
+    default: return typeof reason === 'string' && reason ? reason : t('uiReasonRemoved');
+  }
 }
 
-/** "in 12 days" (whole days from now, rounded up), "within a day", or "soon" when past. */
-function inDays(ms, now = Date.now()) {
+/** "Gone for good in 12 days" (whole days from now, rounded up), "… within a day", or "… soon" when past. */
+function expiresText(ms, now = Date.now()) {
   const left = Number(ms) - now;
-  if (!(left > 0)) return 'soon';
+  if (!(left > 0)) return t('uiGoneSoon');
   const days = Math.ceil(left / DAY);
-  return days <= 1 ? 'within a day' : `in ${days} days`;
+  return days <= 1 ? t('uiGoneWithinDay') : t('uiGoneInDays', num(days));
 }
 
 /**
@@ -142,18 +144,19 @@ function inDays(ms, now = Date.now()) {
  * `{name, reason, deleted, expires, count, from}` (from: where removed entries were, or '').
  */
 export function trashRowText(item, now = Date.now()) {
-  const name = typeof item?.name === 'string' && item.name ? item.name : '(untitled)';
+  const name = typeof item?.name === 'string' && item.name ? item.name : t('uiUntitled');
   let from = '';
   if (item?.kind === 'entries' && item.from && typeof item.from === 'object') {
-    const where = typeof item.from.sessionName === 'string' && item.from.sessionName ? `“${item.from.sessionName}”` : 'a chat';
-    const pos = Number.isInteger(item.from.position) ? `, message ${item.from.position + 1}` : '';
-    from = `From ${where}${pos}`;
+    const named = typeof item.from.sessionName === 'string' && item.from.sessionName ? item.from.sessionName : '';
+    const at = Number.isInteger(item.from.position) ? num(item.from.position + 1) : '';
+    if (named) from = at ? t('uiFromChatAt', named, at) : t('uiFromChat', named);
+    else from = at ? t('uiFromAnyChatAt', at) : t('uiFromAnyChat');
   }
   return {
     name,
     reason: reasonText(item?.reason),
-    deleted: `Deleted ${formatWhen(item?.trashedAt, now)}`,
-    expires: `Gone for good ${inDays(item?.expiresAt, now)}`,
+    deleted: t('uiDeletedWhen', formatWhen(item?.trashedAt, now)),
+    expires: expiresText(item?.expiresAt, now),
     count: messagesText(item?.entryCount),
     from,
   };
@@ -163,27 +166,28 @@ export function trashRowText(item, now = Date.now()) {
 
 /** "1 older chat moved to Recently deleted", "3 older chats …". */
 export function evictedText(n) {
-  return `${plural(n, 'older chat')} moved to Recently deleted`;
+  return n === 1 ? t('uiEvictedOne', num(n)) : t('uiEvictedMany', num(n));
 }
 
 /** Names of `ids` from trash items (or session rows), in the order of `ids`; unknown ids are left out. */
 export function namesOf(ids, items) {
   const by = new Map((Array.isArray(items) ? items : []).filter((x) => x && typeof x.id === 'string').map((x) => [x.id, x.name]));
-  return (Array.isArray(ids) ? ids : []).filter((id) => by.has(id)).map((id) => by.get(id) || '(untitled)');
+  return (Array.isArray(ids) ? ids : []).filter((id) => by.has(id)).map((id) => by.get(id) || t('uiUntitled'));
 }
 
 /** A list of names for a sentence: “a”, “b” and 3 more. */
 export function nameList(names, max = 5) {
   const q = names.map((n) => `“${n}”`);
   if (q.length <= max) return q.join(', ');
-  return `${q.slice(0, max).join(', ')} and ${q.length - max} more`;
+  return t('uiNameListMore', q.slice(0, max).join(', '), num(q.length - max));
 }
 
 /** The question before a lower maxSessions: null when nothing would move. */
 export function evictionQuestion(rows) {
   const list = Array.isArray(rows) ? rows : [];
   if (list.length === 0) return null;
-  return `This moves ${plural(list.length, 'chat')} to Recently deleted: ${nameList(list.map((r) => r?.name || '(untitled)'))}. Continue?`;
+  const names = nameList(list.map((r) => r?.name || t('uiUntitled')));
+  return list.length === 1 ? t('uiEvictionQuestionOne', num(1), names) : t('uiEvictionQuestionMany', num(list.length), names);
 }
 
 // ---- imports ----------------------------------------------------------------------------------
@@ -208,9 +212,9 @@ function settingValueText(value, max = 120) {
 
 /** What importing a setting would do to the current value, in words. */
 export function settingChangeText(current, mode = 'keep') {
-  if (current === 'absent') return 'new';
-  if (current === 'same') return 'same as yours';
-  return mode === 'overwrite' ? 'replaces yours' : 'differs from yours (yours stays)';
+  if (current === 'absent') return t('uiSettingNew');
+  if (current === 'same') return t('uiSettingSame');
+  return mode === 'overwrite' ? t('uiSettingReplaces') : t('uiSettingDiffers');
 }
 
 /** The rows of an import preview's settings: `[{key, value, change, current}]`. */
@@ -224,11 +228,13 @@ export function previewSettings(preview) {
 /** One line about what an import preview found. */
 export function previewSummary(preview) {
   const n = (x) => Math.max(0, Math.trunc(Number(x) || 0));
-  const bits = [`${plural(n(preview?.sessionsNew), 'new chat')}`];
+  const fresh = n(preview?.sessionsNew);
+  const bits = [fresh === 1 ? t('uiNewChatsOne', num(fresh)) : t('uiNewChatsMany', num(fresh))];
   const skipped = n(preview?.sessionsSkipped);
   const here = Math.min(skipped, n(preview?.sessionsAlreadyHere));
-  if (here) bits.push(`${here} already here`);
-  if (skipped > here) bits.push(`${skipped - here} unreadable (see the warnings)`);
-  if (n(preview?.liveEntries)) bits.push(`a current chat of ${messagesText(n(preview.liveEntries))}`);
-  return `This file has ${bits.join(', ')}.`;
+  if (here) bits.push(here === 1 ? t('uiAlreadyHereOne', num(here)) : t('uiAlreadyHereMany', num(here)));
+  const bad = skipped - here;
+  if (bad > 0) bits.push(bad === 1 ? t('uiUnreadableSeeOne', num(bad)) : t('uiUnreadableSeeMany', num(bad)));
+  if (n(preview?.liveEntries)) bits.push(t('uiCurrentChatOf', messagesText(n(preview.liveEntries))));
+  return t('uiFileHas', bits.join(', '));
 }
