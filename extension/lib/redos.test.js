@@ -134,6 +134,7 @@ const AUDIT = {
     '/^(?:https?:\\/\\/|data:image\\/)/i': CASE('caps.imageShapeOk'),
   },
   'lib/entries.js': {
+    '/ \\(fallback to full\\)$/': CASE('entries.describeAttach'),
     '/^keepsake-image:sha256:[0-9a-f]{64}$/': CASE('entries.isImageRef'),
     '/^([a-z][a-z0-9+.-]*:\\/\\/)[^/?#@]*@/i': CASE('entries.redactUrl'),
   },
@@ -194,9 +195,6 @@ const AUDIT = {
   },
   'sidepanel/draft.js': {
     '/^\\s+/': CASE('draft.draftAfterSend'),
-  },
-  'sidepanel/entries.js': {
-    '/ \\(fallback to full\\)$/': CASE('entries.describeAttach'),
   },
   'sidepanel/export-name.js': {
     '/[^A-Za-z0-9\\u4E00-\\u9FFF]+/gu': CASE('export-name.slugify'),
