@@ -360,8 +360,16 @@ fn the_extension_never_parses_html_strings() {
     // Mozilla's Readability runs only inside a tab, injected by background/page-attach.js on a copy
     // of that page's document; PDF.js runs only in the offscreen document offscreen/pdf.js, which
     // reads PDF bytes (no web page's markup). No panel or options page loads either.
+    // highlight.js and KaTeX are loaded (on demand) only by lib/highlight.js and lib/math.js, which
+    // turn their output into nodes through allow-lists (highlight.js's HTML string through a strict
+    // converter, KaTeX's node tree through toNode), never an HTML parser.
     let vendor = Path::new(env!("CARGO_MANIFEST_DIR")).join("extension/vendor");
-    let users = [("vendor/readability", "background/page-attach.js"), ("vendor/pdfjs", "offscreen/pdf.js")];
+    let users = [
+        ("vendor/readability", "background/page-attach.js"),
+        ("vendor/pdfjs", "offscreen/pdf.js"),
+        ("vendor/highlight", "lib/highlight.js"),
+        ("vendor/katex", "lib/math.js"),
+    ];
     for p in extension_sources() {
         if p.starts_with(&vendor) {
             continue;
