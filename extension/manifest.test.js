@@ -65,3 +65,24 @@ test('the HTML pages hold no inline script, inline style or style attribute (sty
     assert.doesNotMatch(html, /<base[\s>]/i, `${page}: a <base> element`);
   }
 });
+
+test('every module of the extension parses (pages load modules node --test never imports)', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { readdirSync, statSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const root = new URL('.', import.meta.url).pathname;
+  const files = [];
+  const walk = (dir) => {
+    for (const f of readdirSync(dir)) {
+      const p = join(dir, f);
+      if (['vendor', 'node_modules'].includes(f)) continue;
+      if (statSync(p).isDirectory()) walk(p);
+      else if (f.endsWith('.js')) files.push(p);
+    }
+  };
+  walk(root);
+  assert.ok(files.length > 50);
+  // --check parses each file as what it is (the package says "type": "module")
+  const bad = files.map((f) => [f, spawnSync(process.execPath, ['--check', f], { encoding: 'utf8' })]).filter(([, r]) => r.status !== 0).map(([f, r]) => `${f}: ${r.stderr.split('\n').find((l) => /Error/.test(l))}`);
+  assert.deepEqual(bad, []);
+});

@@ -8,7 +8,6 @@ import { hostCall, workerCall as rawWorkerCall, onWorkerEvent, replyToResult } f
 import { createStorage } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
 import { icon, copyText } from '../lib/ui/dom.js';
-import { t } from '../lib/i18n.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
 import { createMessageList } from './messages.js';
 import { createComposer } from './composer.js';
