@@ -8,7 +8,7 @@ import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, PROTOCOL_VERSIO
 import { ping } from '../lib/llm.js';
 import { h, replaceChildren } from '../lib/ui/dom.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
-import { describeImportResult } from '../lib/ui/format.js';
+import { dbSizeText, describeImportResult } from '../lib/ui/format.js';
 import { askImportSettings, importWithPreview } from '../lib/ui/import-confirm.js';
 import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import {
@@ -532,9 +532,7 @@ async function loadCounts() {
   }
   try {
     const st = await storage.host.status({});
-    const db = Number(st?.sizes?.database) || 0;
-    const wal = Number(st?.sizes?.wal) || 0;
-    $('host-db-size').textContent = t('optDbSize', mib(db + wal), mib(db), mib(wal), formatNumber(Number(st?.counts?.images) || 0), mib(st?.imageBytes ?? 0));
+    $('host-db-size').textContent = dbSizeText(st);
     // where the API keys are: the system's secret store, or the database file when none is reachable
     const keys = st?.apiKeys;
     $('host-api-keys').textContent = apiKeysText(keys);
@@ -578,12 +576,6 @@ function secretStoreReason(why) {
   }
 }
 
-function mib(bytes) {
-  const n = Number(bytes) || 0;
-  return n >= 1024 * 1024
-    ? `${formatNumber(n / (1024 * 1024), { minimumFractionDigits: 1, maximumFractionDigits: 1 })} MiB`
-    : `${formatNumber(Math.round(n / 1024))} KiB`;
-}
 
 async function loadHost() {
   try {

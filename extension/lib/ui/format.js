@@ -97,3 +97,23 @@ export function progressText(ev) {
   if (ev?.note) return `${s} — ${ev.note}`;
   return s + '…';
 }
+
+/** Bytes as people read a file's size: `306 KiB`, `2.0 MiB` (numbers in the UI language). */
+export function sizeText(bytes) {
+  const n = Number(bytes) || 0;
+  return n >= 1024 * 1024
+    ? `${formatNumber(n / (1024 * 1024), { minimumFractionDigits: 1, maximumFractionDigits: 1 })} MiB`
+    : `${formatNumber(Math.round(n / 1024))} KiB`;
+}
+
+/**
+ * The Host panel's size line from `host.status`: the whole, then the database file and its
+ * write-ahead file (`keepsake.db-wal`: writes not yet merged into the database, which the host
+ * merges when it closes — not a log of anything a person did), then the pictures.
+ */
+export function dbSizeText(st) {
+  const db = Number(st?.sizes?.database) || 0;
+  const wal = Number(st?.sizes?.wal) || 0;
+  const images = Number(st?.counts?.images) || 0;
+  return t('optDbSize', sizeText(db + wal), sizeText(db), sizeText(wal), formatNumber(images), sizeText(st?.imageBytes ?? 0));
+}

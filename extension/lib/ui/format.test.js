@@ -1,7 +1,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { useLocale } from '../i18n.js';
-import { grouped, formatChars, shortUrl, describeImportResult, progressText, formatWhen } from './format.js';
+import { grouped, formatChars, shortUrl, describeImportResult, progressText, formatWhen, dbSizeText, sizeText } from './format.js';
 
 test('grouped numbers', () => {
   assert.equal(grouped(0), '0');
@@ -64,4 +64,12 @@ test('progress text', () => {
   assert.equal(progressText({ stage: 'summary', done: 1, total: 3 }), 'Condensing the attached page (1/3)…');
   assert.equal(progressText({ stage: 'bounding' }), 'Shrinking older images…');
   assert.equal(progressText({ stage: 'rescue', note: 'x' }), 'Context too long — retrying with large attachments omitted — x');
+});
+
+test('the Host panel size line names the -wal file for what it is, not a "log"', () => {
+  const st = { sizes: { database: 4096, wal: 2 * 1024 * 1024 }, counts: { images: 3 }, imageBytes: 300 * 1024 };
+  const line = dbSizeText(st);
+  assert.match(line, /^2\.0 MiB \(database 4 KiB, writes not yet merged 2\.0 MiB in keepsake\.db-wal, merged in when the host closes; 3 images, 300 KiB\)$/);
+  assert.doesNotMatch(line, /\blog\b/);
+  assert.equal(sizeText(1536 * 1024), '1.5 MiB');
 });
