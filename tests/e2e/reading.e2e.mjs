@@ -218,10 +218,16 @@ test('(d) a YouTube watch page (www.youtube.com mapped to the test server): its 
       assert.deepEqual(cached.video, { videoId: VIDEO, title: 'The harbour that learned to wait', author: 'Coastline News', lengthSeconds: 95 });
       assert.equal(cached.transcript.cues, 2);
 
-      // attached again: the transcript comes from the cache (no second fetch)
+      // attached again while the first still waits to be sent: nothing is added, and the panel says so
       await panel.click(tid('attach-page'));
-      await waitFor(async () => (live(k).length === 2 ? true : null), { timeoutMs: 20_000, what: 'the second attach' });
-      assert.ok(live(k)[1].text.includes('[01:02] We stopped fighting the tide.'));
+      await waitFor(async () => (/already attached/.test(await panel.innerText(tid('composer-note'))) ? true : null), { timeoutMs: 20_000, what: 'the already-attached note' });
+      assert.equal(live(k).length, 1, 'the same unchanged page is one attach');
+      // taken off (×) and attached again: the transcript comes from the cache (no second fetch)
+      await panel.click(tid('attach-undo'));
+      await waitFor(async () => (live(k).length === 0 ? true : null), { timeoutMs: 10_000, what: 'the attach taken off' });
+      await panel.click(tid('attach-page'));
+      await waitFor(async () => (live(k).length === 1 ? true : null), { timeoutMs: 20_000, what: 'the second attach' });
+      assert.ok(live(k)[0].text.includes('[01:02] We stopped fighting the tide.'));
       assert.equal(site.requests.filter((r) => r.startsWith('/api/timedtext')).length, 1, 'the cached transcript is not fetched again');
 
       // the tab leaves the page: the cache forgets it
@@ -377,15 +383,18 @@ test('(b) a 10-page PDF with two figures (a PDF tab, then a PDF link): every pag
       check(live(k)[0], 'the PDF tab');
       assert.deepEqual(k.sql(`SELECT paper FROM attachments WHERE attach_id = '${live(k)[0].attach_id}'`), [{ paper: 1 }], 'recorded as a paper');
 
-      // the same file as a link, from the context menu's "Attach this PDF" (what Chrome passes)
+      // the same file as a link, from the context menu's "Attach this PDF" (what Chrome passes), once
+      // the tab's attach is taken off (the same unchanged PDF twice in one turn would be one attach)
+      await panel.click(tid('attach-undo'));
+      await waitFor(async () => (live(k).length === 0 ? true : null), { timeoutMs: 10_000, what: 'the tab attach taken off' });
       const links = await k.context.newPage();
       await links.goto(`${site.origin}/links.html`);
       await k.worker.evaluate(async ([pageUrl, linkUrl]) => {
         const [tab] = await chrome.tabs.query({ url: pageUrl });
         return self.__keepsake.selection.clicked({ menuItemId: 'keepsake-pdf-link', parentMenuItemId: 'keepsake', linkUrl, frameId: 0, pageUrl, editable: false }, tab);
       }, [`${site.origin}/links.html`, url]);
-      await waitFor(async () => (live(k).length === 2 ? true : null), { timeoutMs: 30_000, what: 'the PDF link attached' });
-      check(live(k)[1], 'the PDF link');
+      await waitFor(async () => (live(k).length === 1 ? true : null), { timeoutMs: 30_000, what: 'the PDF link attached' });
+      check(live(k)[0], 'the PDF link');
       await waitFor(async () => (/^Attached “Harbour observations” \(.+, 2 figures\)/.test(await panel.innerText(tid('composer-note'))) ? true : null), {
         timeoutMs: 10_000,
         what: 'the note in the open panel',
