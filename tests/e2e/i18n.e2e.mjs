@@ -44,7 +44,8 @@ function visibleText(page) {
     for (let n = walker.nextNode(); n; n = walker.nextNode()) {
       const el = n.parentElement;
       // translate="no": a file path or a command, not words of the UI
-      if (n.textContent.trim() && el && shown(el) && !el.closest('script,style,[translate="no"]')) out.push({ where: el.dataset.testid || el.className || el.tagName, text: n.textContent.trim() });
+      // the model's code and formulas are its words, not the UI's
+      if (n.textContent.trim() && el && shown(el) && !el.closest('script,style,[translate="no"],pre,.katex')) out.push({ where: el.dataset.testid || el.className || el.tagName, text: n.textContent.trim() });
     }
     for (const el of document.querySelectorAll('[title],[aria-label],[placeholder],img[alt]')) {
       if (!shown(el)) continue;
@@ -82,14 +83,14 @@ const CASES = [
     locale: 'zh_CN',
     lang: 'zh-CN',
     ask: '灯塔的守护者在暴风雨那晚写了什么？',
-    reply: '日志上写着：**一切正常，灯还亮着。**\n\n- 风力：九级\n- 守护者：马罗夫人',
+    reply: '日志上写着：**一切正常，灯还亮着。**\n\n- 风力：九级\n- 守护者：马罗夫人\n\n光传到 $d$ 公里外的船需要 $t = \\frac{d}{c}$ 秒：\n\n```python\ndef 传播时间(d_km):\n    return d_km / 299_792\n```',
     date: /\d{4}年\d{1,2}月\d{1,2}日/,
   },
   {
     locale: 'pt_BR',
     lang: 'pt-BR',
     ask: 'O que o faroleiro escreveu na noite da tempestade?',
-    reply: 'O diário diz: **tudo certo, luz acesa.**\n\n- Vento: forte\n- Faroleira: senhora Marrow',
+    reply: 'O diário diz: **tudo certo, luz acesa.**\n\n- Vento: forte\n- Faroleira: senhora Marrow\n\nA luz leva $t = \\frac{d}{c}$ segundos até um navio a $d$ km:\n\n```python\ndef tempo(d_km):\n    return d_km / 299_792\n```',
     date: /\d{1,2} de [a-zç]+\.? de \d{4}/,
   },
 ];
@@ -112,6 +113,9 @@ for (const c of CASES) {
       await panel.click(tid('send'));
       await waitForBubbles(panel, (b) => b.some((x) => x.role === 'assistant' && !x.streaming && x.index !== null), { timeoutMs: 20_000, what: 'the reply' });
 
+      // the reply's code is highlighted and its formula drawn (both load on demand) before the picture
+      await panel.locator('.msg-assistant .hljs-keyword').first().waitFor({ timeout: 15_000 });
+      await panel.locator('.msg-assistant .katex').first().waitFor({ timeout: 15_000 });
       const seen = [...(await visibleText(panel))];
       await shoot(panel, `sidepanel-${c.locale}.png`);
 

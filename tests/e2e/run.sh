@@ -41,6 +41,11 @@ keyring=""
 command -v dbus-daemon >/dev/null 2>&1 || keyring="${keyring} dbus"
 command -v gnome-keyring-daemon >/dev/null 2>&1 || keyring="${keyring} gnome-keyring"
 command -v secret-tool >/dev/null 2>&1 || keyring="${keyring} libsecret-tools"
+# the README's screenshots include the panel in Chinese (i18n.e2e.mjs): without a CJK font it would
+# draw boxes, so --screenshots brings one (the tests themselves read text, not pixels)
+if [ "${KEEPSAKE_E2E_UPDATE_SCREENSHOTS}" = 1 ] && ! fc-list 2>/dev/null | grep -qi 'CJK'; then
+	missing="${missing} fonts-noto-cjk"
+fi
 uid=$(id -u)
 if [ -n "${missing}${keyring}" ] && [ "${uid}" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 	say "installing${missing}${keyring} (apt-get)"
