@@ -390,7 +390,12 @@ fn check_file(r: &mut Report, env: &Env, label: &str, file: &Path) -> bool {
         return false;
     }
     let target = target.unwrap_or_default();
-    r.add("manifest", Status::Ok, format!("{} ({label}) runs {}", file.display(), target.display()));
+    r.add_extra(
+        "manifest",
+        Status::Ok,
+        format!("{} ({label}) runs {}", file.display(), target.display()),
+        json!({"file": file.display().to_string(), "browser": label, "runs": target.display().to_string()}),
+    );
     if let Some(d) = file.parent() {
         check_folder(r, "manifest", d);
     }

@@ -245,6 +245,11 @@ pub struct InstallOpts {
     pub owns_bin: bool,
     /// Folders an installer script created for the binary (removed by uninstall when empty).
     pub created_dirs: Vec<PathBuf>,
+    /// For package builds (`packaging/deb/build.sh`), with `system`: write every system-wide
+    /// manifest into this staging folder (it stands for `/`), for every browser whether it is
+    /// installed here or not; `bin` is the path on the installed system (checked under this
+    /// folder, named as given); no receipt (the package manager owns the files).
+    pub package_root: Option<PathBuf>,
 }
 
 /// The host binary the manifests point at: `--bin` or this executable, absolute, a regular
@@ -320,7 +325,9 @@ fn install_targets(env: &Env, o: &InstallOpts) -> Result<(Vec<Target>, Vec<PathB
         return Ok((out, profiles));
     }
     if o.system {
-        for l in browsers::system_locations(env).into_iter().filter(|l| l.wanted) {
+        // a package registers with every browser: it cannot know which ones its machine will have
+        let every = o.package_root.is_some();
+        for l in browsers::system_locations(env).into_iter().filter(|l| l.wanted || every) {
             add(l.browser, l.manifest(), true);
         }
     } else if o.user_data_dirs.is_empty() {
@@ -338,19 +345,50 @@ fn install_targets(env: &Env, o: &InstallOpts) -> Result<(Vec<Target>, Vec<PathB
 
 /// `keepsake-host install`, with the real environment.
 pub fn install(db: &Path, o: &InstallOpts) -> Result<i32, CliError> {
-    let env = Env::from_process().map_err(|e| CliError(e, 1))?;
+    let mut env = Env::from_process().map_err(|e| CliError(e, 1))?;
+    if let Some(root) = &o.package_root {
+        env.system_root = absolute(root);
+    }
     install_in(&env, db, o)
+}
+
+/// `install --package-root`: the binary `bin` (an absolute path on the installed system) must be
+/// an executable file under the staging folder; the manifests name it as given.
+fn package_bin(env: &Env, o: &InstallOpts) -> Result<String, InstallError> {
+    if !o.system || env.platform == Platform::Windows || !o.user_data_dirs.is_empty() || o.owns_bin {
+        return Err(InstallError::Usage(
+            "--package-root goes with --system and --bin only (Linux and macOS packages)".into(),
+        ));
+    }
+    let bin = o.bin.as_deref().filter(|b| b.is_absolute()).ok_or_else(|| {
+        InstallError::Usage(
+            "--package-root needs --bin with the absolute path on the installed system".into(),
+        )
+    })?;
+    let staged = env.sys(&bin.to_string_lossy());
+    let meta = fs::metadata(&staged)
+        .map_err(|e| InstallError::Invalid(format!("host binary {}: {e}", staged.display())))?;
+    if !meta.is_file() || mode_of(&staged).is_some_and(|m| m & 0o111 == 0) {
+        return Err(InstallError::Invalid(format!(
+            "host binary {} is not an executable file",
+            staged.display()
+        )));
+    }
+    bin.to_str().map(str::to_owned).ok_or_else(|| {
+        InstallError::Invalid(format!("host binary path {} is not valid UTF-8", bin.display()))
+    })
 }
 
 /// `keepsake-host install` against `env`; the receipt goes beside `db`.
 pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError> {
-    let bin = resolve_bin(o.bin.as_deref(), env.platform)?;
+    let package = o.package_root.is_some();
+    let bin = if package { package_bin(env, o)? } else { resolve_bin(o.bin.as_deref(), env.platform)? };
     let ids = extension_ids(&o.extension_ids)?;
     let bytes = browsers::manifest_bytes(&bin, &ids);
     let (targets, profiles) = install_targets(env, o)?;
     // `--user-data-dir` alone is a targeted registration: no sandbox survey.
     let profiles_only = !o.system && !o.user_data_dirs.is_empty();
-    let mut warnings = if profiles_only { Vec::new() } else { browsers::sandbox_warnings(env) };
+    let mut warnings = if profiles_only || package { Vec::new() } else { browsers::sandbox_warnings(env) };
     if env.platform == Platform::Windows && !o.user_data_dirs.is_empty() {
         warnings.push("--user-data-dir is ignored on Windows: Chromium there reads only the registry".into());
     }
@@ -422,11 +460,16 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     }
 
     // The receipt: merge with the previous one so repeated installs accumulate, never forget.
+    // A package build has none (the package manager owns what it wrote).
     let rpath = receipt_path(db);
-    let old = load_receipt(db).unwrap_or_else(|e| {
-        warnings.push(format!("{e}; starting a new receipt"));
+    let old = if package {
         None
-    });
+    } else {
+        load_receipt(db).unwrap_or_else(|e| {
+            warnings.push(format!("{e}; starting a new receipt"));
+            None
+        })
+    };
     let mut receipt = old.clone().unwrap_or_default();
     receipt.host = HOST_NAME.to_owned();
     for d in o.created_dirs.iter().map(|d| absolute(d)) {
@@ -447,8 +490,8 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     if o.owns_bin {
         receipt.binary = Some(PathBuf::from(&bin));
     }
-    let mut receipt_status = "unchanged";
-    if !o.dry_run && !receipt.is_empty() && (old.as_ref() != Some(&receipt) || !rpath.exists()) {
+    let mut receipt_status = if package { "none" } else { "unchanged" };
+    if !o.dry_run && !package && !receipt.is_empty() && (old.as_ref() != Some(&receipt) || !rpath.exists()) {
         let dir = rpath.parent().unwrap_or(Path::new("."));
         let mut data_created = Vec::new();
         let res =

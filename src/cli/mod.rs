@@ -4,6 +4,7 @@
 
 pub mod browsers;
 pub mod doctor;
+pub mod generate;
 pub mod install;
 pub mod proof;
 
@@ -126,7 +127,19 @@ pub enum Command {
         /// For installer scripts: a folder the script created (uninstall removes it when empty)
         #[arg(long = "created-dir", value_name = "DIR", hide = true)]
         created_dirs: Vec<PathBuf>,
+        /// For package builds, with --system: write every system-wide manifest under DIR (the
+        /// package's staging folder), for every browser; --bin is the installed path; no receipt
+        #[arg(long = "package-root", value_name = "DIR", hide = true, requires = "system")]
+        package_root: Option<PathBuf>,
     },
+    /// Print a shell completion script (bash, zsh or fish) on stdout
+    Completions {
+        #[arg(value_enum)]
+        shell: generate::Shell,
+    },
+    /// For packagers: write the man pages (keepsake-host.1 and one per subcommand) into DIR
+    #[command(hide = true)]
+    Man { dir: PathBuf },
     /// Remove every manifest (and registry key) install wrote; keeps your data unless --purge-data
     Uninstall {
         /// Also remove system-wide manifests
@@ -419,6 +432,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             json,
             owns_bin,
             created_dirs,
+            package_root,
         } => install::install(
             &db,
             &install::InstallOpts {
@@ -430,8 +444,11 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 json,
                 owns_bin,
                 created_dirs,
+                package_root,
             },
         ),
+        Command::Completions { shell } => generate::run_completions(shell),
+        Command::Man { dir } => generate::run_man(&dir),
         Command::Uninstall { system, user_data_dirs, purge_data, json } => {
             install::uninstall(&db, &install::UninstallOpts { system, user_data_dirs, purge_data, json })
         }
