@@ -7,8 +7,11 @@
 #      LLM streaming against a local mock server, chat turns, site caches)
 #   5. end to end: the real unpacked extension in Debian's headless Chromium (playwright-core) with
 #      the real host registered by `keepsake-host install --user-data-dir`
+#   5b. the Debian package, as root: built from the debug binary, `dpkg -i`, doctor, Chromium
+#      through the system-wide manifest, `dpkg --purge` leaves no file behind (tests/deb/run.sh)
 #   6. fuzzing, 60 s per target, when a nightly toolchain and cargo-fuzz are installed (T07)
-# Exits non-zero on the first failing tier. KEEPSAKE_SKIP_E2E=1 skips tier 5 (local iteration only).
+# Exits non-zero on the first failing tier. KEEPSAKE_SKIP_E2E=1 skips tier 5 and KEEPSAKE_SKIP_DEB=1
+# tier 5b (local iteration only).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -37,6 +40,8 @@ command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
 command -v secret-tool >/dev/null 2>&1 || missing+=(libsecret-tools)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# dpkg-dev (dpkg-shlibdeps: the package's Depends line, packaging/deb/build.sh)
+command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
 	step "installing Debian packages: ${missing[*]}"
 	sudo_cmd=()
@@ -63,8 +68,8 @@ cargo clippy --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --locked --no-fail-fast
 
-step "shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh"
-shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh
+step "shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh packaging/deb/build.sh tests/deb/run.sh"
+shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh packaging/deb/build.sh tests/deb/run.sh
 
 step "npm ci in vendor/ (the pinned libraries extension/vendor/ copies; extension/vendor.test.js compares them)"
 (cd vendor && npm ci --omit=optional --no-audit --no-fund --loglevel=error)
@@ -77,6 +82,15 @@ if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
 else
 	step "end to end in headless Chromium"
 	tests/e2e/run.sh
+fi
+
+# The .deb installed into this machine and purged again (needs root and dpkg; the script says so
+# and skips otherwise). ~30 s: packs the debug binary already built (zstd), no release build.
+if [ "${KEEPSAKE_SKIP_DEB:-0}" = 1 ]; then
+	step "Debian package skipped (KEEPSAKE_SKIP_DEB=1)"
+else
+	step "Debian package: build, dpkg -i, doctor, Chromium end to end, dpkg --purge (tests/deb/run.sh)"
+	tests/deb/run.sh
 fi
 
 # T07 (reliability.md): 60 s per fuzz target when a nightly toolchain and cargo-fuzz exist (the

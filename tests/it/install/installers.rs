@@ -1,7 +1,7 @@
 //! T25 (reliability.md §10): the installers.
 //!
-//! - Lint: `shellcheck --enable=all` on `install.sh` and `tests/e2e/run.sh`, `shfmt -d` on the
-//!   same files, and PSScriptAnalyzer on `install.ps1` where `pwsh` and the module exist (a note
+//! - Lint: `shellcheck --enable=all` on `install.sh`, `tests/e2e/run.sh`, `packaging/deb/build.sh`
+//!   and `tests/deb/run.sh`, `shfmt -d` on the same files, and PSScriptAnalyzer on `install.ps1` where `pwsh` and the module exist (a note
 //!   otherwise). A missing shellcheck or shfmt is a failure, not a skip: `test.sh` installs both.
 //! - `install.sh --no-build` twice into a throwaway machine (`HOME`, `XDG_CONFIG_HOME`,
 //!   `KEEPSAKE_SYSTEM_ROOT` and the data folder all in a temp dir, as
@@ -63,7 +63,8 @@ struct Lint {
     problems: Vec<String>,
 }
 
-const SHELL_SCRIPTS: [&str; 2] = ["install.sh", "tests/e2e/run.sh"];
+const SHELL_SCRIPTS: [&str; 4] =
+    ["install.sh", "tests/e2e/run.sh", "packaging/deb/build.sh", "tests/deb/run.sh"];
 
 fn lint() -> Lint {
     let mut l = Lint { findings: 0, missing: Vec::new(), lines: Vec::new(), problems: Vec::new() };

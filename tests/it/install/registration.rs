@@ -673,6 +673,79 @@ fn system_install_writes_system_folders_and_asks_for_sudo_without_permission() {
     assert_eq!(after, before);
 }
 
+/// `install --system --package-root` (what packaging/deb/build.sh runs): every system-wide folder
+/// under the staging root whether its browser is installed or not, each manifest naming the
+/// installed path given by `--bin` (which exists only under the staging root), no receipt and
+/// nothing outside the staging root; the same bytes a later `install --system` on the installed
+/// machine would write, so it finds them unchanged.
+#[test]
+fn package_root_writes_every_system_folder_for_the_installed_path() {
+    let m = Machine::new();
+    let stage = m.path().join("stage");
+    std::fs::create_dir_all(stage.join("usr/bin")).unwrap();
+    std::fs::copy(BIN, stage.join("usr/bin/keepsake-host")).unwrap();
+    let before = m.listing();
+    let o = m.run(&[
+        "install",
+        "--system",
+        "--package-root",
+        stage.to_str().unwrap(),
+        "--bin",
+        "/usr/bin/keepsake-host",
+        "--json",
+    ]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let r = o.json();
+    assert_eq!(r["binary"], json!("/usr/bin/keepsake-host"));
+    assert_eq!(r["receipt"]["status"], json!("none"));
+    let sys = |p: &str| stage.join(p).join(MANIFEST);
+    let mut expected = vec![
+        sys("etc/opt/chrome/native-messaging-hosts"),
+        sys("etc/chromium/native-messaging-hosts"),
+        sys("etc/opt/edge/native-messaging-hosts"),
+        sys("etc/opt/vivaldi/native-messaging-hosts"),
+    ];
+    expected.sort();
+    assert_eq!(manifests_under(m.path()), expected, "every folder, though no browser is installed");
+    for f in &expected {
+        let v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
+        assert_eq!(v["path"], json!("/usr/bin/keepsake-host"));
+        assert_eq!(v["allowed_origins"], json!([format!("chrome-extension://{ID}/")]));
+        assert_eq!(mode(f), 0o644);
+        assert_eq!(mode(f.parent().unwrap()), 0o755);
+    }
+    // only the staging root changed: no receipt, no data folder, nothing under the system root
+    let changed: Vec<String> = m.listing().into_iter().filter(|l| !before.contains(l)).collect();
+    assert!(changed.iter().all(|l| l.starts_with("stage/")), "{changed:#?}");
+    assert!(!m.db().parent().unwrap().exists());
+
+    // the installed machine (the staging root as its system root, the binary where --bin said):
+    // `install --system` writes the same bytes, so it finds the packaged files unchanged
+    let manifest = std::fs::read_to_string(&expected[0]).unwrap();
+    let installed =
+        manifest.replace("/usr/bin/keepsake-host", stage.join("usr/bin/keepsake-host").to_str().unwrap());
+    for f in &expected {
+        std::fs::write(f, &installed).unwrap();
+    }
+    let mut c = m.command(BIN);
+    c.env("KEEPSAKE_SYSTEM_ROOT", &stage)
+        .args(["install", "--system", "--dry-run", "--json", "--bin"])
+        .arg(stage.join("usr/bin/keepsake-host"));
+    let o = output(&mut c);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let statuses: Vec<Value> =
+        o.json()["manifests"].as_array().unwrap().iter().map(|x| x["status"].clone()).collect();
+    assert_eq!(statuses, [json!("unchanged"), json!("unchanged")], "Chrome's and Chromium's folders");
+
+    // misuse: without --system, without --bin, or a --bin missing under the staging root
+    let root = stage.to_str().unwrap();
+    assert_eq!(m.run(&["install", "--package-root", root, "--bin", "/usr/bin/keepsake-host"]).code, 2);
+    assert_eq!(m.run(&["install", "--system", "--package-root", root]).code, 2);
+    let o = m.run(&["install", "--system", "--package-root", root, "--bin", "/usr/bin/nothing"]);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("usr/bin/nothing"), "{}", o.stderr);
+}
+
 // ---------------------------------------------------------------------------------------------
 // install.sh
 
