@@ -186,6 +186,12 @@ test('Firefox: registered by install, a streamed reply stored in SQLite, a 1.25 
     const hello = await hostCall(panel, 'host.hello');
     assert.equal(hello.dbError, null);
     assert.equal(hello.dbPath, h.dbPath, 'the host Firefox started uses the test database');
+    // lib/platform.js takes Firefox's side: the sidebar API, no offscreen documents (PDF attach says so)
+    const platform = await panel.evaluate(async () => {
+      const m = await import('/lib/platform.js');
+      return { family: m.browserFamily(), sidebarOpen: typeof browser.sidebarAction?.open, sidePanel: typeof chrome.sidePanel, pdf: m.pdfReading(), session: !!chrome.storage.session };
+    });
+    assert.deepEqual(platform, { family: 'firefox', sidebarOpen: 'function', sidePanel: 'undefined', pdf: { how: null, reasonKey: 'attachPdfNotInFirefox' }, session: true });
     await hostCall(panel, 'settings.set', { map: PROVIDER(mock) });
 
     // a message typed and sent in the panel; the reply streams in (several deltas), then is stored
