@@ -5,7 +5,9 @@
 .DESCRIPTION
   Builds keepsake-host.exe (cargo build --release --locked), copies it to
   %LOCALAPPDATA%\Keepsake\bin\ and runs `keepsake-host.exe install`, which writes the host manifest
-  (UTF-8, no BOM) and the HKCU registry keys for Chrome, Chromium, Edge, Brave and Vivaldi.
+  (UTF-8, no BOM) and the HKCU registry keys for Chrome, Chromium, Edge, Brave and Vivaldi, and the
+  Mozilla manifest (allowed_extensions: keepsake@keepsake.dev) with its HKCU\Software\Mozilla key for
+  Firefox, LibreWolf and Waterfox.
   All registration logic is in keepsake-host.exe; this script only builds, copies and calls it.
   Running it twice changes nothing. This file is ASCII on purpose (PowerShell 5.1 reads BOM-less
   files in the ANSI code page).

@@ -116,6 +116,8 @@ Next steps: load the extension
   2. Turn on Developer mode
   3. Load unpacked -> ${repo}/extension
   The extension ID will be ${EXTENSION_ID} (fixed by the key in extension/manifest.json).
+  Firefox: node scripts/firefox.mjs, then about:debugging -> Load Temporary Add-on ->
+  ${repo}/dist/firefox/manifest.json (README "Firefox").
   Check the setup any time with: ${khost} doctor
   Remove it again with: ./install.sh --uninstall   (keeps your chat data)
 MSG

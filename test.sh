@@ -24,13 +24,14 @@ if ! command -v cargo >/dev/null 2>&1; then
 	exit 1
 fi
 
-# Debian packages the tests need: chromium (end to end), shellcheck (installer lint), sqlite3, and a
+# Debian packages the tests need: chromium and firefox-esr (end to end), shellcheck (installer lint), sqlite3, and a
 # real Secret Service for the API-key tests (tests/it/settings/secrets.rs, tests/e2e/secrets.e2e.mjs
 # start a D-Bus session bus and GNOME Keyring of their own; secret-tool looks at what it holds)
 # fuse3 (T20's power-cut filesystem: fusermount3 mounts it where mount(2) is not allowed)
 # openssl (a test certificate for pages served under youtube.com names: tests/e2e/reading.e2e.mjs)
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 command -v shfmt >/dev/null 2>&1 || missing+=(shfmt)
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
@@ -80,7 +81,7 @@ node --test extension/
 if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
 	step "end to end skipped (KEEPSAKE_SKIP_E2E=1)"
 else
-	step "end to end in headless Chromium"
+	step "end to end in headless Chromium (and firefox/firefox.e2e.mjs in firefox-esr)"
 	tests/e2e/run.sh
 fi
 

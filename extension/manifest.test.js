@@ -86,3 +86,43 @@ test('every module of the extension parses (pages load modules node --test never
   const bad = files.map((f) => [f, spawnSync(process.execPath, ['--check', f], { encoding: 'utf8' })]).filter(([, r]) => r.status !== 0).map(([f, r]) => `${f}: ${r.stderr.split('\n').find((l) => /Error/.test(l))}`);
   assert.deepEqual(bad, []);
 });
+
+// The Firefox build (scripts/firefox.mjs, README "Firefox"): the same files, its own manifest.
+test('the Firefox build: sidebar, background page, gecko ID, no Chromium-only keys, every file it names', async () => {
+  const { build, GECKO_ID } = await import('../scripts/firefox.mjs');
+  const { mkdtempSync, rmSync, existsSync, readdirSync, statSync } = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const out = mkdtempSync(path.join(os.tmpdir(), 'keepsake-firefox-'));
+  try {
+    build(out);
+    const ff = JSON.parse(readFileSync(path.join(out, 'manifest.json'), 'utf8'));
+    assert.equal(GECKO_ID, 'keepsake@keepsake.dev');
+    assert.equal(ff.browser_specific_settings.gecko.id, 'keepsake@keepsake.dev');
+    assert.match(ff.browser_specific_settings.gecko.strict_min_version, /^\d+\.0$/);
+    assert.equal(ff.key, undefined);
+    assert.equal(ff.side_panel, undefined);
+    assert.equal(ff.minimum_chrome_version, undefined);
+    assert.deepEqual(ff.background, { scripts: [manifest.background.service_worker], type: 'module' });
+    assert.equal(ff.sidebar_action.default_panel, manifest.side_panel.default_path);
+    assert.deepEqual(ff.permissions, manifest.permissions.filter((p) => p !== 'sidePanel' && p !== 'offscreen'));
+    assert.ok(ff.permissions.includes('nativeMessaging'));
+    assert.deepEqual(ff.content_security_policy, manifest.content_security_policy, 'the same policy in both');
+    for (const f of [...ff.background.scripts, ff.sidebar_action.default_panel, ff.options_ui.page, 'lib/platform.js', 'lib/native-port.js']) {
+      assert.ok(existsSync(path.join(out, f)), `${f} is in the build`);
+    }
+    const files = [];
+    const walk = (d) => {
+      for (const f of readdirSync(d)) {
+        const p = path.join(d, f);
+        if (statSync(p).isDirectory()) walk(p);
+        else files.push(path.relative(out, p));
+      }
+    };
+    walk(out);
+    assert.deepEqual(files.filter((f) => f.endsWith('.test.js') || f.includes('test-support')), [], 'no tests shipped');
+    assert.ok(files.includes(path.join('_locales', 'zh_CN', 'messages.json')));
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});

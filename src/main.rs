@@ -4,22 +4,24 @@
 //! A browser launch is checked first (reliability.md §8 "wrong caller", PROTOCOL.md "Caller
 //! check"): a Chromium caller must be `chrome-extension://<id>/` with `<id>` our built-in ID or an
 //! ID listed in a manifest `keepsake-host install` registered (the receipt's manifests, and the
-//! system-wide folders). Any other caller is answered `forbidden_origin` on every request and the
-//! database is never opened.
+//! system-wide folders); a Firefox caller's add-on ID (argv[2]) must be `keepsake@keepsake.dev` or
+//! an ID in the `allowed_extensions` of such a manifest. Any other caller is answered
+//! `forbidden_origin` on every request and the database is never opened.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use keepsake_host::cli::browsers::{self, Env};
+use keepsake_host::cli::browsers::{self, Env, Family};
 use keepsake_host::cli::{self, install, Cli, Command};
 use keepsake_host::protocol::origin::{self, Launch};
 use keepsake_host::server::{refuse, serve, Outbox};
 use keepsake_host::util::{logging, paths, stdio};
 
-/// The manifests whose `allowed_origins` extend the allowed caller IDs: those `install` recorded
-/// in the receipt beside the database, and the system-wide registrations (root-owned).
+/// The manifests whose `allowed_origins` / `allowed_extensions` extend the allowed caller IDs:
+/// those `install` recorded in the receipt beside the database, and the system-wide
+/// registrations (root-owned).
 fn registered_manifests(db: &Path) -> Vec<PathBuf> {
     let mut files = match install::load_receipt(db) {
         Ok(Some(r)) => r.manifests,
@@ -31,8 +33,10 @@ fn registered_manifests(db: &Path) -> Vec<PathBuf> {
     };
     if let Ok(env) = Env::from_process() {
         files.extend(browsers::system_locations(&env).iter().map(|l| l.manifest()));
-        files.extend(browsers::windows_manifest(&env, false));
-        files.extend(browsers::windows_manifest(&env, true));
+        for family in [Family::Chromium, Family::Mozilla] {
+            files.extend(browsers::windows_manifest(&env, false, family));
+            files.extend(browsers::windows_manifest(&env, true, family));
+        }
     }
     files
 }
@@ -44,9 +48,13 @@ fn run_server(db_arg: Option<&Path>, launch: &Launch) -> ExitCode {
     let refusal = match launch {
         Launch::Chrome { .. } => {
             let allowed = browsers::allowed_caller_ids(&registered_manifests(&db));
-            origin::refusal(launch, &allowed)
+            origin::refusal(launch, &allowed, &[])
         }
-        _ => origin::refusal(launch, &[]),
+        Launch::Firefox { .. } => {
+            let allowed = browsers::allowed_addon_ids(&registered_manifests(&db));
+            origin::refusal(launch, &[], &allowed)
+        }
+        Launch::Cli => None,
     };
     let out = match stdio::take_frame_stdout() {
         Ok(o) => o,

@@ -11,6 +11,7 @@ import { t, formatNumber } from '../lib/i18n.js';
 import { redactUrl } from '../lib/entries.js';
 import { pickTurnImages, turnCaps } from '../lib/caps.js';
 import { codeError } from './errors.js';
+import { pdfReading } from '../lib/platform.js';
 
 const OFFSCREEN_URL = 'offscreen/pdf.html';
 /** Figures asked for when the host's caps are not known yet (its default count cap). */
@@ -40,7 +41,8 @@ export function createPdfReader({ chrome = globalThis.chrome } = {}) {
   let busy = Promise.resolve();
 
   async function readOnce(url, maxFigures) {
-    if (!chrome.offscreen?.createDocument) throw codeError('pdf_unreadable', t('attachNoOffscreen'));
+    const how = pdfReading(chrome);
+    if (!how.how) throw codeError('pdf_unreadable', how.reasonKey === 'attachPdfNotInFirefox' ? t('attachPdfNotInFirefox') : t('attachNoOffscreen'));
     if (await chrome.offscreen.hasDocument?.()) await chrome.offscreen.closeDocument().catch(() => {});
     await chrome.offscreen.createDocument({
       url: OFFSCREEN_URL,

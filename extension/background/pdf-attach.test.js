@@ -113,6 +113,15 @@ test('the reader opens the offscreen document for one read and closes it, also w
   await assert.rejects(createPdfReader({ chrome: {} }).read('https://a.example/p.pdf'), { code: 'pdf_unreadable' });
 });
 
+test('in Firefox (no offscreen documents) a PDF attach says it is not available there yet', async () => {
+  const firefox = { runtime: { getURL: (p) => `moz-extension://u/${p}`, sendMessage: async () => assert.fail('nothing is asked') } };
+  await assert.rejects(createPdfReader({ chrome: firefox }).read('https://a.example/p.pdf'), (e) => {
+    assert.equal(e.code, 'pdf_unreadable');
+    assert.match(e.message, /not available in Firefox/);
+    return true;
+  });
+});
+
 test('the reader errors are worded here, in the UI language (the offscreen document has no chrome.i18n)', async () => {
   const bad = fakeOffscreen({ reply: { ok: false, error: { code: 'too_large', message: 'too_large_declared: 120, 96', reason: 'too_large_declared', values: [120, 96] } } });
   await assert.rejects(createPdfReader({ chrome: bad.chrome }).read('https://a.example/p.pdf'), {

@@ -16,6 +16,7 @@
 
 import { redactUrl } from '../lib/entries.js';
 import { t, uiLocale } from '../lib/i18n.js';
+import { openPanel as openPlatformPanel, sessionArea } from '../lib/platform.js';
 
 /** The context menu's items (ids are `keepsake-<id>`), in menu order; titles in the UI language. */
 export const ASK_ACTIONS = Object.freeze([
@@ -100,21 +101,13 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
 
   /** Open the side panel for the tab's window; must be called before any await of a gesture. */
   function openPanel(tab) {
-    const target = Number.isInteger(tab?.windowId) ? { windowId: tab.windowId } : Number.isInteger(tab?.id) ? { tabId: tab.id } : null;
-    if (!target || !chrome.sidePanel?.open) return Promise.resolve(false);
-    return chrome.sidePanel.open(target).then(
-      () => true,
-      (e) => {
-        console.warn('keepsake: the side panel did not open', e?.message ?? e);
-        return false;
-      },
-    );
+    return openPlatformPanel(tab, { chrome });
   }
 
   async function setPending(ask) {
     pending = ask;
     try {
-      await (ask ? chrome.storage.session.set({ [PENDING_ASK_KEY]: ask }) : chrome.storage.session.remove(PENDING_ASK_KEY));
+      await (ask ? sessionArea(chrome).set({ [PENDING_ASK_KEY]: ask }) : sessionArea(chrome).remove(PENDING_ASK_KEY));
     } catch (e) {
       console.warn('keepsake: could not keep the pending ask', e);
     }
@@ -186,7 +179,7 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
     let ask = pending;
     if (!ask) {
       try {
-        ask = (await chrome.storage.session.get(PENDING_ASK_KEY))?.[PENDING_ASK_KEY] ?? null;
+        ask = (await sessionArea(chrome).get(PENDING_ASK_KEY))?.[PENDING_ASK_KEY] ?? null;
       } catch {
         ask = null;
       }

@@ -9,6 +9,8 @@
 // a top-level tabs.onUpdated would cold-start the worker on every navigation in the browser.
 // Events missed while the worker sleeps are covered by the liveness check of the next restore.
 
+import { sessionArea } from '../lib/platform.js';
+
 /** Key prefix in chrome.storage.session. */
 export const SITE_KEY_PREFIX = 'site:';
 
@@ -117,7 +119,7 @@ export function createSiteCache({ chrome: c = globalThis.chrome, now = () => Dat
   }
 
   async function restore() {
-    const all = (await c.storage.session.get(null)) ?? {};
+    const all = (await sessionArea(c).get(null)) ?? {};
     const stored = [];
     for (const [key, entry] of Object.entries(all)) {
       const tabId = tabIdOfKey(key);
@@ -131,7 +133,7 @@ export function createSiteCache({ chrome: c = globalThis.chrome, now = () => Dat
       if (stale(tabId, entry, tab)) dead.push(siteKey(tabId));
       else if (!mem.has(tabId)) mem.set(tabId, entry);
     }
-    if (dead.length) await c.storage.session.remove(dead);
+    if (dead.length) await sessionArea(c).remove(dead);
   }
 
   function ensureRestored() {
@@ -164,7 +166,7 @@ export function createSiteCache({ chrome: c = globalThis.chrome, now = () => Dat
     mem.set(tabId, entry);
     goneDuringRestore.delete(tabId);
     listen();
-    await c.storage.session.set({ [siteKey(tabId)]: entry });
+    await sessionArea(c).set({ [siteKey(tabId)]: entry });
   }
 
   /**
@@ -185,7 +187,7 @@ export function createSiteCache({ chrome: c = globalThis.chrome, now = () => Dat
     if (restoring) goneDuringRestore.add(tabId);
     mem.delete(tabId);
     unlistenIfIdle();
-    await c.storage.session.remove(siteKey(tabId));
+    await sessionArea(c).remove(siteKey(tabId));
   }
 
   return {

@@ -16,6 +16,7 @@ import { createSiteCache } from './site-cache.js';
 import { installTurnHandlers } from './turns.js';
 import { createSelectionActions } from './selection.js';
 import { createPdfReader } from './pdf-attach.js';
+import { actionOpensPanel } from '../lib/platform.js';
 
 /** This worker instance; pages use it to tell a restarted worker from the one they talk to. */
 const INSTANCE = crypto.randomUUID();
@@ -140,9 +141,7 @@ chrome.commands?.onCommand.addListener((name, tab) => {
 });
 
 function openPanelOnActionClick() {
-  chrome.sidePanel?.setPanelBehavior?.({ openPanelOnActionClick: true })?.catch?.((e) => {
-    console.warn('keepsake: setPanelBehavior failed', e);
-  });
+  actionOpensPanel({ chrome });
 }
 
 chrome.runtime.onInstalled.addListener(() => {

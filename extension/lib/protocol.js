@@ -156,7 +156,7 @@ export const ClientErrorCode = Object.freeze({
   TIMEOUT: 'timeout',
   /** The port closed without a recognised browser message, or we closed it. */
   DISCONNECTED: 'disconnected',
-  /** `Specified native messaging host not found.` (or Windows' "is not registered"). */
+  /** `Specified native messaging host not found.` (or Windows' "is not registered"; Firefox's "No such native application"). */
   HOST_NOT_FOUND: 'host_not_found',
   /** `Access to the specified native messaging host is forbidden.` */
   HOST_FORBIDDEN: 'host_forbidden',
@@ -288,6 +288,8 @@ export function timeoutFor(op) {
 const DISCONNECT_PATTERNS = [
   [/native messaging host not found/i, ClientErrorCode.HOST_NOT_FOUND],
   [/native messaging host .* is not registered/i, ClientErrorCode.HOST_NOT_FOUND],
+  // Firefox: every manifest problem (missing, malformed, this add-on not in allowed_extensions)
+  [/no such native application/i, ClientErrorCode.HOST_NOT_FOUND],
   [/access to the specified native messaging host is forbidden/i, ClientErrorCode.HOST_FORBIDDEN],
   [/native host has exited/i, ClientErrorCode.HOST_EXITED],
   [/failed to start native messaging host/i, ClientErrorCode.HOST_EXITED],

@@ -172,6 +172,7 @@ const AUDIT = {
   },
   'lib/protocol.js': {
     '/native messaging host not found/i': SAFE("the browser's own error text, a literal"),
+    '/no such native application/i': SAFE("Firefox's own error text, a literal"),
     '/native messaging host .* is not registered/i': SAFE("the browser's own error text (one `.*` between literals: linear per occurrence)"),
     '/access to the specified native messaging host is forbidden/i': SAFE("the browser's own error text, a literal"),
     '/native host has exited/i': SAFE("the browser's own error text, a literal"),

@@ -123,24 +123,14 @@ mkdir -p "${work}/home"
 HOME="${work}/home" XDG_CONFIG_HOME="${work}/home/.config" KEEPSAKE_DB="${work}/home/keepsake.db" \
 	"${host}" install --system --package-root "${stage}" --bin /usr/bin/keepsake-host --json \
 	>"${work}/install.json"
-# Firefox reads /usr/lib/mozilla/native-messaging-hosts (allowed_extensions, not
-# allowed_origins). Written here until `install --system` writes it itself (issue 22's Firefox
-# registration); once it does, its file is used as it is.
-mozilla="${stage}/usr/lib/mozilla/native-messaging-hosts"
-if [ ! -f "${mozilla}/dev.keepsake.host.json" ]; then
-	mkdir -p "${mozilla}"
-	cat >"${mozilla}/dev.keepsake.host.json" <<'EOF'
-{
-  "name": "dev.keepsake.host",
-  "description": "Keepsake storage host",
-  "path": "/usr/bin/keepsake-host",
-  "type": "stdio",
-  "allowed_extensions": [
-    "keepsake@keepsake.dev"
-  ]
-}
-EOF
-fi
+# every folder the package must fill, Firefox's (allowed_extensions) among them: a binary that
+# did not write one is not packed
+for f in etc/chromium etc/opt/chrome usr/lib/mozilla; do
+	if [ ! -f "${stage}/${f}/native-messaging-hosts/dev.keepsake.host.json" ]; then
+		echo "build.sh: install --system --package-root wrote no /${f}/native-messaging-hosts manifest" >&2
+		exit 1
+	fi
+done
 
 # ---- the extension, without its tests and test support
 ext="${stage}/usr/share/keepsake/extension"

@@ -1,5 +1,5 @@
-//! Where Chromium-family browsers look for native messaging host manifests, and the rules a
-//! manifest must follow (platform.md §8–§9). Everything here is computed from an [`Env`], so tests
+//! Where Chromium-family and Mozilla-family (Firefox, LibreWolf, Waterfox) browsers look for
+//! native messaging host manifests, and the rules a manifest must follow (platform.md §8–§9). Everything here is computed from an [`Env`], so tests
 //! can point it at a temporary home; only [`Env::from_process`] reads the real environment.
 
 use std::ffi::OsString;
@@ -16,9 +16,20 @@ pub const DESCRIPTION: &str = "Keepsake storage host";
 /// The extension ID given by the fixed development key in `extension/manifest.json`
 /// (platform.md §10). Extra IDs (a store build) come from `install --extension-id`.
 pub const EXTENSION_ID: &str = "ejaedcjldiggibmnammkkoekohjgefkk";
+/// The Firefox add-on ID (`browser_specific_settings.gecko.id` of the Firefox build; fixed, so a
+/// Mozilla manifest can name it in `allowed_extensions`). Extra IDs come from `install --extension-id`.
+pub const FIREFOX_ADDON_ID: &str = "keepsake@keepsake.dev";
 /// A test hook: prefix for every system-wide path (`/etc/...`, `/usr/bin/...`, `/snap/...`),
 /// so tests can exercise `--system` and the Snap checks without touching the real system.
 pub const SYSTEM_ROOT_VAR: &str = "KEEPSAKE_SYSTEM_ROOT";
+
+/// Which manifest shape a folder takes: Chromium's (`allowed_origins`) or Mozilla's
+/// (`allowed_extensions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Chromium,
+    Mozilla,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Platform {
@@ -112,6 +123,7 @@ impl Env {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserLocation {
     pub browser: &'static str,
+    pub family: Family,
     /// The browser's config folder; the browser counts as installed when it exists.
     pub config_dir: PathBuf,
     /// `<user-data-dir>/NativeMessagingHosts`.
@@ -126,10 +138,14 @@ impl UserLocation {
         self.config_dir.is_dir()
     }
     /// The browser has really run with this profile folder (`Local State` is written on first
-    /// start). `doctor` complains about a missing manifest only then: Chromium's crash reporter
-    /// creates `~/.config/chromium/Crash Reports` even for runs with another `--user-data-dir`.
+    /// start; Firefox writes `profiles.ini`). `doctor` complains about a missing manifest only
+    /// then: Chromium's crash reporter creates `~/.config/chromium/Crash Reports` even for runs
+    /// with another `--user-data-dir`.
     pub fn in_use(&self) -> bool {
-        self.config_dir.join("Local State").is_file()
+        match self.family {
+            Family::Chromium => self.config_dir.join("Local State").is_file(),
+            Family::Mozilla => self.config_dir.join("profiles.ini").is_file(),
+        }
     }
     pub fn manifest(&self) -> PathBuf {
         self.hosts_dir.join(MANIFEST_FILE)
@@ -140,6 +156,7 @@ impl UserLocation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemLocation {
     pub browser: &'static str,
+    pub family: Family,
     pub hosts_dir: PathBuf,
     /// `install --system` writes it: always for Chrome's and Chromium's folders, for the others
     /// only when the browser appears installed.
@@ -149,6 +166,12 @@ pub struct SystemLocation {
 impl SystemLocation {
     pub fn manifest(&self) -> PathBuf {
         self.hosts_dir.join(MANIFEST_FILE)
+    }
+
+    /// `/usr/lib64/mozilla/…`: read by Firefox builds of distributions with a `/usr/lib64`
+    /// (Fedora, openSUSE), never by Debian's, so a Debian package does not ship it.
+    pub fn multilib_only(&self) -> bool {
+        self.hosts_dir.ends_with(LINUX_MOZILLA64_SYS.trim_start_matches('/'))
     }
 }
 
@@ -160,6 +183,11 @@ const MAC_CHROME_SYS: &str = "/Library/Google/Chrome/NativeMessagingHosts";
 const MAC_CHROMIUM_SYS: &str = "/Library/Application Support/Chromium/NativeMessagingHosts";
 const MAC_EDGE_SYS: &str = "/Library/Microsoft/Edge/NativeMessagingHosts";
 const MAC_VIVALDI_SYS: &str = "/Library/Application Support/Vivaldi/NativeMessagingHosts";
+/// Firefox's system folders (Mozilla's "Native manifests" page): which of the two a Linux build
+/// reads is fixed when it is built (`/usr/lib64` on Fedora and openSUSE), so both are written.
+const LINUX_MOZILLA_SYS: &str = "/usr/lib/mozilla/native-messaging-hosts";
+const LINUX_MOZILLA64_SYS: &str = "/usr/lib64/mozilla/native-messaging-hosts";
+const MAC_MOZILLA_SYS: &str = "/Library/Application Support/Mozilla/NativeMessagingHosts";
 
 /// Every per-user folder we know (detected or not), platform.md §9. Opera has no folder of its
 /// own: it reads Google Chrome's, so an installed Opera (`~/.config/opera`) registers there.
@@ -202,27 +230,70 @@ pub fn user_locations(env: &Env) -> Vec<UserLocation> {
         // Windows registers through the registry (see `registry_keys`).
         Platform::Windows => vec![],
     };
-    table
+    let mut out: Vec<UserLocation> = table
         .into_iter()
         .map(|(browser, config, data, sys)| UserLocation {
             browser,
+            family: Family::Chromium,
             config_dir: base.join(config),
             hosts_dir: base.join(data).join("NativeMessagingHosts"),
             system_dirs: sys.into_iter().map(|s| env.sys(s)).collect(),
         })
-        .collect()
+        .collect();
+    out.extend(mozilla_user_locations(env));
+    out
+}
+
+/// The Mozilla-family per-user folders (Mozilla's "Native manifests" page): Firefox and Firefox
+/// ESR share `~/.mozilla` (installed when `~/.mozilla/firefox` exists), LibreWolf and Waterfox
+/// keep their own folder beside it; on macOS `~/Library/Application Support/Mozilla`.
+fn mozilla_user_locations(env: &Env) -> Vec<UserLocation> {
+    let h = &env.home;
+    let loc = |browser, config_dir: PathBuf, hosts_dir: PathBuf, sys: &[&str]| UserLocation {
+        browser,
+        family: Family::Mozilla,
+        config_dir,
+        hosts_dir,
+        system_dirs: sys.iter().map(|s| env.sys(s)).collect(),
+    };
+    match env.platform {
+        Platform::Linux => vec![
+            loc(
+                "Firefox, Firefox ESR",
+                h.join(".mozilla/firefox"),
+                h.join(".mozilla/native-messaging-hosts"),
+                &[LINUX_MOZILLA_SYS, LINUX_MOZILLA64_SYS],
+            ),
+            loc("LibreWolf", h.join(".librewolf"), h.join(".librewolf/native-messaging-hosts"), &[]),
+            loc("Waterfox", h.join(".waterfox"), h.join(".waterfox/native-messaging-hosts"), &[]),
+        ],
+        Platform::Macos => {
+            let base = env.user_base();
+            vec![loc(
+                "Firefox",
+                base.join("Firefox"),
+                base.join("Mozilla/NativeMessagingHosts"),
+                &[MAC_MOZILLA_SYS],
+            )]
+        }
+        // Windows registers through the registry (see `registry_keys`).
+        Platform::Windows => vec![],
+    }
 }
 
 /// Every system-wide folder we know. Chrome's folder (which Chrome, Brave, Opera and Vivaldi all
-/// read) and Chromium's are always wanted by `install --system`; Edge's and Vivaldi's own folders
-/// only when the browser appears installed (a binary in `/usr/bin` or a folder in `/opt`, or the
-/// app bundle on macOS).
+/// read), Chromium's and Firefox's `/usr/lib/mozilla` are always wanted by `install --system`;
+/// `/usr/lib64/mozilla` when `/usr/lib64` exists; Edge's and Vivaldi's own folders only when the
+/// browser appears installed (a binary in `/usr/bin` or a folder in `/opt`, or the app bundle on
+/// macOS).
 pub fn system_locations(env: &Env) -> Vec<SystemLocation> {
     let any = |ps: &[&str]| ps.iter().any(|p| env.sys(p).exists());
     let table: Vec<(&'static str, &str, bool)> = match env.platform {
         Platform::Linux => vec![
             ("Google Chrome, Brave, Opera, Vivaldi", LINUX_CHROME_SYS, true),
             ("Chromium", LINUX_CHROMIUM_SYS, true),
+            ("Firefox", LINUX_MOZILLA_SYS, true),
+            ("Firefox (lib64)", LINUX_MOZILLA64_SYS, any(&["/usr/lib64"])),
             (
                 "Microsoft Edge",
                 LINUX_EDGE_SYS,
@@ -253,33 +324,49 @@ pub fn system_locations(env: &Env) -> Vec<SystemLocation> {
             ("Chromium", MAC_CHROMIUM_SYS, true),
             ("Microsoft Edge", MAC_EDGE_SYS, any(&["/Applications/Microsoft Edge.app"])),
             ("Vivaldi", MAC_VIVALDI_SYS, any(&["/Applications/Vivaldi.app"])),
+            ("Firefox", MAC_MOZILLA_SYS, true),
         ],
         Platform::Windows => vec![],
     };
     table
         .into_iter()
-        .map(|(browser, dir, wanted)| SystemLocation { browser, hosts_dir: env.sys(dir), wanted })
+        .map(|(browser, dir, wanted)| SystemLocation {
+            browser,
+            family: if [LINUX_MOZILLA_SYS, LINUX_MOZILLA64_SYS, MAC_MOZILLA_SYS].contains(&dir) {
+                Family::Mozilla
+            } else {
+                Family::Chromium
+            },
+            hosts_dir: env.sys(dir),
+            wanted,
+        })
         .collect()
 }
 
-/// Windows registry keys (without the hive) that point at our manifest, platform.md §9.
-pub fn registry_keys() -> Vec<(&'static str, String)> {
+/// Windows registry keys (without the hive) that point at our manifest, platform.md §9, with the
+/// manifest shape each reads (Firefox, LibreWolf and Waterfox all read Mozilla's key).
+pub fn registry_keys() -> Vec<(&'static str, String, Family)> {
     [
-        ("Google Chrome, Opera", r"Software\Google\Chrome"),
-        ("Chromium", r"Software\Chromium"),
-        ("Microsoft Edge", r"Software\Microsoft\Edge"),
-        ("Brave", r"Software\BraveSoftware\Brave-Browser"),
-        ("Vivaldi", r"Software\Vivaldi"),
+        ("Google Chrome, Opera", r"Software\Google\Chrome", Family::Chromium),
+        ("Chromium", r"Software\Chromium", Family::Chromium),
+        ("Microsoft Edge", r"Software\Microsoft\Edge", Family::Chromium),
+        ("Brave", r"Software\BraveSoftware\Brave-Browser", Family::Chromium),
+        ("Vivaldi", r"Software\Vivaldi", Family::Chromium),
+        ("Firefox", r"Software\Mozilla", Family::Mozilla),
     ]
     .into_iter()
-    .map(|(b, k)| (b, format!(r"{k}\NativeMessagingHosts\{HOST_NAME}")))
+    .map(|(b, k, f)| (b, format!(r"{k}\NativeMessagingHosts\{HOST_NAME}"), f))
     .collect()
 }
 
-/// The manifest file on Windows (the registry points at it).
-pub fn windows_manifest(env: &Env, system: bool) -> Option<PathBuf> {
+/// The manifest file on Windows (the registry points at it): `Keepsake\dev.keepsake.host.json`
+/// for Chromium, `Keepsake\mozilla\dev.keepsake.host.json` for Firefox.
+pub fn windows_manifest(env: &Env, system: bool, family: Family) -> Option<PathBuf> {
     let base = if system { env.program_data.as_ref() } else { env.local_app_data.as_ref() };
-    base.map(|b| b.join("Keepsake").join(MANIFEST_FILE))
+    base.map(|b| match family {
+        Family::Chromium => b.join("Keepsake").join(MANIFEST_FILE),
+        Family::Mozilla => b.join("Keepsake").join("mozilla").join(MANIFEST_FILE),
+    })
 }
 
 /// Sandboxed browsers we cannot serve, with the reason (platform.md §9). Nothing is written
@@ -336,23 +423,65 @@ fn origin_id(o: &str) -> Option<&str> {
         .filter(|id| valid_extension_id(id))
 }
 
+/// A Firefox add-on ID as Firefox and addons.mozilla.org accept it: email-like
+/// (`name@domain`, letters, digits, `.`, `_`, `-`; the name may be empty) or a GUID in braces, at
+/// most 80 bytes (the pattern Firefox's manifest schema checks `gecko.id` against).
+pub fn valid_addon_id(id: &str) -> bool {
+    let plain = |s: &str, extra: &[u8]| s.bytes().all(|b| b.is_ascii_alphanumeric() || extra.contains(&b));
+    if id.is_empty() || id.len() > 80 {
+        return false;
+    }
+    if let Some(guid) = id.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+        let parts: Vec<&str> = guid.split('-').collect();
+        return parts.iter().map(|p| p.len()).eq([8, 4, 4, 4, 12])
+            && parts.iter().all(|p| p.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+    match id.split_once('@') {
+        Some((local, domain)) => {
+            plain(local, b"._-") && !domain.is_empty() && plain(domain, b".-_") && !domain.contains('@')
+        }
+        None => false,
+    }
+}
+
+/// The `dev.keepsake.host` manifests among `files` that can be read (missing, oversized or
+/// malformed files, and other hosts' manifests, give nothing).
+fn our_manifests(files: &[PathBuf]) -> impl Iterator<Item = Value> + '_ {
+    files.iter().filter_map(|f| {
+        if !std::fs::metadata(f).is_ok_and(|m| m.is_file() && m.len() <= 1 << 20) {
+            return None;
+        }
+        let bytes = std::fs::read(f).ok()?;
+        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+        let doc = serde_json::from_slice::<Value>(bytes).ok()?;
+        (doc.get("name").and_then(Value::as_str) == Some(HOST_NAME)).then_some(doc)
+    })
+}
+
 /// The extension IDs allowed to call the host (reliability.md §8): ours, then every ID in the
 /// `allowed_origins` of those `files` that are readable `dev.keepsake.host` manifests (missing,
 /// oversized or malformed files add nothing).
 pub fn allowed_caller_ids(files: &[PathBuf]) -> Vec<String> {
     let mut ids = vec![EXTENSION_ID.to_owned()];
-    for f in files {
-        if !std::fs::metadata(f).is_ok_and(|m| m.is_file() && m.len() <= 1 << 20) {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(f) else { continue };
-        let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
-        let Ok(doc) = serde_json::from_slice::<Value>(bytes) else { continue };
-        if doc.get("name").and_then(Value::as_str) != Some(HOST_NAME) {
-            continue;
-        }
+    for doc in our_manifests(files) {
         for o in doc.get("allowed_origins").and_then(Value::as_array).into_iter().flatten() {
             if let Some(id) = o.as_str().and_then(origin_id) {
+                if !ids.iter().any(|x| x == id) {
+                    ids.push(id.to_owned());
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// The Firefox add-on IDs allowed to call the host: ours ([`FIREFOX_ADDON_ID`]), then every valid
+/// ID in the `allowed_extensions` of those `files` that are readable `dev.keepsake.host` manifests.
+pub fn allowed_addon_ids(files: &[PathBuf]) -> Vec<String> {
+    let mut ids = vec![FIREFOX_ADDON_ID.to_owned()];
+    for doc in our_manifests(files) {
+        for o in doc.get("allowed_extensions").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(id) = o.as_str().filter(|id| valid_addon_id(id)) {
                 if !ids.iter().any(|x| x == id) {
                     ids.push(id.to_owned());
                 }
@@ -390,11 +519,32 @@ pub fn manifest_bytes(bin: &str, ids: &[String]) -> Vec<u8> {
     v
 }
 
+/// The Mozilla manifest we write: the same keys, with `allowed_extensions` (add-on IDs).
+pub fn mozilla_manifest_value(bin: &str, addon_ids: &[String]) -> Value {
+    json!({
+        "name": HOST_NAME,
+        "description": DESCRIPTION,
+        "path": bin,
+        "type": "stdio",
+        "allowed_extensions": addon_ids,
+    })
+}
+
+/// The Mozilla manifest's bytes, written like [`manifest_bytes`].
+pub fn mozilla_manifest_bytes(bin: &str, addon_ids: &[String]) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(&mozilla_manifest_value(bin, addon_ids)).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
 /// What the extension sees for each kind of failure (platform.md §7).
 pub const NOT_FOUND: &str = "Specified native messaging host not found.";
 pub const FORBIDDEN: &str = "Access to the specified native messaging host is forbidden.";
 pub const EXITED: &str = "Native host has exited.";
 pub const FAILED_TO_START: &str = "Failed to start native messaging host.";
+/// What a Firefox add-on sees for every manifest problem (Firefox logs the reason in the Browser
+/// Console and treats the host as absent).
+pub const FF_NOT_FOUND: &str = "No such native application dev.keepsake.host";
 
 /// One failed manifest check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -411,10 +561,32 @@ fn problem(check: &'static str, detail: impl Into<String>, browser_error: &'stat
     Problem { check, detail: detail.into(), browser_error }
 }
 
-/// Check a manifest the way Chromium does. `file` is where it was found (its name must be
-/// `<name>.json`, and on Windows a relative `path` is relative to its folder). Returns the
-/// manifest's `path` target when it could be read, and every problem found.
-pub fn check_manifest(file: &Path, bytes: &[u8], platform: Platform) -> (Option<PathBuf>, Vec<Problem>) {
+/// Check a manifest the way Chromium (or, for [`Family::Mozilla`], Firefox) does. `file` is where
+/// it was found (its name must be `<name>.json`, and on Windows a relative `path` is relative to
+/// its folder). Returns the manifest's `path` target when it could be read, and every problem
+/// found.
+pub fn check_manifest(
+    file: &Path,
+    bytes: &[u8],
+    platform: Platform,
+    family: Family,
+) -> (Option<PathBuf>, Vec<Problem>) {
+    let (target, mut out) = check_manifest_inner(file, bytes, platform, family);
+    if family == Family::Mozilla {
+        // Firefox reports every failure the same way (the host is absent to the add-on).
+        for p in &mut out {
+            p.browser_error = FF_NOT_FOUND;
+        }
+    }
+    (target, out)
+}
+
+fn check_manifest_inner(
+    file: &Path,
+    bytes: &[u8],
+    platform: Platform,
+    family: Family,
+) -> (Option<PathBuf>, Vec<Problem>) {
     let mut out = Vec::new();
     if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
         out.push(problem("encoding", "the file is UTF-16; Chromium reads only UTF-8", NOT_FOUND));
@@ -477,6 +649,40 @@ pub fn check_manifest(file: &Path, bytes: &[u8], platform: Platform) -> (Option<
     if doc.get("type").and_then(Value::as_str) != Some("stdio") {
         out.push(problem("type", format!("\"type\" is {}, expected \"stdio\"", doc["type"]), NOT_FOUND));
     }
+    if family == Family::Mozilla {
+        check_allowed_extensions(&doc, &mut out);
+    } else {
+        check_allowed_origins(&doc, &mut out);
+    }
+    let target = match doc.get("path").and_then(Value::as_str) {
+        None | Some("") => {
+            out.push(problem("path", "\"path\" is missing or empty", NOT_FOUND));
+            None
+        }
+        Some(p) => {
+            let p = PathBuf::from(p);
+            if p.is_absolute() {
+                Some(p)
+            } else if platform == Platform::Windows {
+                Some(file.parent().unwrap_or(Path::new("")).join(p))
+            } else {
+                out.push(problem(
+                    "path",
+                    format!("{} is relative; it must be absolute", p.display()),
+                    NOT_FOUND,
+                ));
+                None
+            }
+        }
+    };
+    if let Some(t) = &target {
+        check_binary(t, &mut out);
+    }
+    (target, out)
+}
+
+/// Chromium's `allowed_origins`: exact `chrome-extension://<id>/` entries, ours among them.
+fn check_allowed_origins(doc: &Value, out: &mut Vec<Problem>) {
     match doc.get("allowed_origins").and_then(Value::as_array) {
         None => {
             out.push(problem("allowed_origins", "\"allowed_origins\" is missing or not a list", NOT_FOUND))
@@ -511,31 +717,36 @@ pub fn check_manifest(file: &Path, bytes: &[u8], platform: Platform) -> (Option<
             }
         }
     }
-    let target = match doc.get("path").and_then(Value::as_str) {
-        None | Some("") => {
-            out.push(problem("path", "\"path\" is missing or empty", NOT_FOUND));
-            None
-        }
-        Some(p) => {
-            let p = PathBuf::from(p);
-            if p.is_absolute() {
-                Some(p)
-            } else if platform == Platform::Windows {
-                Some(file.parent().unwrap_or(Path::new("")).join(p))
-            } else {
-                out.push(problem(
-                    "path",
-                    format!("{} is relative; it must be absolute", p.display()),
-                    NOT_FOUND,
-                ));
-                None
-            }
-        }
+}
+
+/// Firefox's `allowed_extensions`: a non-empty list of add-on IDs, ours among them.
+fn check_allowed_extensions(doc: &Value, out: &mut Vec<Problem>) {
+    let Some(list) = doc.get("allowed_extensions").and_then(Value::as_array) else {
+        out.push(problem(
+            "allowed_extensions",
+            "\"allowed_extensions\" is missing or not a list (Firefox needs it)",
+            FF_NOT_FOUND,
+        ));
+        return;
     };
-    if let Some(t) = &target {
-        check_binary(t, &mut out);
+    let mut ours = false;
+    for o in list {
+        match o.as_str() {
+            Some(id) if valid_addon_id(id) => ours |= id == FIREFOX_ADDON_ID,
+            _ => out.push(problem(
+                "allowed_extensions",
+                format!("{o} is not a Firefox add-on ID (name@domain or {{GUID}})"),
+                FF_NOT_FOUND,
+            )),
+        }
     }
-    (target, out)
+    if !ours && out.iter().all(|p| p.check != "allowed_extensions") {
+        out.push(problem(
+            "allowed_extensions",
+            format!("does not list {FIREFOX_ADDON_ID}, the Keepsake add-on"),
+            FF_NOT_FOUND,
+        ));
+    }
 }
 
 fn check_binary(t: &Path, out: &mut Vec<Problem>) {
@@ -626,11 +837,132 @@ mod tests {
         let keys = registry_keys();
         assert!(keys
             .iter()
-            .any(|(_, k)| k == r"Software\Google\Chrome\NativeMessagingHosts\dev.keepsake.host"));
-        assert!(keys.iter().any(
-            |(_, k)| k == r"Software\BraveSoftware\Brave-Browser\NativeMessagingHosts\dev.keepsake.host"
-        ));
-        assert_eq!(keys.len(), 5);
+            .any(|(_, k, _)| k == r"Software\Google\Chrome\NativeMessagingHosts\dev.keepsake.host"));
+        assert!(keys
+            .iter()
+            .any(|(_, k, _)| k
+                == r"Software\BraveSoftware\Brave-Browser\NativeMessagingHosts\dev.keepsake.host"));
+        let mozilla: Vec<_> = keys.iter().filter(|(_, _, f)| *f == Family::Mozilla).collect();
+        assert_eq!(mozilla.len(), 1);
+        assert_eq!(mozilla[0].1, r"Software\Mozilla\NativeMessagingHosts\dev.keepsake.host");
+        assert_eq!(keys.len(), 6);
+        let e = env(
+            Platform::Windows,
+            &[("USERPROFILE", "/u"), ("LOCALAPPDATA", "/u/AppData/Local"), ("ProgramData", "/ProgramData")],
+        );
+        let (c, m) =
+            (windows_manifest(&e, false, Family::Chromium), windows_manifest(&e, false, Family::Mozilla));
+        assert_ne!(c, m, "Chromium and Firefox read different manifest shapes: two files");
+        assert!(m.unwrap().ends_with(Path::new("Keepsake").join("mozilla").join(MANIFEST_FILE)));
+        assert!(user_locations(&e).is_empty() && system_locations(&e).is_empty());
+    }
+
+    #[test]
+    fn mozilla_locations() {
+        let e = env(Platform::Linux, &[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")]);
+        let moz: Vec<_> = user_locations(&e).into_iter().filter(|l| l.family == Family::Mozilla).collect();
+        let dirs: Vec<_> = moz.iter().map(|l| l.manifest()).collect();
+        assert_eq!(
+            dirs,
+            [
+                Path::new("/h/.mozilla/native-messaging-hosts/dev.keepsake.host.json"),
+                Path::new("/h/.librewolf/native-messaging-hosts/dev.keepsake.host.json"),
+                Path::new("/h/.waterfox/native-messaging-hosts/dev.keepsake.host.json"),
+            ]
+        );
+        assert_eq!(moz[0].config_dir, Path::new("/h/.mozilla/firefox"));
+        let sys: Vec<_> = system_locations(&e).into_iter().filter(|l| l.family == Family::Mozilla).collect();
+        assert_eq!(sys[0].hosts_dir, Path::new("/usr/lib/mozilla/native-messaging-hosts"));
+        assert!(sys[0].wanted);
+        assert_eq!(sys[1].hosts_dir, Path::new("/usr/lib64/mozilla/native-messaging-hosts"));
+
+        let e = env(Platform::Macos, &[("HOME", "/Users/u")]);
+        let moz: Vec<_> = user_locations(&e).into_iter().filter(|l| l.family == Family::Mozilla).collect();
+        assert_eq!(
+            moz[0].hosts_dir,
+            Path::new("/Users/u/Library/Application Support/Mozilla/NativeMessagingHosts")
+        );
+        let sys: Vec<_> = system_locations(&e).into_iter().filter(|l| l.family == Family::Mozilla).collect();
+        assert_eq!(sys[0].hosts_dir, Path::new("/Library/Application Support/Mozilla/NativeMessagingHosts"));
+        assert!(sys[0].wanted);
+    }
+
+    #[test]
+    fn addon_ids() {
+        for ok in
+            [FIREFOX_ADDON_ID, "a@b", "x.y_z-1@example.org", "@x", "{12345678-abcd-ef01-2345-6789abcdef01}"]
+        {
+            assert!(valid_addon_id(ok), "{ok}");
+        }
+        for bad in ["", "nope", "a@b@c", "a+b@x", "x@", "sp ace@x", "{12345678-abcd}", EXTENSION_ID] {
+            assert!(!valid_addon_id(bad), "{bad}");
+        }
+        assert!(!valid_addon_id(&format!("{}@x.org", "a".repeat(80))));
+    }
+
+    #[test]
+    fn mozilla_manifest_checks_follow_firefox_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = std::env::current_exe().unwrap();
+        let file = dir.path().join(MANIFEST_FILE);
+        let good = mozilla_manifest_bytes(bin.to_str().unwrap(), &[FIREFOX_ADDON_ID.to_owned()]);
+        let v: Value = serde_json::from_slice(&good).unwrap();
+        assert_eq!(v["allowed_extensions"], json!([FIREFOX_ADDON_ID]));
+        assert!(v.get("allowed_origins").is_none());
+        let (target, probs) = check_manifest(&file, &good, Platform::Linux, Family::Mozilla);
+        assert!(probs.is_empty(), "{probs:?}");
+        assert_eq!(target.as_deref(), Some(bin.as_path()));
+        // A Chromium manifest in a Mozilla folder fails, and the other way round.
+        let chromium = manifest_bytes(bin.to_str().unwrap(), &[EXTENSION_ID.to_owned()]);
+        let probs = check_manifest(&file, &chromium, Platform::Linux, Family::Mozilla).1;
+        assert_eq!(
+            probs.iter().map(|p| (p.check, p.browser_error)).collect::<Vec<_>>(),
+            [("allowed_extensions", FF_NOT_FOUND)]
+        );
+        let probs = check_manifest(&file, &good, Platform::Linux, Family::Chromium).1;
+        assert_eq!(probs.iter().map(|p| p.check).collect::<Vec<_>>(), ["allowed_origins"]);
+        let other = mozilla_manifest_bytes(bin.to_str().unwrap(), &["other@example.org".to_owned()]);
+        let probs = check_manifest(&file, &other, Platform::Linux, Family::Mozilla).1;
+        assert!(probs[0].detail.contains(FIREFOX_ADDON_ID), "{probs:?}");
+        let bad = mozilla_manifest_bytes(bin.to_str().unwrap(), &["not an id".to_owned()]);
+        assert_eq!(
+            check_manifest(&file, &bad, Platform::Linux, Family::Mozilla).1[0].check,
+            "allowed_extensions"
+        );
+        let wrong_file = dir.path().join("other.json");
+        assert_eq!(
+            check_manifest(&wrong_file, &good, Platform::Linux, Family::Mozilla).1[0].check,
+            "file name"
+        );
+    }
+
+    #[test]
+    fn allowed_ids_come_from_our_manifests_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let ff = dir.path().join("ff.json");
+        let cr = dir.path().join("cr.json");
+        let foreign = dir.path().join("foreign.json");
+        std::fs::write(
+            &ff,
+            mozilla_manifest_bytes(
+                "/x",
+                &[FIREFOX_ADDON_ID.into(), "store@keepsake.dev".into(), "bad id".into()],
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            &cr,
+            manifest_bytes("/x", &[EXTENSION_ID.into(), "abcdefghijklmnopabcdefghijklmnop".into()]),
+        )
+        .unwrap();
+        std::fs::write(
+            &foreign,
+            json!({"name": "other.host", "allowed_extensions": ["evil@example.org"]}).to_string(),
+        )
+        .unwrap();
+        let files = vec![ff, cr, foreign, dir.path().join("missing.json")];
+        assert_eq!(allowed_addon_ids(&files), [FIREFOX_ADDON_ID, "store@keepsake.dev"]);
+        assert_eq!(allowed_caller_ids(&files), [EXTENSION_ID, "abcdefghijklmnopabcdefghijklmnop"]);
     }
 
     #[test]
@@ -669,12 +1001,12 @@ mod tests {
         let bin = std::env::current_exe().unwrap();
         let file = dir.path().join(MANIFEST_FILE);
         let good = manifest_bytes(bin.to_str().unwrap(), &[EXTENSION_ID.to_owned()]);
-        let (target, probs) = check_manifest(&file, &good, Platform::Linux);
+        let (target, probs) = check_manifest(&file, &good, Platform::Linux, Family::Chromium);
         assert!(probs.is_empty(), "{probs:?}");
         assert_eq!(target.as_deref(), Some(bin.as_path()));
 
         let checks = |bytes: &[u8]| -> Vec<(&'static str, &'static str)> {
-            check_manifest(&file, bytes, Platform::Linux)
+            check_manifest(&file, bytes, Platform::Linux, Family::Chromium)
                 .1
                 .iter()
                 .map(|p| (p.check, p.browser_error))
@@ -720,6 +1052,6 @@ mod tests {
         // A relative path is fine on Windows (relative to the manifest's folder).
         let rel = edit(&|v| v["path"] = json!(bin.file_name().unwrap().to_str().unwrap()));
         let in_bin_dir = bin.parent().unwrap().join(MANIFEST_FILE);
-        assert!(check_manifest(&in_bin_dir, &rel, Platform::Windows).1.is_empty());
+        assert!(check_manifest(&in_bin_dir, &rel, Platform::Windows, Family::Chromium).1.is_empty());
     }
 }

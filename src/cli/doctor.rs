@@ -1,6 +1,7 @@
 //! `keepsake-host doctor [--json] [--user-data-dir DIR]...`: collect facts into one report, one
 //! line per finding. The database side (modes, schema, integrity) and the browser side: every
-//! `dev.keepsake.host.json` in a known location is re-read and checked by Chromium's rules, each
+//! `dev.keepsake.host.json` in a known location is re-read and checked by Chromium's rules (or
+//! Firefox's, for the Mozilla folders and registry key), each
 //! failure named with the text the extension would see and the command that fixes it.
 #![allow(clippy::print_stdout)]
 
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::browsers::{self, Env, Platform, MANIFEST_FILE, NOT_FOUND};
+use super::browsers::{self, Env, Family, Platform, MANIFEST_FILE, NOT_FOUND};
 use super::install;
 
 use crate::store::migrate::LATEST;
@@ -368,21 +369,23 @@ fn check_folder(_: &mut Report, _: &str, _: &Path) {}
 struct Place {
     label: String,
     file: PathBuf,
+    family: Family,
     /// Asked for with `doctor --user-data-dir` (a missing manifest is a failure).
     explicit: bool,
 }
 
 /// Check one manifest file; returns whether it passed.
-fn check_file(r: &mut Report, env: &Env, label: &str, file: &Path) -> bool {
+fn check_file(r: &mut Report, env: &Env, label: &str, file: &Path, family: Family) -> bool {
     let fix = install::fix_for(env, file);
+    let absent = if family == Family::Mozilla { browsers::FF_NOT_FOUND } else { NOT_FOUND };
     let bytes = match std::fs::read(file) {
         Ok(b) => b,
         Err(e) => {
-            r.browser("manifest read", Status::Fail, file, &format!("cannot be read ({e})"), NOT_FOUND, &fix);
+            r.browser("manifest read", Status::Fail, file, &format!("cannot be read ({e})"), absent, &fix);
             return false;
         }
     };
-    let (target, problems) = browsers::check_manifest(file, &bytes, env.platform);
+    let (target, problems) = browsers::check_manifest(file, &bytes, env.platform, family);
     for p in &problems {
         r.browser(&format!("manifest {}", p.check), Status::Fail, file, &p.detail, p.browser_error, &fix);
     }
@@ -430,7 +433,7 @@ fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]
         None
     });
     let mut places: Vec<Place> = Vec::new();
-    let mut add = |label: &str, file: PathBuf, explicit: bool| {
+    let mut add = |label: &str, file: PathBuf, explicit: bool, family: Family| {
         if let Some(p) = places.iter_mut().find(|p| p.file == file) {
             // one file named twice (a --user-data-dir that the install receipt lists too): one label
             if !p.label.split(", ").any(|l| l == label) {
@@ -438,33 +441,34 @@ fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]
             }
             p.explicit |= explicit;
         } else {
-            places.push(Place { label: label.into(), file, explicit });
+            places.push(Place { label: label.into(), file, explicit, family });
         }
     };
     let users = browsers::user_locations(env);
     for l in &users {
-        add(l.browser, l.manifest(), false);
+        add(l.browser, l.manifest(), false, l.family);
     }
     for l in browsers::system_locations(env) {
-        add(&format!("system-wide: {}", l.browser), l.manifest(), false);
+        add(&format!("system-wide: {}", l.browser), l.manifest(), false, l.family);
     }
     for d in user_data_dirs {
         add(
             "profile",
             crate::util::paths::absolute(d).join("NativeMessagingHosts").join(MANIFEST_FILE),
             true,
+            Family::Chromium,
         );
     }
     if let Some(rc) = &receipt {
         for d in &rc.user_data_dirs {
-            add("profile", d.join("NativeMessagingHosts").join(MANIFEST_FILE), false);
+            add("profile", d.join("NativeMessagingHosts").join(MANIFEST_FILE), false, Family::Chromium);
         }
     }
     if env.platform == Platform::Windows {
         for hive in ["HKCU", "HKLM"] {
-            for (browser, key) in browsers::registry_keys() {
+            for (browser, key, family) in browsers::registry_keys() {
                 if let Some(v) = install::reg_get_default(&format!(r"{hive}\{key}")) {
-                    add(&format!(r"{browser} ({hive}\{key})"), PathBuf::from(v), false);
+                    add(&format!(r"{browser} ({hive}\{key})"), PathBuf::from(v), false, family);
                 }
             }
         }
@@ -474,7 +478,7 @@ fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]
     for p in &places {
         if std::fs::symlink_metadata(&p.file).is_ok() {
             found += 1;
-            check_file(r, env, &p.label, &p.file);
+            check_file(r, env, &p.label, &p.file, p.family);
         } else if p.explicit {
             let profile = p.file.parent().and_then(Path::parent).unwrap_or(Path::new("/"));
             r.browser(
@@ -507,7 +511,8 @@ fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]
             "browser registration",
             Status::Info,
             format!(
-                "no manifest found for any browser, and no Chromium-family browser profile in use under {}; \
+                "no manifest found for any browser, and no Chromium-family browser profile in use under {} \
+                 (nor a Firefox profile); \
                  start your browser once, then run keepsake-host install (or keepsake-host install \
                  --user-data-dir DIR for a custom profile)",
                 env.tilde(&env.user_base())
@@ -524,7 +529,7 @@ fn registration(r: &mut Report, env: &Env, db: &Path, user_data_dirs: &[PathBuf]
                     Status::Warn,
                     &l.manifest(),
                     &format!("{} is installed ({}) but not registered", l.browser, env.tilde(&l.config_dir)),
-                    NOT_FOUND,
+                    if l.family == Family::Mozilla { browsers::FF_NOT_FOUND } else { NOT_FOUND },
                     "keepsake-host install (or ./install.sh)",
                 );
             }

@@ -1,5 +1,5 @@
 //! `keepsake-host install` and `keepsake-host uninstall`: register the host with every detected
-//! Chromium-family browser (platform.md §9, §12) and remove exactly that again.
+//! Chromium-family and Mozilla-family browser (platform.md §9, §12) and remove exactly that again.
 //!
 //! - Manifests are written by this binary (serde_json, UTF-8 without a BOM, absolute `path`,
 //!   trailing slashes), atomically (temp file, `sync_all`, rename) and mode 0644.
@@ -17,7 +17,9 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::browsers::{self, Env, Platform, EXTENSION_ID, HOST_NAME, MANIFEST_FILE};
+use super::browsers::{
+    self, Env, Family, Platform, EXTENSION_ID, FIREFOX_ADDON_ID, HOST_NAME, MANIFEST_FILE,
+};
 use super::proof;
 use super::CliError;
 use crate::util::paths::{absolute, log_path_for, sidecar, DEBUG_MARKER, RECEIPT_FILE};
@@ -283,16 +285,29 @@ fn resolve_bin(bin: Option<&Path>, platform: Platform) -> Result<String, Install
         .ok_or_else(|| InstallError::Invalid(format!("host binary path {} is not valid UTF-8", p.display())))
 }
 
-/// Our ID first, then each `--extension-id` (validated, no duplicates).
-fn extension_ids(extra: &[String]) -> Result<Vec<String>, InstallError> {
-    let mut ids = vec![EXTENSION_ID.to_owned()];
+/// The IDs the manifests allow: Chromium extension IDs (ours first) and Firefox add-on IDs (ours
+/// first), each `--extension-id` sorted into one or the other by its form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ids {
+    chromium: Vec<String>,
+    firefox: Vec<String>,
+}
+
+/// Our IDs first, then each `--extension-id` (validated, no duplicates): 32 letters a-p is a
+/// Chromium extension, `name@domain` or `{GUID}` a Firefox add-on.
+fn extension_ids(extra: &[String]) -> Result<Ids, InstallError> {
+    let mut ids = Ids { chromium: vec![EXTENSION_ID.to_owned()], firefox: vec![FIREFOX_ADDON_ID.to_owned()] };
     for id in extra {
-        if !browsers::valid_extension_id(id) {
+        if browsers::valid_extension_id(id) {
+            push_unique(&mut ids.chromium, id);
+        } else if browsers::valid_addon_id(id) {
+            push_unique(&mut ids.firefox, id);
+        } else {
             return Err(InstallError::Usage(format!(
-                "--extension-id {id:?} is not a Chromium extension ID (32 letters a-p)"
+                "--extension-id {id:?} is neither a Chromium extension ID (32 letters a-p) nor a Firefox add-on \
+                 ID (name@domain or {{GUID}})"
             )));
         }
-        push_unique(&mut ids, id);
     }
     Ok(ids)
 }
@@ -302,42 +317,49 @@ struct Target {
     label: String,
     file: PathBuf,
     system: bool,
+    family: Family,
 }
 
 /// The manifest files `install` writes, and the profiles among them.
 fn install_targets(env: &Env, o: &InstallOpts) -> Result<(Vec<Target>, Vec<PathBuf>), InstallError> {
     let mut out: Vec<Target> = Vec::new();
-    let mut add = |label: &str, file: PathBuf, system: bool| {
+    let mut add = |label: &str, file: PathBuf, system: bool, family: Family| {
         if let Some(t) = out.iter_mut().find(|t| t.file == file) {
             t.label = format!("{}, {label}", t.label);
         } else {
-            out.push(Target { label: label.to_owned(), file, system });
+            out.push(Target { label: label.to_owned(), file, system, family });
         }
     };
     let mut profiles = Vec::new();
     if env.platform == Platform::Windows {
-        let file = browsers::windows_manifest(env, o.system).ok_or_else(|| {
-            InstallError::Invalid(
-                if o.system { "%ProgramData% is not set" } else { "%LOCALAPPDATA% is not set" }.to_owned(),
-            )
-        })?;
-        add("registry", file, o.system);
+        for (label, family) in [("registry", Family::Chromium), ("registry (Firefox)", Family::Mozilla)] {
+            let file = browsers::windows_manifest(env, o.system, family).ok_or_else(|| {
+                InstallError::Invalid(
+                    if o.system { "%ProgramData% is not set" } else { "%LOCALAPPDATA% is not set" }
+                        .to_owned(),
+                )
+            })?;
+            add(label, file, o.system, family);
+        }
         return Ok((out, profiles));
     }
     if o.system {
-        // a package registers with every browser: it cannot know which ones its machine will have
+        // a package registers with every browser (it cannot know which ones its machine will
+        // have), in the folders of the distribution it is for: Debian's Firefox reads /usr/lib only
         let every = o.package_root.is_some();
-        for l in browsers::system_locations(env).into_iter().filter(|l| l.wanted || every) {
-            add(l.browser, l.manifest(), true);
+        for l in
+            browsers::system_locations(env).into_iter().filter(|l| l.wanted || (every && !l.multilib_only()))
+        {
+            add(l.browser, l.manifest(), true, l.family);
         }
     } else if o.user_data_dirs.is_empty() {
         for l in browsers::user_locations(env).into_iter().filter(|l| l.detected()) {
-            add(l.browser, l.manifest(), false);
+            add(l.browser, l.manifest(), false, l.family);
         }
     }
     for d in &o.user_data_dirs {
         let d = absolute(d);
-        add("profile", d.join("NativeMessagingHosts").join(MANIFEST_FILE), false);
+        add("profile", d.join("NativeMessagingHosts").join(MANIFEST_FILE), false, Family::Chromium);
         push_unique(&mut profiles, &d);
     }
     Ok((out, profiles))
@@ -384,7 +406,10 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     let package = o.package_root.is_some();
     let bin = if package { package_bin(env, o)? } else { resolve_bin(o.bin.as_deref(), env.platform)? };
     let ids = extension_ids(&o.extension_ids)?;
-    let bytes = browsers::manifest_bytes(&bin, &ids);
+    let bytes_for = |family: Family| match family {
+        Family::Chromium => browsers::manifest_bytes(&bin, &ids.chromium),
+        Family::Mozilla => browsers::mozilla_manifest_bytes(&bin, &ids.firefox),
+    };
     let (targets, profiles) = install_targets(env, o)?;
     // `--user-data-dir` alone is a targeted registration: no sandbox survey.
     let profiles_only = !o.system && !o.user_data_dirs.is_empty();
@@ -402,6 +427,7 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     let mut errors: Vec<InstallError> = Vec::new();
     let mut written: Vec<PathBuf> = Vec::new();
     for t in &targets {
+        let bytes = bytes_for(t.family);
         let status = if o.dry_run {
             Ok(if is_current(&t.file, &bytes, 0o644) { "unchanged" } else { "would write" })
         } else {
@@ -431,9 +457,12 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     let mut keys: Vec<Value> = Vec::new();
     let mut key_names: Vec<String> = Vec::new();
     if env.platform == Platform::Windows && !written.is_empty() {
-        let manifest = targets[0].file.display().to_string();
         for hive in hives(o.system) {
-            for (browser, k) in browsers::registry_keys() {
+            for (browser, k, family) in browsers::registry_keys() {
+                let Some(t) = targets.iter().find(|t| t.family == family && written.contains(&t.file)) else {
+                    continue;
+                };
+                let manifest = t.file.display().to_string();
                 let key = format!(r"{hive}\{k}");
                 let status = if reg_get_default(&key).as_deref() == Some(manifest.as_str()) {
                     Ok("unchanged")
@@ -514,13 +543,14 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     }
 
     let none_found = targets.is_empty();
-    let origins: Vec<String> = ids.iter().map(|i| browsers::origin(i)).collect();
+    let origins: Vec<String> = ids.chromium.iter().map(|i| browsers::origin(i)).collect();
     if o.json {
         let doc = json!({
             "ok": errors.is_empty(),
             "host": HOST_NAME,
             "binary": bin,
             "allowedOrigins": origins,
+            "allowedExtensions": ids.firefox,
             "dryRun": o.dry_run,
             "manifests": results,
             "registryKeys": keys,
@@ -533,6 +563,7 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
     } else {
         println!("host      {HOST_NAME} -> {bin}");
         println!("origins   {}", origins.join(" "));
+        println!("add-ons   {}", ids.firefox.join(" "));
         for r in &results {
             if r["status"] != "error" {
                 println!(
@@ -577,17 +608,20 @@ fn no_browser_message(env: &Env, system: bool) -> String {
         return "no system-wide browser folder to write".to_owned();
     }
     let mut folders: Vec<String> = Vec::new();
+    let mut others: Vec<String> = Vec::new();
     for l in browsers::user_locations(env) {
-        let name =
-            l.config_dir.strip_prefix(env.user_base()).map(|p| p.display().to_string()).unwrap_or_default();
-        push_unique(&mut folders, &name);
+        match l.config_dir.strip_prefix(env.user_base()) {
+            Ok(p) => push_unique(&mut folders, &p.display().to_string()),
+            Err(_) => push_unique(&mut others, &env.tilde(&l.config_dir)),
+        }
     }
     format!(
-        "no Chromium-family browser found (none of {} exists under {}); nothing was registered. Start \
-         your browser once and run `keepsake-host install` again, or register a profile folder with \
-         `keepsake-host install --user-data-dir DIR`",
+        "no Chromium-family or Firefox-family browser found (none of {} exists under {}{}); nothing was \
+         registered. Start your browser once and run `keepsake-host install` again, or register a profile \
+         folder with `keepsake-host install --user-data-dir DIR`",
         folders.join(", "),
-        env.tilde(&env.user_base())
+        env.tilde(&env.user_base()),
+        if others.is_empty() { String::new() } else { format!(", nor {}", others.join(", ")) }
     )
 }
 
@@ -618,8 +652,10 @@ fn known_manifests(env: &Env, o: &UninstallOpts, receipt: &Receipt) -> Vec<PathB
         add(d.join("NativeMessagingHosts").join(MANIFEST_FILE));
     }
     for system in [false, true] {
-        if let Some(p) = browsers::windows_manifest(env, system) {
-            add(p);
+        for family in [Family::Chromium, Family::Mozilla] {
+            if let Some(p) = browsers::windows_manifest(env, system, family) {
+                add(p);
+            }
         }
     }
     files
@@ -642,12 +678,14 @@ fn uninstall_candidates(env: &Env, o: &UninstallOpts, receipt: &Receipt) -> Vec<
         add(d.join("NativeMessagingHosts").join(MANIFEST_FILE));
     }
     if env.platform == Platform::Windows {
-        if let Some(p) = browsers::windows_manifest(env, false) {
-            add(p);
-        }
-        if o.system {
-            if let Some(p) = browsers::windows_manifest(env, true) {
+        for family in [Family::Chromium, Family::Mozilla] {
+            if let Some(p) = browsers::windows_manifest(env, false, family) {
                 add(p);
+            }
+            if o.system {
+                if let Some(p) = browsers::windows_manifest(env, true, family) {
+                    add(p);
+                }
             }
         }
     }
@@ -745,7 +783,7 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
     if env.platform == Platform::Windows {
         let mut allowed: Vec<String> = Vec::new();
         for hive in hives(false).iter().chain(hives(true)) {
-            for (_, k) in browsers::registry_keys() {
+            for (_, k, _) in browsers::registry_keys() {
                 allowed.push(format!(r"{hive}\{k}"));
             }
         }
@@ -758,7 +796,7 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
             }
         }
         for hive in hives(false).iter().chain(if o.system { hives(true) } else { &[] }) {
-            for (_, k) in browsers::registry_keys() {
+            for (_, k, _) in browsers::registry_keys() {
                 push_unique(&mut keys, &format!(r"{hive}\{k}"));
             }
         }
@@ -924,8 +962,28 @@ mod tests {
 
     #[test]
     fn extension_ids_are_validated_and_deduplicated() {
-        let ids = extension_ids(&["abcdefghijklmnopabcdefghijklmnop".into(), EXTENSION_ID.into()]).unwrap();
-        assert_eq!(ids, vec![EXTENSION_ID.to_owned(), "abcdefghijklmnopabcdefghijklmnop".to_owned()]);
-        assert!(matches!(extension_ids(&["nope".into()]), Err(InstallError::Usage(_))));
+        let ids = extension_ids(&[
+            "abcdefghijklmnopabcdefghijklmnop".into(),
+            EXTENSION_ID.into(),
+            "store@keepsake.dev".into(),
+            FIREFOX_ADDON_ID.into(),
+            "{12345678-abcd-ef01-2345-6789abcdef01}".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            ids.chromium,
+            vec![EXTENSION_ID.to_owned(), "abcdefghijklmnopabcdefghijklmnop".to_owned()]
+        );
+        assert_eq!(
+            ids.firefox,
+            vec![
+                FIREFOX_ADDON_ID.to_owned(),
+                "store@keepsake.dev".to_owned(),
+                "{12345678-abcd-ef01-2345-6789abcdef01}".to_owned()
+            ]
+        );
+        for bad in ["nope", "a@b@c", "@", "x@", "{1234}", "sp ace@x.org"] {
+            assert!(matches!(extension_ids(&[bad.into()]), Err(InstallError::Usage(_))), "{bad}");
+        }
     }
 }

@@ -3,8 +3,9 @@
 //! Chromium passes the caller's origin `chrome-extension://<id>/` as argv[1] (Windows adds
 //! `--parent-window=<HWND>`, and native-initiated connections add two more arguments; trailing
 //! arguments are ignored). Firefox passes the manifest's absolute path, then the add-on ID.
-//! Anything else is the CLI. The allowed IDs are supplied by the caller (the binary reads them
-//! from the registrations it made); this module is pure.
+//! Anything else is the CLI. The allowed IDs (Chromium extension IDs and Firefox add-on IDs) are
+//! supplied by the caller (the binary reads them from the registrations it made); this module is
+//! pure.
 
 /// Prefix of a Chromium extension origin.
 pub const CHROME_ORIGIN_PREFIX: &str = "chrome-extension://";
@@ -67,25 +68,29 @@ pub fn classify<S: AsRef<str>>(args: &[Option<S>]) -> Launch {
 }
 
 /// Why a browser launch is refused, as the sentence the `forbidden_origin` reply carries; `None`
-/// when the caller may be served. `allowed` holds the Chromium extension IDs the host accepts.
-///
-/// Firefox: Keepsake ships no Firefox build and `install` writes no Firefox manifest, so a Firefox
-/// launch only happens through a hand-written manifest, whose `allowed_extensions` Firefox itself
-/// enforces. The host then requires the add-on ID argument to be present and serves.
-pub fn refusal(launch: &Launch, allowed: &[String]) -> Option<String> {
+/// when the caller may be served. `chrome` holds the Chromium extension IDs the host accepts,
+/// `firefox` the Firefox add-on IDs (Firefox passes the caller's ID as argv[2]; it enforces the
+/// manifest's `allowed_extensions` itself, and the host checks again, as for Chromium, so a
+/// manifest someone else wrote for this binary serves only the add-ons Keepsake registered).
+pub fn refusal(launch: &Launch, chrome: &[String], firefox: &[String]) -> Option<String> {
     match launch {
         Launch::Cli => None,
         Launch::Chrome { origin, id: None } => Some(format!(
             "caller origin {origin:?} is not of the form chrome-extension://<32 letters a-p>/; this host serves \
              nothing to it"
         )),
-        Launch::Chrome { id: Some(id), .. } if allowed.iter().any(|a| a == id) => None,
+        Launch::Chrome { id: Some(id), .. } if chrome.iter().any(|a| a == id) => None,
         Launch::Chrome { id: Some(id), .. } => Some(format!(
             "extension {id} is not allowed to use this host (allowed: {}); if this is a Keepsake build, register \
              it with `keepsake-host install --extension-id {id}`",
-            allowed.join(", ")
+            chrome.join(", ")
         )),
-        Launch::Firefox { addon_id: Some(_), .. } => None,
+        Launch::Firefox { addon_id: Some(id), .. } if firefox.iter().any(|a| a == id) => None,
+        Launch::Firefox { addon_id: Some(id), .. } => Some(format!(
+            "Firefox add-on {id:?} is not allowed to use this host (allowed: {}); if this is a Keepsake build, \
+             register it with `keepsake-host install --extension-id {id}`",
+            firefox.join(", ")
+        )),
         Launch::Firefox { manifest, addon_id: None } => {
             Some(format!("launched with manifest {manifest:?} but without an add-on ID; this host serves nothing"))
         }
@@ -142,13 +147,29 @@ mod tests {
     fn only_allowed_well_formed_origins_are_served() {
         let allowed = vec![ID.to_owned()];
         let l = |a: &str| classify(&argv(&[a, "--parent-window=0"]));
-        assert_eq!(refusal(&l(&format!("chrome-extension://{ID}/")), &allowed), None);
+        assert_eq!(refusal(&l(&format!("chrome-extension://{ID}/")), &allowed, &[]), None);
         let other = l("chrome-extension://abcdefghijklmnopabcdefghijklmnop/");
-        let msg = refusal(&other, &allowed).unwrap();
+        let msg = refusal(&other, &allowed, &[]).unwrap();
         assert!(msg.contains("--extension-id abcdefghijklmnopabcdefghijklmnop"), "{msg}");
-        assert!(refusal(&other, &["abcdefghijklmnopabcdefghijklmnop".to_owned()]).is_none());
-        assert!(refusal(&l(&format!("chrome-extension://{ID}")), &allowed).is_some());
-        assert!(refusal(&l("chrome-extension://evil/"), &allowed).is_some());
-        assert!(refusal(&Launch::Cli, &[]).is_none());
+        assert!(refusal(&other, &["abcdefghijklmnopabcdefghijklmnop".to_owned()], &[]).is_none());
+        assert!(refusal(&l(&format!("chrome-extension://{ID}")), &allowed, &[]).is_some());
+        assert!(refusal(&l("chrome-extension://evil/"), &allowed, &[]).is_some());
+        assert!(refusal(&Launch::Cli, &[], &[]).is_none());
+    }
+
+    #[test]
+    fn only_allowed_firefox_addons_are_served() {
+        let ours = vec!["keepsake@keepsake.dev".to_owned()];
+        let ff =
+            |id: &str| classify(&argv(&["/h/.mozilla/native-messaging-hosts/dev.keepsake.host.json", id]));
+        assert_eq!(refusal(&ff("keepsake@keepsake.dev"), &[], &ours), None);
+        let msg = refusal(&ff("evil@example.org"), &[ID.to_owned()], &ours).unwrap();
+        assert!(msg.contains("--extension-id evil@example.org"), "{msg}");
+        assert!(msg.contains("keepsake@keepsake.dev"), "{msg}");
+        // A Chromium ID in the Chromium list does not admit a Firefox caller of that name.
+        assert!(refusal(&ff(ID), &[ID.to_owned()], &ours).is_some());
+        assert!(refusal(&ff("evil@example.org"), &[], &["evil@example.org".to_owned()]).is_none());
+        let no_id = classify(&argv(&["/h/.mozilla/native-messaging-hosts/dev.keepsake.host.json"]));
+        assert!(refusal(&no_id, &[], &ours).is_some());
     }
 }

@@ -1,12 +1,15 @@
 #!/bin/sh
 # End-to-end tests: the real extension and the real keepsake-host in Debian's headless Chromium,
-# driven by playwright-core (npm; never a downloaded browser). Called by ./test.sh.
+# driven by playwright-core, and the Firefox build in Debian's firefox-esr, driven over WebDriver
+# BiDi by puppeteer-core (firefox/, its own package.json); never a downloaded browser. Called by
+# ./test.sh.
 #
-#   tests/e2e/run.sh                       every *.e2e.mjs, one file at a time
-#   tests/e2e/run.sh journey.e2e.mjs       only the named files
-#   tests/e2e/run.sh --screenshots         also refresh docs/screenshots/*.png
+#   tests/e2e/run.sh                            every *.e2e.mjs and firefox/*.e2e.mjs, one file at a time
+#   tests/e2e/run.sh journey.e2e.mjs            only the named files
+#   tests/e2e/run.sh firefox/firefox.e2e.mjs    only the Firefox tests
+#   tests/e2e/run.sh --screenshots              also refresh docs/screenshots/*.png
 #
-# Needs: node >= 20, npm, cargo, /usr/bin/chromium and /usr/bin/sqlite3, and for secrets.e2e.mjs
+# Needs: node >= 20, npm, cargo, /usr/bin/chromium, /usr/bin/firefox-esr and /usr/bin/sqlite3, and for secrets.e2e.mjs
 # dbus, gnome-keyring and libsecret-tools (installed with apt-get when missing and running as
 # root). Failure artifacts (page screenshots, console and host logs): tests/e2e/artifacts/<test>/.
 set -eu
@@ -20,7 +23,7 @@ for arg in "$@"; do
 	case "${arg}" in
 	--screenshots) KEEPSAKE_E2E_UPDATE_SCREENSHOTS=1 ;;
 	-h | --help)
-		sed -n '2,12p' "$0"
+		sed -n '2,15p' "$0"
 		exit 0
 		;;
 	*) files="${files} ${arg}" ;;
@@ -32,8 +35,10 @@ say() { printf '\n==> e2e: %s\n' "$*"; }
 
 # ---- system packages: Debian's chromium and the sqlite3 CLI (the tests read the database with it)
 chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"
+firefox_bin="${KEEPSAKE_E2E_FIREFOX:-/usr/bin/firefox-esr}"
 missing=""
 [ -x "${chromium_bin}" ] || missing="${missing} chromium"
+[ -x "${firefox_bin}" ] || missing="${missing} firefox-esr"
 command -v sqlite3 >/dev/null 2>&1 || missing="${missing} sqlite3"
 # a real Secret Service for secrets.e2e.mjs (D-Bus, GNOME Keyring, secret-tool): installed like the
 # others when running as root; elsewhere that test skips with a message naming what is missing
@@ -70,9 +75,13 @@ if [ "${node_major}" -lt 20 ]; then
 	exit 1
 fi
 
-# ---- npm packages (playwright-core only, pinned in package-lock.json)
+# ---- npm packages (playwright-core, and puppeteer-core for firefox/; each pinned in its package-lock.json)
 say "npm ci"
 (cd "${here}" && npm ci --no-audit --no-fund --loglevel=error)
+case "${files:- firefox/}" in
+*firefox/*) (cd "${here}/firefox" && npm ci --no-audit --no-fund --loglevel=error) ;;
+*) ;;
+esac
 
 # ---- the host binary the tests register with `keepsake-host install --user-data-dir`
 say "cargo build (debug keepsake-host)"
@@ -92,7 +101,7 @@ fi
 # ---- the tests: one file at a time (each launches at most two browsers; the machine has 2 cores)
 cd "${here}"
 if [ -z "${files}" ]; then
-	files=$(ls ./*.e2e.mjs)
+	files=$(ls ./*.e2e.mjs ./firefox/*.e2e.mjs)
 fi
 mkdir -p artifacts
 tap="artifacts/last-run.tap"

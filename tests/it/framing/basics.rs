@@ -677,7 +677,8 @@ fn firefox_style_launch_serves() {
     let manifest = d.path().join("dev.keepsake.host.json");
     std::fs::write(&manifest, "{}").unwrap();
     let m = manifest.to_str().unwrap().to_owned();
-    let mut h = Host::spawn_with(&db, &[&m, "keepsake@example.org"], &[]);
+    // the Firefox build's add-on ID (other IDs: tests/it/host/lifecycle.rs, the caller check)
+    let mut h = Host::spawn_with(&db, &[&m, "keepsake@keepsake.dev"], &[]);
     let r = h.ok("host.hello", json!({}));
     assert_eq!(r["name"], json!("keepsake-host"));
     assert_eq!(r["dbPath"], json!(db.display().to_string()));

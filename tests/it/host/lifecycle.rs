@@ -270,6 +270,10 @@ fn t22_a_wrong_or_malformed_origin_is_served_nothing_and_the_database_stays_clos
         ("empty ID", vec!["chrome-extension:///"]),
         ("bare scheme", vec!["chrome-extension://"]),
         ("Firefox manifest without add-on ID", vec![&manifest]),
+        ("Firefox, another add-on", vec![&manifest, "evil@example.org"]),
+        ("Firefox, our ID in another case", vec![&manifest, "Keepsake@keepsake.dev"]),
+        ("Firefox, our Chromium ID as add-on ID", vec![&manifest, &ORIGIN[19..51]]),
+        ("Firefox, a GUID add-on", vec![&manifest, "{12345678-abcd-ef01-2345-6789abcdef01}"]),
     ];
     let mut requests = 0;
     let mut served_total = 0;
@@ -409,14 +413,50 @@ fn t22_parent_window_is_ignored_and_ids_registered_by_install_are_admitted() {
     assert!(is_served(&db, &[ORIGIN], &env));
     checks.push("system manifest admits; foreign name, malformed manifest or receipt add nothing".into());
 
-    // Firefox: manifest path plus add-on ID serves (no Firefox build ships; Firefox enforces
-    // allowed_extensions itself).
-    let ff: PathBuf = dir.path().join("ff").join("dev.keepsake.host.json");
-    std::fs::create_dir_all(ff.parent().unwrap()).unwrap();
-    std::fs::write(&ff, "{}").unwrap();
-    assert!(is_served(&db, &[ff.to_str().unwrap(), "keepsake@example.org"], &env));
-    assert!(!is_served(&db, &[ff.to_str().unwrap()], &env));
-    checks.push("Firefox with add-on ID served, without refused".into());
+    // Firefox (argv[1] the manifest path, argv[2] the add-on ID): our add-on ID serves, another
+    // is refused until `install --extension-id` writes it into the Mozilla manifest, and again
+    // after `uninstall`; a system-wide Mozilla manifest admits its IDs too. Without an ID: refused.
+    let ff: PathBuf = home.join(".mozilla/native-messaging-hosts/dev.keepsake.host.json");
+    let ff_s = ff.to_str().unwrap().to_owned();
+    std::fs::create_dir_all(home.join(".mozilla/firefox")).unwrap();
+    assert!(is_served(&db, &[&ff_s, "keepsake@keepsake.dev"], &env));
+    assert!(!is_served(&db, &[&ff_s, "store@keepsake.dev"], &env));
+    assert!(!is_served(&db, &[&ff_s], &env));
+    let run_cli = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .envs(env)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("KEEPSAKE_SECRET_STORE", "off")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run_cli(&["install", "--extension-id", "store@keepsake.dev"]);
+    let written: Value = serde_json::from_slice(&std::fs::read(&ff).unwrap()).unwrap();
+    assert_eq!(written["allowed_extensions"], json!(["keepsake@keepsake.dev", "store@keepsake.dev"]));
+    assert!(is_served(&db, &[&ff_s, "store@keepsake.dev"], &env), "an installed Firefox ID is refused");
+    assert!(!is_served(&db, &[&ff_s, "evil@example.org"], &env));
+    // The Chromium list does not admit a Firefox caller, nor the other way round.
+    assert!(!is_served(&db, &[&origin(OTHER_ID)], &env));
+    run_cli(&["uninstall"]);
+    assert!(!ff.exists());
+    assert!(!is_served(&db, &[&ff_s, "store@keepsake.dev"], &env), "still admitted after uninstall");
+    assert!(is_served(&db, &[&ff_s, "keepsake@keepsake.dev"], &env));
+    let sys_ff = sysroot.join("usr/lib/mozilla/native-messaging-hosts/dev.keepsake.host.json");
+    std::fs::create_dir_all(sys_ff.parent().unwrap()).unwrap();
+    std::fs::write(
+        &sys_ff,
+        json!({"name": "dev.keepsake.host", "description": "d", "path": BIN, "type": "stdio",
+               "allowed_extensions": ["keepsake@keepsake.dev", "{12345678-abcd-ef01-2345-6789abcdef01}"]})
+        .to_string(),
+    )
+    .unwrap();
+    assert!(is_served(&db, &[&ff_s, "{12345678-abcd-ef01-2345-6789abcdef01}"], &env));
+    assert!(!is_served(&db, &[&ff_s, "store@keepsake.dev"], &env));
+    checks.push("Firefox: ours served; others refused until installed, again after uninstall; system manifest admits; no ID refused".into());
     // `serve` (the CLI's server) is not checked.
     let mut h = RawHost::spawn(&db, &["serve"], &env);
     assert_eq!(call(&mut h, "h", "host.hello", json!({}))["ok"], json!(true));

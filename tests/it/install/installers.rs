@@ -468,7 +468,7 @@ fn t25_installers_lint_install_twice_doctor_uninstall() {
     };
     let identical = if f.second_install_changes == 0 { "identical" } else { "CHANGED" };
     eprintln!(
-        "T25 installs: {} manifests written by the first installs (6 per user, 3 system), {} doctor checks",
+        "T25 installs: {} manifests written by the first installs (6 per user, 4 system), {} doctor checks",
         f.manifests, f.doctor_checks
     );
     eprintln!(
@@ -480,5 +480,8 @@ fn t25_installers_lint_install_twice_doctor_uninstall() {
     let mut problems = l.problems;
     problems.extend(f.problems);
     assert!(problems.is_empty(), "T25 failed:\n\n{}", problems.join("\n\n"));
-    assert_eq!(f.manifests, 9, "manifests for 5 browsers, a profile and 3 system folders");
+    assert_eq!(
+        f.manifests, 10,
+        "manifests for 5 browsers, a profile and 4 system folders (Chrome, Chromium, Edge, Firefox)"
+    );
 }

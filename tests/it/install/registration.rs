@@ -161,6 +161,82 @@ fn assert_good_manifest(p: &Path, ids: &[&str]) {
     assert_eq!(mode(p), 0o644, "manifests must be readable by the browser");
 }
 
+/// A Mozilla manifest as Firefox reads it: the same keys with `allowed_extensions` (add-on IDs).
+fn assert_good_mozilla_manifest(p: &Path, ids: &[&str]) {
+    let bytes = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    assert!(!bytes.starts_with(b"\xEF\xBB\xBF"), "BOM in {}", p.display());
+    let v: Value = serde_json::from_slice(&bytes).expect("manifest is UTF-8 JSON");
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["name", "description", "path", "type", "allowed_extensions"], "{v}");
+    assert_eq!(p.file_name().unwrap(), MANIFEST, "Firefox looks the manifest up by <name>.json");
+    assert_eq!(v["name"], json!("dev.keepsake.host"));
+    assert_eq!(v["type"], json!("stdio"));
+    let path = PathBuf::from(v["path"].as_str().unwrap());
+    assert!(path.is_absolute() && path.is_file(), "{v}");
+    assert_eq!(v["allowed_extensions"], json!(ids));
+    assert_eq!(mode(p), 0o644, "manifests must be readable by the browser");
+}
+
+const FIREFOX_ID: &str = "keepsake@keepsake.dev";
+
+#[test]
+fn firefox_librewolf_and_waterfox_get_mozilla_manifests_doctor_checks_them_uninstall_removes_them() {
+    let m = Machine::new();
+    // Firefox has run (a profile), LibreWolf is installed, Waterfox is not.
+    std::fs::create_dir_all(m.home().join(".mozilla/firefox")).unwrap();
+    std::fs::write(m.home().join(".mozilla/firefox/profiles.ini"), "[General]\n").unwrap();
+    std::fs::create_dir_all(m.home().join(".librewolf")).unwrap();
+    let before = m.listing();
+    let o = m.run(&["install", "--extension-id", "store@keepsake.dev", "--json"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let doc = o.json();
+    assert_eq!(doc["allowedExtensions"], json!([FIREFOX_ID, "store@keepsake.dev"]));
+    let ff = m.home().join(".mozilla/native-messaging-hosts").join(MANIFEST);
+    let lw = m.home().join(".librewolf/native-messaging-hosts").join(MANIFEST);
+    assert_eq!(manifests_under(m.path()), {
+        let mut v = vec![ff.clone(), lw.clone()];
+        v.sort();
+        v
+    });
+    for f in [&ff, &lw] {
+        assert_good_mozilla_manifest(f, &[FIREFOX_ID, "store@keepsake.dev"]);
+    }
+    // A second install changes nothing.
+    let again = m.listing();
+    assert_eq!(m.run(&["install", "--extension-id", "store@keepsake.dev"]).code, 0);
+    assert_eq!(m.listing(), again);
+    // doctor reads them with Firefox's rules: passes; a Chromium-shaped manifest there fails with
+    // what the add-on sees.
+    let d = m.run(&["doctor", "--json"]).json();
+    assert_eq!(d["ok"], json!(true), "{d}");
+    let ok_lines: Vec<&Value> =
+        d["checks"].as_array().unwrap().iter().filter(|c| c["check"] == "manifest").collect();
+    assert!(ok_lines.iter().any(|c| c["detail"].as_str().unwrap().contains(".mozilla")), "{d}");
+    let good = std::fs::read(&ff).unwrap();
+    let mut chromium_shaped: Value = serde_json::from_slice(&good).unwrap();
+    chromium_shaped.as_object_mut().unwrap().remove("allowed_extensions");
+    chromium_shaped["allowed_origins"] = json!([format!("chrome-extension://{ID}/")]);
+    std::fs::write(&ff, serde_json::to_vec(&chromium_shaped).unwrap()).unwrap();
+    let d = m.run(&["doctor", "--json"]).json();
+    assert_eq!(d["ok"], json!(false));
+    let fail = d["checks"].as_array().unwrap().iter().find(|c| c["status"] == "fail").unwrap();
+    assert_eq!(fail["check"], json!("manifest allowed_extensions"), "{fail}");
+    assert_eq!(fail["browserError"], json!("No such native application dev.keepsake.host"));
+    assert_eq!(fail["fix"], json!("keepsake-host install (or ./install.sh)"));
+    std::fs::write(&ff, &good).unwrap();
+    // A Firefox profile in use but not registered: a warning naming it.
+    std::fs::remove_file(&lw).unwrap();
+    std::fs::write(m.home().join(".librewolf/profiles.ini"), "").unwrap();
+    let d = m.run(&["doctor", "--json"]).json();
+    let warn = d["checks"].as_array().unwrap().iter().find(|c| c["check"] == "browser registration").unwrap();
+    assert!(warn["detail"].as_str().unwrap().contains("LibreWolf"), "{warn}");
+    std::fs::remove_file(m.home().join(".librewolf/profiles.ini")).unwrap();
+    // uninstall removes what install wrote and nothing else.
+    let o = m.run(&["uninstall"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(m.listing(), before);
+}
+
 // ---------------------------------------------------------------------------------------------
 // install
 
@@ -242,7 +318,8 @@ fn no_browser_found_exits_zero_writes_nothing_and_explains() {
     let before = m.listing();
     let o = m.run(&["install"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("no Chromium-family browser found"), "{}", o.stdout);
+    assert!(o.stdout.contains("no Chromium-family or Firefox-family browser found"), "{}", o.stdout);
+    assert!(o.stdout.contains("~/.mozilla/firefox"), "{}", o.stdout);
     assert!(o.stdout.contains("--user-data-dir"), "{}", o.stdout);
     assert_eq!(m.listing(), before, "nothing may be written when no browser is found");
     let doc = m.run(&["install", "--json"]).json();
@@ -639,11 +716,16 @@ fn system_install_writes_system_folders_and_asks_for_sudo_without_permission() {
         sys("etc/opt/chrome/native-messaging-hosts"),
         sys("etc/chromium/native-messaging-hosts"),
         sys("etc/opt/edge/native-messaging-hosts"),
+        sys("usr/lib/mozilla/native-messaging-hosts"),
     ];
     expected.sort();
     assert_eq!(manifests_under(m.path()), expected);
     for f in &expected {
-        assert_good_manifest(f, &[ID]);
+        if f.starts_with(m.root().join("usr/lib/mozilla")) {
+            assert_good_mozilla_manifest(f, &[FIREFOX_ID]);
+        } else {
+            assert_good_manifest(f, &[ID]);
+        }
         assert_eq!(mode(f.parent().unwrap()), 0o755, "system folders must be readable by every user");
     }
     assert_eq!(m.run(&["doctor"]).code, 0);
