@@ -78,6 +78,13 @@ step "npm ci in vendor/ (the pinned libraries extension/vendor/ copies; extensio
 step "node --test extension/ (extension modules)"
 node --test extension/
 
+# the store archives (keepsake-chrome.zip, keepsake-firefox.xpi) and Mozilla's web-ext lint of the
+# Firefox build: the script fails on any lint error (~30 s with web-ext's npm ci)
+step "store archives and web-ext lint (scripts/archives.mjs)"
+archives=$(mktemp -d)
+node scripts/archives.mjs "${archives}"
+rm -rf "${archives}"
+
 if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
 	step "end to end skipped (KEEPSAKE_SKIP_E2E=1)"
 else

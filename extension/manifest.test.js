@@ -126,3 +126,33 @@ test('the Firefox build: sidebar, background page, gecko ID, no Chromium-only ke
     rmSync(out, { recursive: true, force: true });
   }
 });
+
+// The Chrome Web Store archive's folder (scripts/archives.mjs, README "Store archives").
+test('the Chrome Web Store build: the same manifest without the development key, no tests shipped', async () => {
+  const { buildChrome } = await import('../scripts/archives.mjs');
+  const { mkdtempSync, rmSync, readdirSync, statSync } = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const out = mkdtempSync(path.join(os.tmpdir(), 'keepsake-chrome-'));
+  try {
+    buildChrome(out);
+    const store = JSON.parse(readFileSync(path.join(out, 'manifest.json'), 'utf8'));
+    assert.ok(manifest.key, 'the source keeps its development key');
+    assert.equal(store.key, undefined, 'the store gives the ID: no key');
+    const { key, ...rest } = manifest;
+    assert.deepEqual(store, rest, 'nothing else changes');
+    const files = [];
+    const walk = (d) => {
+      for (const f of readdirSync(d)) {
+        const p = path.join(d, f);
+        if (statSync(p).isDirectory()) walk(p);
+        else files.push(path.relative(out, p));
+      }
+    };
+    walk(out);
+    assert.deepEqual(files.filter((f) => f.endsWith('.test.js') || f.includes('test-support') || f === 'package.json'), []);
+    assert.ok(files.includes(path.join('sidepanel', 'sidepanel.html')));
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+});
