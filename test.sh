@@ -5,8 +5,10 @@
 #      the installer in a temp HOME, shellcheck of install.sh)
 #   4. node --test for the extension's modules (port client, storage, markdown safety, pills, caps,
 #      LLM streaming against a local mock server, chat turns, site caches)
+#   4b. the store archives (keepsake-chrome.zip, keepsake-firefox.xpi) and `web-ext lint`
 #   5. end to end: the real unpacked extension in Debian's headless Chromium (playwright-core) with
-#      the real host registered by `keepsake-host install --user-data-dir`
+#      the real host registered by `keepsake-host install --user-data-dir`, and its Firefox build
+#      in Debian's firefox-esr over WebDriver BiDi (puppeteer-core), one database for both
 #   5b. the Debian package, as root: built from the debug binary, `dpkg -i`, doctor, Chromium
 #      through the system-wide manifest, `dpkg --purge` leaves no file behind (tests/deb/run.sh)
 #   6. fuzzing, 60 s per target, when a nightly toolchain and cargo-fuzz are installed (T07)
