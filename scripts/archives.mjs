@@ -7,8 +7,9 @@
 //                            it with `keepsake-host install --extension-id <that ID>`)
 //     keepsake-firefox.xpi   for addons.mozilla.org: the Firefox build (scripts/firefox.mjs, add-on
 //                            ID keepsake@keepsake.dev)
-//   and lints the Firefox archive with Mozilla's `web-ext lint` (npm, pinned in
-//   scripts/webext/package-lock.json): exits 1 when it reports an error.
+//   and lints the Firefox build with Mozilla's `web-ext lint` (npm, pinned in
+//   scripts/webext/package-lock.json), and the .xpi itself with the addons-linter it runs: exits 1
+//   when either reports an error.
 //
 // Both archives are made by `web-ext build` (a plain zip of the folder). The staged folders stay
 // beside them (OUT/chrome/, OUT/firefox/) for Load unpacked / Load Temporary Add-on.
@@ -66,16 +67,26 @@ function zip(dir, out, name) {
   return path.join(out, name);
 }
 
+function report(r, what) {
+  const start = r.stdout.indexOf('{');
+  if (start < 0) throw new Error(`${what} printed no report:\n${r.stdout}\n${r.stderr}`);
+  const j = JSON.parse(r.stdout.slice(start));
+  return { errors: j.errors ?? [], warnings: j.warnings ?? [], notices: j.notices ?? [], summary: j.summary };
+}
+
 /**
- * `web-ext lint` of the Firefox build → {errors, warnings, notices} (the messages themselves).
+ * `web-ext lint` of the Firefox build's folder → {errors, warnings, notices} (the messages).
  * @param {string} dir
  */
 export function lint(dir) {
   const r = run(webExt(), ['lint', '--source-dir', dir, '--output', 'json', '--no-config-discovery'], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
-  const start = r.stdout.indexOf('{');
-  if (start < 0) throw new Error(`web-ext lint printed no report:\n${r.stdout}\n${r.stderr}`);
-  const report = JSON.parse(r.stdout.slice(start));
-  return { errors: report.errors ?? [], warnings: report.warnings ?? [], notices: report.notices ?? [], summary: report.summary };
+  return report(r, 'web-ext lint');
+}
+
+/** The archive itself, as addons.mozilla.org receives it, through the linter web-ext lint runs. */
+export function lintArchive(xpi) {
+  const r = run(path.join(WEBEXT_DIR, 'node_modules', '.bin', 'addons-linter'), ['--output', 'json', xpi], { cwd: ROOT, maxBuffer: 64 * 1024 * 1024 });
+  return report(r, 'addons-linter');
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
@@ -87,10 +98,14 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
   buildFirefox(firefoxDir);
   const chromeZip = zip(chromeDir, out, 'keepsake-chrome.zip');
   const xpi = zip(firefoxDir, out, 'keepsake-firefox.xpi');
-  const report = lint(firefoxDir);
+  const folder = lint(firefoxDir);
+  const archive = lintArchive(xpi);
   const line = (m) => `  ${m.code}: ${m.message}${m.file ? ` (${m.file})` : ''}`;
-  console.log(`wrote ${path.relative(ROOT, chromeZip)} and ${path.relative(ROOT, xpi)}`);
-  console.log(`web-ext lint of the Firefox build: ${report.errors.length} errors, ${report.warnings.length} warnings, ${report.notices.length} notices`);
-  for (const m of [...report.errors, ...report.warnings]) console.log(line(m));
-  process.exit(report.errors.length === 0 ? 0 : 1);
+  const counts = (x) => `${x.errors.length} errors, ${x.warnings.length} warnings, ${x.notices.length} notices`;
+  console.log(`wrote ${chromeZip} and ${xpi}`);
+  console.log(`web-ext lint of the Firefox build: ${counts(folder)}`);
+  for (const m of [...folder.errors, ...folder.warnings]) console.log(line(m));
+  console.log(`addons-linter of keepsake-firefox.xpi: ${counts(archive)}`);
+  for (const m of archive.errors) console.log(line(m));
+  process.exit(folder.errors.length === 0 && archive.errors.length === 0 ? 0 : 1);
 }
