@@ -87,10 +87,26 @@ test('every module of the extension parses (pages load modules node --test never
   assert.deepEqual(bad, []);
 });
 
+/** Every file under `dir`, as paths relative to it. */
+async function filesUnder(dir) {
+  const { readdirSync, statSync } = await import('node:fs');
+  const path = await import('node:path');
+  const files = [];
+  const walk = (d) => {
+    for (const f of readdirSync(d)) {
+      const p = path.join(d, f);
+      if (statSync(p).isDirectory()) walk(p);
+      else files.push(path.relative(dir, p));
+    }
+  };
+  walk(dir);
+  return files;
+}
+
 // The Firefox build (scripts/firefox.mjs, README "Firefox"): the same files, its own manifest.
 test('the Firefox build: sidebar, background page, gecko ID, no Chromium-only keys, every file it names', async () => {
   const { build, GECKO_ID } = await import('../scripts/firefox.mjs');
-  const { mkdtempSync, rmSync, existsSync, readdirSync, statSync } = await import('node:fs');
+  const { mkdtempSync, rmSync, existsSync } = await import('node:fs');
   const os = await import('node:os');
   const path = await import('node:path');
   const out = mkdtempSync(path.join(os.tmpdir(), 'keepsake-firefox-'));
@@ -111,15 +127,7 @@ test('the Firefox build: sidebar, background page, gecko ID, no Chromium-only ke
     for (const f of [...ff.background.scripts, ff.sidebar_action.default_panel, ff.options_ui.page, 'lib/platform.js', 'lib/native-port.js']) {
       assert.ok(existsSync(path.join(out, f)), `${f} is in the build`);
     }
-    const files = [];
-    const walk = (d) => {
-      for (const f of readdirSync(d)) {
-        const p = path.join(d, f);
-        if (statSync(p).isDirectory()) walk(p);
-        else files.push(path.relative(out, p));
-      }
-    };
-    walk(out);
+    const files = await filesUnder(out);
     assert.deepEqual(files.filter((f) => f.endsWith('.test.js') || f.includes('test-support')), [], 'no tests shipped');
     assert.ok(files.includes(path.join('_locales', 'zh_CN', 'messages.json')));
   } finally {
@@ -130,7 +138,7 @@ test('the Firefox build: sidebar, background page, gecko ID, no Chromium-only ke
 // The Chrome Web Store archive's folder (scripts/archives.mjs, README "Store archives").
 test('the Chrome Web Store build: the same manifest without the development key, no tests shipped', async () => {
   const { buildChrome } = await import('../scripts/archives.mjs');
-  const { mkdtempSync, rmSync, readdirSync, statSync } = await import('node:fs');
+  const { mkdtempSync, rmSync } = await import('node:fs');
   const os = await import('node:os');
   const path = await import('node:path');
   const out = mkdtempSync(path.join(os.tmpdir(), 'keepsake-chrome-'));
@@ -141,15 +149,7 @@ test('the Chrome Web Store build: the same manifest without the development key,
     assert.equal(store.key, undefined, 'the store gives the ID: no key');
     const { key, ...rest } = manifest;
     assert.deepEqual(store, rest, 'nothing else changes');
-    const files = [];
-    const walk = (d) => {
-      for (const f of readdirSync(d)) {
-        const p = path.join(d, f);
-        if (statSync(p).isDirectory()) walk(p);
-        else files.push(path.relative(out, p));
-      }
-    };
-    walk(out);
+    const files = await filesUnder(out);
     assert.deepEqual(files.filter((f) => f.endsWith('.test.js') || f.includes('test-support') || f === 'package.json'), []);
     assert.ok(files.includes(path.join('sidepanel', 'sidepanel.html')));
   } finally {

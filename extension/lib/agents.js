@@ -54,6 +54,7 @@ import {
   extractError,
   isRedirect,
   parseRetryAfter,
+  pingClock,
   readCapped,
   redirectError,
   shownUrl,
@@ -67,7 +68,6 @@ export const AGENT_SESSION_GONE = 'agent_session_gone';
 const ERROR_BODY_CAP = 64 * 1024;
 const CONTROL_TIMEOUT_MS = 5000;
 const defaultFetch = (...args) => globalThis.fetch(...args);
-const now = () => (globalThis.performance?.now ? globalThis.performance.now() : Date.now());
 
 function isObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -667,12 +667,7 @@ export async function listAgentModels(provider, fetchImpl = defaultFetch, { time
  * 404, a closed port, a redirect. → {ok, ms, detail, status?}
  */
 export async function pingAgent(provider, fetchImpl = defaultFetch, { timeoutMs = 20_000 } = {}) {
-  const t0 = now();
-  const done = (ok, detail, status) => {
-    const r = { ok, ms: Math.round(now() - t0), detail };
-    if (status !== undefined) r.status = status;
-    return r;
-  };
+  const done = pingClock();
   const base = agentBase(provider);
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), timeoutMs);

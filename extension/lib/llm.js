@@ -775,6 +775,16 @@ export async function listModels(provider, fetchImpl = defaultFetch, { timeoutMs
 
 // ------------------------------------------------------------------------------------------------ ping
 
+/** A Ping's result maker, timed from now: `done(ok, detail, status?)` → {ok, ms, detail, status?}. */
+export function pingClock() {
+  const t0 = now();
+  return (ok, detail, status) => {
+    const r = { ok, ms: Math.round(now() - t0), detail };
+    if (status !== undefined) r.status = status;
+    return r;
+  };
+}
+
 /**
  * A quick reachability/credentials check for the options page: chat → `GET {baseUrl}/models` (falling back to
  * a 1-token completion when the server has no /models); responses → a tiny non-streaming response
@@ -786,12 +796,7 @@ export async function listModels(provider, fetchImpl = defaultFetch, { timeoutMs
  * @returns {Promise<{ok: boolean, ms: number, detail: string, status?: number}>}
  */
 export async function ping(provider, fetchImpl = defaultFetch, { timeoutMs = 20_000 } = {}) {
-  const t0 = now();
-  const done = (ok, detail, status) => {
-    const r = { ok, ms: Math.round(now() - t0), detail };
-    if (status !== undefined) r.status = status;
-    return r;
-  };
+  const done = pingClock();
   if (!provider || !KINDS.has(provider.kind)) return done(false, t('llmUnknownKind', provider?.kind));
   if (AGENT_KINDS.includes(provider.kind)) return pingAgent(provider, fetchImpl, { timeoutMs });
   const ctrl = new AbortController();
