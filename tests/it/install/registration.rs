@@ -786,13 +786,19 @@ fn package_root_writes_every_system_folder_for_the_installed_path() {
         sys("etc/chromium/native-messaging-hosts"),
         sys("etc/opt/edge/native-messaging-hosts"),
         sys("etc/opt/vivaldi/native-messaging-hosts"),
+        // Firefox's, and not /usr/lib64/mozilla: a Debian package ships what Debian's Firefox reads
+        sys("usr/lib/mozilla/native-messaging-hosts"),
     ];
     expected.sort();
     assert_eq!(manifests_under(m.path()), expected, "every folder, though no browser is installed");
     for f in &expected {
         let v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
         assert_eq!(v["path"], json!("/usr/bin/keepsake-host"));
-        assert_eq!(v["allowed_origins"], json!([format!("chrome-extension://{ID}/")]));
+        if f.starts_with(stage.join("usr/lib/mozilla")) {
+            assert_eq!(v["allowed_extensions"], json!(["keepsake@keepsake.dev"]));
+        } else {
+            assert_eq!(v["allowed_origins"], json!([format!("chrome-extension://{ID}/")]));
+        }
         assert_eq!(mode(f), 0o644);
         assert_eq!(mode(f.parent().unwrap()), 0o755);
     }
@@ -803,11 +809,11 @@ fn package_root_writes_every_system_folder_for_the_installed_path() {
 
     // the installed machine (the staging root as its system root, the binary where --bin said):
     // `install --system` writes the same bytes, so it finds the packaged files unchanged
-    let manifest = std::fs::read_to_string(&expected[0]).unwrap();
-    let installed =
-        manifest.replace("/usr/bin/keepsake-host", stage.join("usr/bin/keepsake-host").to_str().unwrap());
     for f in &expected {
-        std::fs::write(f, &installed).unwrap();
+        let manifest = std::fs::read_to_string(f).unwrap();
+        let installed =
+            manifest.replace("/usr/bin/keepsake-host", stage.join("usr/bin/keepsake-host").to_str().unwrap());
+        std::fs::write(f, installed).unwrap();
     }
     let mut c = m.command(BIN);
     c.env("KEEPSAKE_SYSTEM_ROOT", &stage)
@@ -817,7 +823,11 @@ fn package_root_writes_every_system_folder_for_the_installed_path() {
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let statuses: Vec<Value> =
         o.json()["manifests"].as_array().unwrap().iter().map(|x| x["status"].clone()).collect();
-    assert_eq!(statuses, [json!("unchanged"), json!("unchanged")], "Chrome's and Chromium's folders");
+    assert_eq!(
+        statuses,
+        [json!("unchanged"), json!("unchanged"), json!("unchanged")],
+        "Chrome's, Chromium's and Firefox's folders"
+    );
 
     // misuse: without --system, without --bin, or a --bin missing under the staging root
     let root = stage.to_str().unwrap();
