@@ -50,7 +50,9 @@ import { t } from './i18n.js';
 import {
   LlmError,
   NO_REDIRECT,
+  callContext,
   createSseParser,
+  describeThrown,
   extractError,
   isRedirect,
   parseRetryAfter,
@@ -140,13 +142,6 @@ function bodyObject(body, bodyText) {
   return isObject(body) ? { ...body } : {};
 }
 
-function describeThrown(e) {
-  if (!e) return t('llmNetworkError');
-  const b = e.message || String(e);
-  const c = e.cause && (e.cause.message || e.cause.code);
-  return c && c !== b ? `${b} (${c})` : b;
-}
-
 /** An error body's message: opencode's `{name, data: {message}}`, else lib/llm.js's extractError. */
 export function agentErrorOf(status, text, statusText = '') {
   try {
@@ -167,50 +162,15 @@ function errorText(err) {
 
 // ------------------------------------------------------------------------------------------------ calls
 
-/** One streamed call's plumbing: abort/idle handling shared by its requests (as lib/llm.js's streamReply). */
-function callContext({ signal, idleMs, fetchImpl }) {
-  const ctrl = new AbortController();
-  let why = null;
-  const onAbort = () => {
-    why ??= 'aborted';
-    ctrl.abort();
-  };
-  signal?.addEventListener('abort', onAbort, { once: true });
-  let timer = null;
-  const arm = () => {
-    if (timer !== null) clearTimeout(timer);
-    if (idleMs > 0 && Number.isFinite(idleMs)) {
-      timer = setTimeout(() => {
-        why ??= 'idle';
-        ctrl.abort();
-      }, idleMs);
-    }
-  };
-  const aborted = new Promise((_, reject) => ctrl.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
-  aborted.catch(() => {});
-  const readers = new Set();
-  return {
-    get why() {
-      return why;
-    },
-    arm,
-    race: (p) => Promise.race([p, aborted]),
-    readers,
-    fetch: (url, init) => fetchImpl(url, { ...init, signal: ctrl.signal, ...NO_REDIRECT }),
-    /** A thrown value as the LlmError this call reports. */
-    map(e, url) {
-      if (why === 'idle') return new LlmError('idle', t('providerIdle', String(Math.round(idleMs / 100) / 10)), { cause: e });
-      if (why === 'aborted') return new LlmError('aborted', t('llmAborted'), { cause: e });
-      if (e instanceof LlmError) return e;
-      return new LlmError('network', t('agentUnreachable', shownUrl(url), describeThrown(e)), { cause: e });
-    },
-    close() {
-      if (timer !== null) clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      for (const r of readers) r.cancel().catch(() => {});
-      ctrl.abort();
-    },
-  };
+/** One streamed call's plumbing (lib/llm.js's `callContext`), with the agent server's words. */
+function agentCall({ signal, idleMs, fetchImpl }) {
+  return callContext({
+    signal,
+    idleMs,
+    fetchImpl,
+    idleMessage: (secs) => t('providerIdle', secs),
+    unreachable: (url, e) => t('agentUnreachable', shownUrl(url), describeThrown(e)),
+  });
 }
 
 /** fetch → the response when 2xx; else the LlmError (redirect, http with the server's message, network). */
@@ -359,7 +319,7 @@ export async function streamRuns({ provider, body, bodyText, signal, onDelta, on
   const base = agentBase(provider);
   const b = bodyObject(body, bodyText);
   if (provider.model) b.model = provider.model;
-  const cx = callContext({ signal, idleMs, fetchImpl });
+  const cx = agentCall({ signal, idleMs, fetchImpl });
   let runId = null;
   let url = `${base}/v1/runs`;
   try {
@@ -437,7 +397,7 @@ export async function streamRuns({ provider, body, bodyText, signal, onDelta, on
  * @param {{kind: 'agent', baseUrl?: string, apiKey?: string}} provider
  */
 export async function createAgentSession(provider, { fetchImpl = defaultFetch, signal, title, idleMs = 60_000 } = {}) {
-  const cx = callContext({ signal, idleMs, fetchImpl });
+  const cx = agentCall({ signal, idleMs, fetchImpl });
   const url = `${agentBase(provider)}/session`;
   try {
     if (signal?.aborted) throw new LlmError('aborted', t('llmAborted'));
@@ -471,7 +431,7 @@ export async function streamAgent({ provider, body, bodyText, agentSessionId, si
   const envelope = opencodeEnvelope(bodyObject(body, bodyText), provider.model);
   const sessionId =
     typeof agentSessionId === 'string' && agentSessionId ? agentSessionId : await createAgentSession(provider, { fetchImpl, signal, idleMs });
-  const cx = callContext({ signal, idleMs, fetchImpl });
+  const cx = agentCall({ signal, idleMs, fetchImpl });
   let url = `${base}/event`;
   let prompted = false;
   try {

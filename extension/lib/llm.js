@@ -315,7 +315,8 @@ export async function readCapped(res, cap) {
   return out.slice(0, cap);
 }
 
-function describeThrown(e) {
+/** What a thrown network error says, with its cause when that adds something. */
+export function describeThrown(e) {
   if (!e) return t('llmNetworkError');
   const base = e.message || String(e);
   const cause = e.cause && (e.cause.message || e.cause.code);
@@ -541,6 +542,59 @@ function makeHandler(kind, st, emit) {
 // ------------------------------------------------------------------------------------------------ streaming
 
 /**
+ * One streamed call's plumbing, shared by `streamReply` and lib/agents.js: an AbortController tied
+ * to the caller's `signal`, an idle timer (`arm()` after every byte; firing aborts with why 'idle'),
+ * `race(p)` that rejects once the call is aborted, `fetch` with the call's signal and no redirects,
+ * `map(e, url)` turning a thrown value into the LlmError the call reports, and `close()` (timer,
+ * listener, open readers, connection).
+ * @param {{signal?: AbortSignal, idleMs: number, fetchImpl: typeof fetch,
+ *   idleMessage?: (secs: string) => string, unreachable?: (url: string, e: unknown) => string}} o
+ */
+export function callContext({ signal, idleMs, fetchImpl, idleMessage = (secs) => t('llmIdle', secs), unreachable = networkErrorMessage }) {
+  const ctrl = new AbortController();
+  let why = null;
+  const onAbort = () => {
+    why ??= 'aborted';
+    ctrl.abort();
+  };
+  signal?.addEventListener('abort', onAbort, { once: true });
+  let timer = null;
+  const arm = () => {
+    if (timer !== null) clearTimeout(timer);
+    if (idleMs > 0 && Number.isFinite(idleMs)) {
+      timer = setTimeout(() => {
+        why ??= 'idle';
+        ctrl.abort();
+      }, idleMs);
+    }
+  };
+  const aborted = new Promise((_, reject) => ctrl.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+  aborted.catch(() => {});
+  const readers = new Set();
+  return {
+    get why() {
+      return why;
+    },
+    arm,
+    race: (p) => Promise.race([p, aborted]),
+    readers,
+    fetch: (url, init) => fetchImpl(url, { ...init, signal: ctrl.signal, ...NO_REDIRECT }),
+    map(e, url) {
+      if (why === 'idle') return new LlmError('idle', idleMessage(formatNumber(Math.round(idleMs / 100) / 10)), { cause: e });
+      if (why === 'aborted') return new LlmError('aborted', t('llmAborted'), { cause: e });
+      if (e instanceof LlmError) return e;
+      return new LlmError('network', unreachable(url, e), { cause: e });
+    },
+    close() {
+      if (timer !== null) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      for (const r of readers) r.cancel().catch(() => {});
+      ctrl.abort(); // release the connection (no-op once the body is read)
+    },
+  };
+}
+
+/**
  * Stream one reply.
  * @param {object} args
  * @param {{kind: 'chat'|'responses'|'anthropic', baseUrl?: string, apiKey?: string, model?: string}} args.provider
@@ -596,49 +650,19 @@ export async function streamReply(args) {
   };
   if (signal?.aborted) throw withPartial(new LlmError('aborted', t('llmAborted')));
 
-  const ctrl = new AbortController();
-  let why = null;
-  const onAbort = () => {
-    why ??= 'aborted';
-    ctrl.abort();
-  };
-  signal?.addEventListener('abort', onAbort, { once: true });
-  let timer = null;
-  const arm = () => {
-    if (timer !== null) clearTimeout(timer);
-    if (idleMs > 0 && Number.isFinite(idleMs)) {
-      timer = setTimeout(() => {
-        why ??= 'idle';
-        ctrl.abort();
-      }, idleMs);
-    }
-  };
-  const aborted = new Promise((_, reject) => {
-    ctrl.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
-  });
-  aborted.catch(() => {});
-  const race = (p) => Promise.race([p, aborted]);
-  const mapThrown = (e) => {
-    if (why === 'idle') {
-      return withPartial(new LlmError('idle', t('llmIdle', formatNumber(Math.round(idleMs / 100) / 10)), { cause: e }));
-    }
-    if (why === 'aborted') return withPartial(new LlmError('aborted', t('llmAborted'), { cause: e }));
-    if (e instanceof LlmError) return withPartial(e);
-    return withPartial(new LlmError('network', networkErrorMessage(req.url, e), { cause: e }));
-  };
+  const cx = callContext({ signal, idleMs, fetchImpl });
+  const { race, arm } = cx;
+  const mapThrown = (e) => withPartial(cx.map(e, req.url));
 
-  let reader = null;
   try {
     arm();
     let res;
     try {
       res = await race(
-        fetchImpl(req.url, {
+        cx.fetch(req.url, {
           method: 'POST',
           headers: req.headers,
           body: typeof bodyText === 'string' ? bodyText : JSON.stringify(req.body),
-          signal: ctrl.signal,
-          ...NO_REDIRECT,
         }),
       );
     } catch (e) {
@@ -651,7 +675,7 @@ export async function streamReply(args) {
       try {
         text = await race(readCapped(res, ERROR_BODY_CAP));
       } catch (e) {
-        if (why) throw mapThrown(e);
+        if (cx.why) throw mapThrown(e);
       }
       const { message, providerType } = extractError(res.status, text, res.statusText);
       throw withPartial(
@@ -668,7 +692,7 @@ export async function streamReply(args) {
       try {
         j = JSON.parse(await race(res.text()));
       } catch (e) {
-        if (why) throw mapThrown(e);
+        if (cx.why) throw mapThrown(e);
         throw withPartial(new LlmError('protocol', t('llmInvalidJson')));
       }
       if (j?.error) {
@@ -693,7 +717,8 @@ export async function streamReply(args) {
       }
       parser.push(t);
     } else {
-      reader = res.body.getReader();
+      const reader = res.body.getReader();
+      cx.readers.add(reader);
       while (!st.done) {
         let r;
         try {
@@ -722,10 +747,7 @@ export async function streamReply(args) {
   } catch (e) {
     throw e instanceof LlmError ? withPartial(e) : mapThrown(e);
   } finally {
-    if (timer !== null) clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
-    if (reader) reader.cancel().catch(() => {});
-    ctrl.abort(); // release the connection (no-op once the body is read)
+    cx.close();
   }
 }
 
