@@ -16,12 +16,17 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 
-import { EXT_ID, HOST_BIN, PANEL_URL, PANEL_VIEWPORT, launch, withTimeout } from '../tests/e2e/harness.mjs';
 import { SEARCH_QUERIES } from './ext/gen.js';
 import { BIG, ENTRY_CHARS, PAGE, PICTURE_EVERY, SESSION_CHARS, bigPictures, bigSession, pictureOf, scaleSession } from './ext/scale-gen.js';
 import { screenshotPng } from './inputs.mjs';
 import { peakRss } from './procfs.mjs';
 import { fmt, logLogChart, markdownTable, summarize, textTable } from './report.mjs';
+
+/**
+ * The e2e harness (Chromium through playwright-core), loaded when the sweep runs, so the report
+ * functions below work without it (bench/scale.test.mjs).
+ */
+let H = null;
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -141,9 +146,9 @@ function paintProbe({ bubbles, images }) {
 async function timePanel(k, way, expect) {
   const page = await k.context.newPage();
   try {
-    await page.setViewportSize(PANEL_VIEWPORT);
+    await page.setViewportSize(H.PANEL_VIEWPORT);
     await page.addInitScript(paintProbe, expect);
-    await page.goto(way === 'keepsake' ? PANEL_URL : `chrome-extension://${EXT_ID}/bench/panel.html`, { timeout: 60_000 });
+    await page.goto(way === 'keepsake' ? H.PANEL_URL : `chrome-extension://${H.EXT_ID}/bench/panel.html`, { timeout: 60_000 });
     await page.waitForFunction(() => window.__paint.text !== undefined && window.__paint.images !== undefined, null, { timeout: 120_000 });
     const m = await page.evaluate(() => window.__paint);
     return { paint: m.text, images: m.images };
@@ -155,7 +160,7 @@ async function timePanel(k, way, expect) {
 // ---- one size -------------------------------------------------------------------------------------
 
 function scaleCall(k, fn, ...args) {
-  return withTimeout(k.worker.evaluate(([f, a]) => self.__scale[f](...a), [fn, args]), 900_000, `__scale.${fn}`);
+  return H.withTimeout(k.worker.evaluate(([f, a]) => self.__scale[f](...a), [fn, args]), 900_000, `__scale.${fn}`);
 }
 
 async function oneSize(testBuild, count) {
@@ -179,7 +184,7 @@ async function oneSize(testBuild, count) {
     F.docBytes = fileBytes(doc);
     log(`${count}: ${count + 1} sessions, ${pics.size} pictures (${(F.pictureBytes / MiB).toFixed(1)} MiB), export ${(F.docBytes / MiB).toFixed(1)} MiB in ${F.genMs} ms`);
     t = Date.now();
-    execFileSync(HOST_BIN, ['--db', db, 'import', doc], { stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync(H.HOST_BIN, ['--db', db, 'import', doc], { stdio: ['ignore', 'ignore', 'inherit'] });
     const importMs = Date.now() - t;
     put('import', 'keepsake', importMs);
     F.importMBs = F.docBytes / 1e6 / (importMs / 1000);
@@ -189,18 +194,18 @@ async function oneSize(testBuild, count) {
     for (let i = 0; i < (count >= 10_000 ? 1 : 3); i++) {
       fs.rmSync(backup, { force: true });
       t = Date.now();
-      execFileSync(HOST_BIN, ['--db', db, 'backup', backup], { stdio: ['ignore', 'ignore', 'inherit'] });
+      execFileSync(H.HOST_BIN, ['--db', db, 'backup', backup], { stdio: ['ignore', 'ignore', 'inherit'] });
       put('backup', 'keepsake', Date.now() - t);
     }
     disk.backup = fileBytes(backup);
     fs.rmSync(backup);
     log(`${count}: imported in ${importMs} ms (${F.importMBs.toFixed(1)} MB/s), backup ${out.samples.backup.keepsake.map((x) => `${x} ms`).join(', ')}`);
 
-    const k = await launch({ name: `bench-scale-${count}`, extDir: testBuild, dataDir });
+    const k = await H.launch({ name: `bench-scale-${count}`, extDir: testBuild, dataDir });
     try {
       const fill = await scaleCall(k, 'fill', { count, capMs: SCALE_CFG.baselineCapMs });
       F.baseline = fill;
-      const leveldb = path.join(k.profileDir, 'Default', 'Local Extension Settings', EXT_ID);
+      const leveldb = path.join(k.profileDir, 'Default', 'Local Extension Settings', H.EXT_ID);
       disk.leveldb = dirBytes(leveldb);
       if (fill.done) {
         put('import', 'baseline', fill.ms);
@@ -283,6 +288,7 @@ async function oneSize(testBuild, count) {
 
 /** The whole sweep, size after size (each cleaned up before the next). */
 export async function scaleSweep(testBuild) {
+  H ??= await import('../tests/e2e/harness.mjs');
   const t0 = Date.now();
   const sizes = [];
   for (const count of SCALE_CFG.sizes) sizes.push(await oneSize(testBuild, count));
@@ -359,7 +365,7 @@ export function scaleColumns(res) {
 
 /** The log-log chart of every time measure against the number of sessions (SVG text). */
 export function scaleChart(res) {
-  const palette = ['#1a73e8', '#188038', '#e37400', '#a142f4', '#d93025', '#12b5cb', '#5f6368', '#b06000', '#9334e6', '#c5221f'];
+  const palette = ['#1a73e8', '#188038', '#e37400', '#a142f4', '#d93025', '#12b5cb', '#5f6368', '#b06000', '#000000', '#f538a0'];
   const series = [];
   let c = 0;
   for (const m of MEASURES) {
@@ -418,9 +424,9 @@ ${markdownTable(scaleRows(res), scaleColumns(res))}
 **Data set** (\`bench/ext/scale-gen.js\`, seeded, built the same way by node and by the worker): every saved session
 holds ${SESSION_CHARS / 1000}K chars of mixed English/Chinese text in ${SESSION_CHARS / ENTRY_CHARS} entries (the body size that keeps the
 ${n(topS.count)}-session run practical: ${(topS.facts.docBytes / MiB).toFixed(0)} MiB of export JSON), and every ${PICTURE_EVERY}th session one distinct generated
-screenshot (~${SCALE_CFG.pictureBytes / 1000} KB PNG, 1280×720) — ${topS.facts.pictures} pictures, ${(topS.facts.pictureBytes / MiB).toFixed(0)} MiB at ${n(topS.count)} sessions, not the ~2 GB the
-issue allows: at the import speed measured here (~${topS.facts.importMBs.toFixed(0)} MB/s) 2 GB of base64 pictures would take minutes in each way
-and the sweep would not fit its 15-minute budget. Plus, at every size, one ${BIG.count}-entry session (${BIG.chars} chars an entry) with
+screenshot (~${SCALE_CFG.pictureBytes / 1000} KB PNG, 1280×720) — ${n(topS.facts.pictures)} pictures, ${(topS.facts.pictureBytes / MiB).toFixed(0)} MiB at ${n(topS.count)} sessions, not the ~2 GB the
+issue allows: \`keepsake-host import\` ran at ~${topS.facts.importMBs.toFixed(1)} MB/s here, so ~2.7 GB of base64 pictures would take
+~${Math.round(2700 / topS.facts.importMBs / 60)} min to import alone, and the in-browser way as long again, past the sweep's 15-minute budget. Plus, at every size, one ${BIG.count}-entry session (${BIG.chars} chars an entry) with
 ${BIG.pictures} pictures of ~${SCALE_CFG.bigPictureBytes / 1000} KB, the newest session. Searches find 鲸 / 琥珀 / quill in ~25 / 10 / 5 % of the sessions.
 
 **How.** Per size: the JSON export is generated, imported into a fresh database with the release
@@ -430,7 +436,7 @@ in-browser way (\`session_<id>\` bodies with pictures as data URLs and \`digest_
 \`savedSessions\` and \`digestIndex\` indexes; cap ${Math.round(SCALE_CFG.baselineCapMs / 1000)} s; its row "Import" is that time, MB/s for the same data).
 In the worker (\`bench/ext/scale.js\`): drawer list = \`sessions.list\` with ${limit} vs the index read, sorted and cut;
 search = \`sessions.list({query})\` vs scenario 8's digest scan in memory; load = \`sessions.load\` + \`history.get\`
-(image references) of the ${BIG.count}-entry session, as the panel's drawer does, vs its body read, trimmed (§4.1) and
+(image references) of the ${BIG.count}-entry session, as the worker's \`chat.loadSession\` and the panel's read after it do, vs its body read, trimmed (§4.1) and
 written as the live history, read back; host start = a fresh \`NativePort\` (the real client): spawn → \`host.hello\`
 and → the first \`history.meta\` reply. Panel = the real side panel (Keepsake) or bench/panel.html (in-browser)
 opened on that session made live (${topS.facts.panel?.bubbles ?? '?'} entries after the trim rule, ${topS.facts.panel?.images ?? '?'} pictures): first text paint and all
@@ -441,7 +447,7 @@ directory. Peak RSS = the highest VmHWM of any keepsake-host under the browser, 
 
 ${S.map((s) => `- ${diskLine(s)}`).join('\n')}
 
-**Where the in-browser way could not hold the data:**
+**The in-browser way's copy** (where it could not hold the data, that is its result):
 
 ${S.map((s) => `- ${baselineLine(s)}`).join('\n')}
 
