@@ -404,6 +404,39 @@ export function printScale(res) {
   for (const s of res.sizes) console.log(`  ${baselineLine(s)}`);
 }
 
+/**
+ * What separate measurements showed for the growth targets missed so far (2026-12-06, same machine;
+ * not figures of this run). Shown for a measure only while its Keepsake row misses its target.
+ */
+const SCALE_NOTES = [
+  {
+    measure: /^(Drawer list|Search)/,
+    text: `\`sessions.list\` answers every row, or every hit, in one reply: at 10,000 text sessions 10,000 rows in a 1.2 MB
+  reply, 2,509 hits for 鲸 in 752 KB and 500 for quill in 152 KB (104, 71 and 17 KB at 1,000), so the round trip grows
+  with what is answered (the host's work per row, the transfer, the worker's parse) and the list's slope is ~1. The paged \`sessions.list\`
+  (\`{query?, limit?, cursor?}\` → \`{rows, total, cursor}\`) is what the ≤ 2× target needs; the sweep asks for
+  \`limit: ${PAGE}\` as soon as the host takes it. The in-browser way pays the same growth for the index it reads whole.`,
+  },
+  {
+    measure: /^Host start/,
+    text: `At pipe level (a node client spawning the release host on text-only databases of 1,000 and 10,000 sessions,
+  39 and 382 MiB, 21 interleaved starts each) spawn → hello was 9.82 → 12.07 ms (1.23×) and → the first \`history.meta\`
+  10.05 → 12.30 ms (1.22×): the host's own start grows 1.22–1.23×, at the edge of the 1.2× target; the browser rows
+  add Chromium's own ~10 ms and come from 4–7 rounds on a machine other builds were using. The first \`sessions.list\` after a start is what
+  grows there: 7.3 → 106 ms (14×), the drawer's whole read.`,
+  },
+];
+
+function scaleNotes(rows) {
+  const missed = SCALE_NOTES.filter((n) => rows.some((r) => r.way === 'Keepsake' && n.measure.test(r.measure) && r.met === 'NO'));
+  if (!missed.length) return '';
+  return `**Where a growth target is missed: what separate measurements show.**
+
+${missed.map((n) => `- ${n.text}`).join('\n')}
+
+`;
+}
+
 /** The "Scale" section of BENCHMARKS.md. */
 export function scaleSection(res) {
   const n = (x) => x.toLocaleString('en-US');
@@ -419,7 +452,7 @@ Growth = t(${n(S.at(-1).count)}) / t(${n(S.at(-2).count)}) and the log-log slope
 
 ${markdownTable(scaleRows(res), scaleColumns(res))}
 
-![Median time against saved sessions, log-log](docs/bench/scale.svg)
+${scaleNotes(scaleRows(res))}![Median time against saved sessions, log-log](docs/bench/scale.svg)
 
 **Data set** (\`bench/ext/scale-gen.js\`, seeded, built the same way by node and by the worker): every saved session
 holds ${SESSION_CHARS / 1000}K chars of mixed English/Chinese text in ${SESSION_CHARS / ENTRY_CHARS} entries (the body size that keeps the
