@@ -1,12 +1,16 @@
 #!/bin/sh
 # Benchmark: Keepsake against the in-browser way, side by side in one headless Chromium run
 # (performance.md §6, issue 6). Builds the release host and the release echo host, then runs
-# bench/run.mjs, which prints one table and writes BENCHMARKS.md and docs/bench/send-latency.svg.
+# bench/run.mjs, which prints one table and writes BENCHMARKS.md, docs/bench/send-latency.svg and
+# docs/bench/scale.svg (the scale sweep, bench/scale.mjs).
 #
-#   ./bench.sh                  the full run (≈ 10–15 min on 2 cores)
+#   ./bench.sh                  the full run (≈ 15–25 min on 2 cores, the scale sweep included)
 #   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
 #   BENCH_ONLY=search ./bench.sh  scenario 8 alone, printed only
 #   BENCH_ONLY=text ./bench.sh    scenario 4 alone, with a timeline of its turns, printed only
+#   BENCH_ONLY=scale ./bench.sh   the scale sweep (bench/scale.mjs) alone: 100 → 1,000 → 10,000 saved
+#                                 sessions, printed only (the Scale section and chart go to a temp dir);
+#                                 with BENCH_QUICK=1, 30 → 100 → 300 in ~1 min
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -22,7 +26,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,15p' "$0"
+	sed -n '2,19p' "$0"
 	exit 0
 	;;
 esac

@@ -1,5 +1,6 @@
 // Statistics and output of the benchmark: medians and spreads, the one results table (plain text
-// for the terminal, Markdown for BENCHMARKS.md) and the send-latency chart as a hand-written SVG.
+// for the terminal, Markdown for BENCHMARKS.md), the send-latency chart and the scale sweep's
+// log-log chart as hand-written SVG.
 
 /**
  * Median, min and max of a list of numbers (nulls ignored).
@@ -131,6 +132,60 @@ export function lineChart({ title, xLabel, yLabel, series }) {
     out.push(`<polyline points="${pts}" fill="none" stroke="${s.color}" stroke-width="2"${dash}/>`);
     for (const [x, y] of s.points) out.push(`<circle cx="${px(x).toFixed(1)}" cy="${py(y).toFixed(1)}" r="3" fill="${s.color}"/>`);
     const ly = m.t + 10 + i * 22;
+    out.push(`<line x1="${W - m.r + 14}" x2="${W - m.r + 40}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash}/>`);
+    out.push(`<text x="${W - m.r + 46}" y="${ly + 4}">${escapeXml(s.name)}</text>`);
+  });
+  out.push('</svg>');
+  return `${out.join('\n')}\n`;
+}
+
+/**
+ * A log-log line chart as SVG text (both axes powers of ten): `series` = [{name, color, dash?,
+ * points: [[x, y], …]}] with x, y > 0. A straight line of slope k means time ∝ size^k.
+ * @param {{title: string, xLabel: string, yLabel: string, series: object[]}} o
+ * @returns {string}
+ */
+export function logLogChart({ title, xLabel, yLabel, series }) {
+  const W = 860;
+  const H = 480;
+  const m = { l: 70, r: 330, t: 40, b: 50 };
+  const xs = series.flatMap((s) => s.points.map((p) => p[0]));
+  const ys = series.flatMap((s) => s.points.map((p) => p[1]));
+  const x0 = Math.floor(Math.log10(Math.min(...xs)));
+  const x1 = Math.ceil(Math.log10(Math.max(...xs)));
+  const y0 = Math.floor(Math.log10(Math.min(...ys)));
+  const y1 = Math.max(y0 + 1, Math.ceil(Math.log10(Math.max(...ys))));
+  const px = (x) => m.l + ((Math.log10(x) - x0) / Math.max(1, x1 - x0)) * (W - m.l - m.r);
+  const py = (y) => H - m.b - ((Math.log10(y) - y0) / (y1 - y0)) * (H - m.t - m.b);
+  const out = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="#fff"/>`,
+    `<text x="${(m.l + W - m.r) / 2}" y="22" text-anchor="middle" font-size="15">${escapeXml(title)}</text>`,
+  ];
+  const label = (v) => (v >= 1 ? v.toLocaleString('en-US') : String(v));
+  for (let e = y0; e <= y1; e++) {
+    const y = 10 ** e;
+    out.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${py(y).toFixed(1)}" y2="${py(y).toFixed(1)}" stroke="#ddd"/>`);
+    out.push(`<text x="${m.l - 6}" y="${(py(y) + 4).toFixed(1)}" text-anchor="end">${label(y)}</text>`);
+  }
+  for (let e = x0; e <= x1; e++) {
+    const x = 10 ** e;
+    out.push(`<line x1="${px(x).toFixed(1)}" x2="${px(x).toFixed(1)}" y1="${m.t}" y2="${H - m.b}" stroke="#eee"/>`);
+    out.push(`<text x="${px(x).toFixed(1)}" y="${H - m.b + 18}" text-anchor="middle">${label(x)}</text>`);
+  }
+  for (const x of [...new Set(xs)].filter((x) => !Number.isInteger(Math.log10(x)))) {
+    out.push(`<text x="${px(x).toFixed(1)}" y="${H - m.b + 32}" text-anchor="middle" fill="#666">${label(x)}</text>`);
+  }
+  out.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/>`);
+  out.push(`<line x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${H - m.b}" stroke="#333"/>`);
+  out.push(`<text x="${(m.l + W - m.r) / 2}" y="${H - 6}" text-anchor="middle">${escapeXml(xLabel)} (log)</text>`);
+  out.push(`<text transform="translate(18 ${(m.t + H - m.b) / 2}) rotate(-90)" text-anchor="middle">${escapeXml(yLabel)} (log)</text>`);
+  series.forEach((s, i) => {
+    const pts = s.points.map(([x, y]) => `${px(x).toFixed(1)},${py(y).toFixed(1)}`).join(' ');
+    const dash = s.dash ? ` stroke-dasharray="${s.dash}"` : '';
+    out.push(`<polyline points="${pts}" fill="none" stroke="${s.color}" stroke-width="2"${dash}/>`);
+    for (const [x, y] of s.points) out.push(`<circle cx="${px(x).toFixed(1)}" cy="${py(y).toFixed(1)}" r="3" fill="${s.color}"/>`);
+    const ly = m.t + 8 + i * 20;
     out.push(`<line x1="${W - m.r + 14}" x2="${W - m.r + 40}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash}/>`);
     out.push(`<text x="${W - m.r + 46}" y="${ly + 4}">${escapeXml(s.name)}</text>`);
   });
