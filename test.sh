@@ -77,8 +77,8 @@ shellcheck install.sh test.sh bench.sh tests/e2e/run.sh fuzz/run.sh packaging/de
 step "npm ci in vendor/ (the pinned libraries extension/vendor/ copies; extension/vendor.test.js compares them)"
 (cd vendor && npm ci --omit=optional --no-audit --no-fund --loglevel=error)
 
-step "node --test extension/ (extension modules)"
-node --test extension/
+step "node --test extension/ bench/ (extension modules; the benchmark's report code)"
+node --test extension/ bench/
 
 # the store archives (keepsake-chrome.zip, keepsake-firefox.xpi) and Mozilla's web-ext lint of the
 # Firefox build: the script fails on any lint error (~30 s with web-ext's npm ci)
