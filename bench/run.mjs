@@ -543,7 +543,7 @@ async function search(testBuild) {
     const replies = Object.fromEntries(
       SEARCH_QUERIES.map(({ q }, i) => {
         const file = path.join(dataDir, `reply-${i}.json`);
-        fs.writeFileSync(file, JSON.stringify(hostCall(dbPath, 'sessions.list', { query: q })));
+        fs.writeFileSync(file, JSON.stringify(hostCall(dbPath, 'sessions.list', { query: q, limit: 50 })));
         return [q, file];
       }),
     );
@@ -1103,10 +1103,12 @@ function that notes when the body string arrived and answers a short SSE stream 
    the last append. Database + WAL size growth Keepsake: ${fmt(med(R.rounds.samples.s7.keepsake, 'dbGrowth') / APPENDS, 'bytes')} per append (WAL reuse makes it smaller than what is written).
 8. **Search** in a second browser with its own data dir: ${CFG.searchSessions} sessions × ${CFG.searchChars / 1000}K chars of mixed
    English/Chinese (JSON export of ${(S.docBytes / MiB).toFixed(0)} MiB, generated in ${S.genMs} ms, \`keepsake-host import\` in ${S.importMs} ms,
-   database ${(S.dbBytes / MiB).toFixed(0)} MiB). Keepsake: \`sessions.list({query})\` round trip; host-side = the host's own
-   \`served op=sessions.list … us=\` debug log line (microseconds). Baseline: lower-cased digests
+   database ${(S.dbBytes / MiB).toFixed(0)} MiB). Both ways do the drawer's job: the first page of 50 rows, snippets for
+   those only, and how many the whole search found. Keepsake: \`sessions.list({query, limit: 50})\` round trip (\`{rows, total,
+   cursor}\`); host-side = the host's own \`served op=sessions.list … us=\` debug log line (microseconds). Baseline: lower-cased digests
    kept in chrome.storage.local (written in ${Math.round(S.storeMs)} ms, read back in ${Math.round(S.loadMs)} ms — what a restarted
-   worker pays before its first search), scanned in memory with \`indexOf\` (the snippet cut from the digest).
+   worker pays before its first search), every one scanned in memory with \`indexOf\` (for the total), the first 50 hits in
+   the drawer's order given the snippet cut from the digest.
 9. **Host.** Start: a fresh \`NativePort\` (the real client) → \`open()\` (spawn, database open, \`host.hello\`);
    the echo host is the same through its own manifest. Chunked reply: \`images.get\` of a ${(BIG.bytes / 1e6).toFixed(1)} MB PNG
    (${ch.b64Chars} base64 chars, a ${ch.replyChars}-byte reply in chunk frames) against \`examples/echo_host.rs\` answering

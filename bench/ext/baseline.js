@@ -352,22 +352,28 @@ function snippetAt(text, at, len) {
 }
 
 /**
- * Search the digests like `sessions.list({query})`: case-insensitive substring, name hits first
+ * Search the digests like `sessions.list({query, limit})`: case-insensitive substring, name hits
  * marked `contentMatch: false`, content hits with a snippet around the first hit; pinned first,
- * then newest first.
+ * then newest first. Like the host it answers one page: every digest is searched (for `total`),
+ * and snippets are cut for the first `limit` rows only.
  * @param {{row: object, digest: string}[]} digests
  * @param {string} query
- * @returns {object[]}
+ * @param {{limit?: number}} [opts]
+ * @returns {{rows: object[], total: number}}
  */
-export function digestSearch(digests, query) {
+export function digestSearch(digests, query, { limit = Infinity } = {}) {
   const q = query.trim().toLowerCase();
-  const out = [];
+  const hits = [];
   for (const { row, digest } of digests) {
-    if (row.name.toLowerCase().includes(q)) out.push({ ...row, contentMatch: false });
+    if (row.name.toLowerCase().includes(q)) hits.push({ row, at: -1, digest });
     else {
       const at = digest.indexOf(q);
-      if (at >= 0) out.push({ ...row, contentMatch: true, snippet: snippetAt(digest, at, q.length) });
+      if (at >= 0) hits.push({ row, at, digest });
     }
   }
-  return out.sort((a, b) => Number(b.pinned) - Number(a.pinned) || b.createdAt - a.createdAt);
+  hits.sort((a, b) => Number(b.row.pinned) - Number(a.row.pinned) || b.row.createdAt - a.row.createdAt);
+  const rows = hits.slice(0, limit).map(({ row, at, digest }) => (at < 0
+    ? { ...row, contentMatch: false }
+    : { ...row, contentMatch: true, snippet: snippetAt(digest, at, q.length) }));
+  return { rows, total: hits.length };
 }

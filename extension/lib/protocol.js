@@ -9,7 +9,7 @@ import { t } from './i18n.js';
 export const HOST_NAME = 'dev.keepsake.host';
 
 /** Wire protocol version this extension speaks (`host.hello` → `protocolVersion`). */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** Operations that change nothing (PROTOCOL.md §7 rows without "W"); they refuse `clientRequestId`. */
 export const READ_OPS = Object.freeze([
@@ -101,7 +101,7 @@ export const OP_ARGS = Object.freeze({
   'images.get': Object.freeze(['ref']),
   'images.thumbnail': Object.freeze(['dataUrl', 'maxEdge', 'quality']),
   'sessions.save': Object.freeze(['id', 'name', 'fallbackName']),
-  'sessions.list': Object.freeze(['query']),
+  'sessions.list': Object.freeze(['query', 'limit', 'cursor']),
   'sessions.get': Object.freeze(['id', 'images', 'from', 'limit']),
   'sessions.load': Object.freeze(['id', 'saveCurrent']),
   'sessions.rename': Object.freeze(['id', 'name']),

@@ -76,3 +76,25 @@ export function createStorage(call, { newId = defaultNewId, ops = OPS, now = Dat
   }
   return s;
 }
+
+/** The most rows one `sessions.list` page holds (the host's `limit` maximum, PROTOCOL.md). */
+export const LIST_PAGE_MAX = 1000;
+
+/**
+ * Every row of a list or search (`args`: `{query?}`), page after page of `sessions.list`, for
+ * the few callers that need them all (export of every chat, the options page's counts). The
+ * drawer shows pages instead.
+ * @param {{sessions: {list: (args: object) => Promise<{rows: object[], total: number, cursor: string|null}>}}} storage
+ * @param {{query?: string}} [args]
+ * @returns {Promise<object[]>}
+ */
+export async function listAllSessions(storage, args = {}) {
+  const rows = [];
+  let cursor = null;
+  do {
+    const page = await storage.sessions.list({ ...args, limit: LIST_PAGE_MAX, ...(cursor ? { cursor } : {}) });
+    rows.push(...(Array.isArray(page?.rows) ? page.rows : []));
+    cursor = typeof page?.cursor === 'string' ? page.cursor : null;
+  } while (cursor);
+  return rows;
+}

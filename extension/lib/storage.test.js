@@ -149,3 +149,16 @@ test('writes that may create an auto-named chat carry a fallbackName: the date i
     useLocale('en');
   }
 });
+
+test('listAllSessions follows the cursor to the last page and keeps the query', async () => {
+  const { listAllSessions, LIST_PAGE_MAX } = await import('./storage.js');
+  const pages = { '': { rows: [{ id: 'a' }, { id: 'b' }], total: 3, cursor: 'k1.next' }, 'k1.next': { rows: [{ id: 'c' }], total: 3, cursor: null } };
+  const { call, calls } = recorder((op, args) => pages[args.cursor ?? '']);
+  const s = createStorage(call, { newId: () => 'id' });
+  assert.deepEqual((await listAllSessions(s, { query: 'x' })).map((r) => r.id), ['a', 'b', 'c']);
+  assert.deepEqual(calls.map((c) => c.args), [{ query: 'x', limit: LIST_PAGE_MAX }, { query: 'x', limit: LIST_PAGE_MAX, cursor: 'k1.next' }]);
+  // one empty page: no rows, one call
+  const empty = recorder(() => ({ rows: [], total: 0, cursor: null }));
+  assert.deepEqual(await listAllSessions(createStorage(empty.call), {}), []);
+  assert.equal(empty.calls.length, 1);
+});

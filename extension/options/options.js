@@ -3,7 +3,7 @@
 // Settings go to keepsake-host with settings.get / settings.set (explicit keys, storage-model §3, §9).
 
 import { hostCall, workerCall as rawWorkerCall, onWorkerEvent } from '../lib/bridge.js';
-import { createStorage } from '../lib/storage.js';
+import { createStorage, listAllSessions } from '../lib/storage.js';
 import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, PROTOCOL_VERSION, OPS } from '../lib/protocol.js';
 import { ping } from '../lib/llm.js';
 import { h, replaceChildren } from '../lib/ui/dom.js';
@@ -520,7 +520,8 @@ async function loadCounts() {
     $('host-live-count').textContent = t('optUnavailable', explainLine(err));
   }
   try {
-    const rows = await storage.sessions.list({});
+    // every row: the counts add up the entries and pins of them all
+    const rows = await listAllSessions(storage, {});
     const n = Array.isArray(rows) ? rows.length : 0;
     const entries = Array.isArray(rows) ? rows.reduce((a, r) => a + (Number(r.entryCount) || 0), 0) : 0;
     const pinned = Array.isArray(rows) ? rows.filter((r) => r.pinned).length : 0;
@@ -635,7 +636,7 @@ async function runChecks() {
       if (!hello.dbError) {
         try {
           await storage.history.meta();
-          await storage.sessions.list({});
+          await storage.sessions.list({ limit: 1 });
           add(true, t('optCheckReadOk'));
         } catch (err) {
           add(false, t('optCheckReadFailed', explainLine(err)));

@@ -11,6 +11,10 @@ import { exportFilename, safeFilename, mimeForFormat } from './export-name.js';
 import { describeImportResult, formatWhen } from '../lib/ui/format.js';
 import { trashRowText, messagesText } from '../lib/ui/keeps.js';
 import { askImportSettings, importWithPreview } from '../lib/ui/import-confirm.js';
+import { listAllSessions, LIST_PAGE_MAX } from '../lib/storage.js';
+
+/** Rows the drawer asks the host for at a time (`sessions.list` `limit`). */
+export const DRAWER_PAGE = 50;
 
 // Larger files go to the host in pieces (lib/import-pieces.js); past this the side panel would
 // hold the file's text and its parsed copy at once, so the terminal is the better way in.
@@ -21,6 +25,7 @@ function highlighted(text, query, cls) {
 }
 
 const chats = (n) => (n === 1 ? t('drawerChatsOne') : t('drawerChatsMany', formatNumber(n)));
+const found = (n) => (n === 1 ? t('drawerFoundOne') : t('drawerFoundMany', formatNumber(n)));
 
 /**
  * createDrawer({el, toggleButton, storage, onLoad(id) → Promise, report(err, what) → string,
@@ -35,6 +40,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   const searchBox = $('drawer-search');
   const search = $('session-search');
   const list = $('session-list');
+  const totalEl = $('session-total');
   const status = $('drawer-status');
   const tools = $('drawer-tools');
   const importInput = $('import-json');
@@ -51,7 +57,12 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   const closeButton = $('drawer-close');
   const chatTools = [nameButton, pinButton, exportAllButton, importButton, clearAllButton];
 
+  // the rows shown: the first pages of the list or search, `total` rows in all, `cursor` for
+  // the next page (null: every row is shown)
   let rows = [];
+  let total = 0;
+  let cursor = null;
+  let more = null; // the next page's request while it runs
   let allCount = 0;
   let seq = 0;
   let opened = false;
@@ -87,15 +98,21 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   }
 
   // ---- list --------------------------------------------------------------------------------
+  /** The list or search read anew: its first page, or as many rows as were shown (up to the
+   * host's page maximum) when the query is the same (an action's refresh keeps the scroll). */
   async function refresh() {
     const my = ++seq;
     const q = normalizeQuery(search.value);
+    const limit = q === query ? Math.min(Math.max(DRAWER_PAGE, rows.length), LIST_PAGE_MAX) : DRAWER_PAGE;
     list.setAttribute('aria-busy', 'true');
     try {
-      const result = await storage.sessions.list(q ? { query: q } : {});
+      const page = await storage.sessions.list({ ...(q ? { query: q } : {}), limit });
       if (my !== seq) return;
-      rows = Array.isArray(result) ? result : [];
-      if (!q) allCount = rows.length;
+      rows = Array.isArray(page?.rows) ? page.rows : [];
+      total = Number.isFinite(page?.total) ? page.total : rows.length;
+      cursor = typeof page?.cursor === 'string' ? page.cursor : null;
+      more = null;
+      if (!q) allCount = total;
       query = q;
       renderList();
     } catch (err) {
@@ -106,15 +123,65 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   }
   const refreshSoon = debounce(refresh, 250);
 
+  /** The next page after the rows shown, added below them; a reply for an older list or
+   * search (a refresh came in between) is dropped. */
+  async function loadMore() {
+    if (!cursor || more) return;
+    const my = seq;
+    const q = query;
+    more = storage.sessions.list({ ...(q ? { query: q } : {}), limit: DRAWER_PAGE, cursor });
+    try {
+      const page = await more;
+      if (my !== seq) return;
+      const known = new Set(rows.map((r) => r.id));
+      const added = (Array.isArray(page?.rows) ? page.rows : []).filter((r) => !known.has(r.id));
+      rows = rows.concat(added);
+      if (Number.isFinite(page?.total)) total = page.total;
+      if (!q) allCount = total;
+      cursor = typeof page?.cursor === 'string' ? page.cursor : null;
+      more = null;
+      const activeId = getActiveId();
+      const bg = getBgOrigins?.() || new Set();
+      list.querySelector('.session-more-row')?.remove();
+      list.append(...added.map((row) => buildRow(row, activeId, bg)));
+      renderTotal();
+      appendMore();
+    } catch (err) {
+      if (my === seq) { more = null; fail(err, t('drawerListFailed')); }
+    }
+  }
+
+  // the last row of a list with more to show: a button (and, scrolled into view, the next page
+  // loads by itself)
+  const observer = typeof IntersectionObserver === 'function'
+    ? new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loadMore(); }, { root: list, rootMargin: '0px 0px 200px 0px' })
+    : null;
+  function appendMore() {
+    observer?.disconnect();
+    if (!cursor) return;
+    const button = h('button', { type: 'button', class: 'btn btn-small session-more', testid: 'session-more', text: t('drawerShowMore', formatNumber(Math.max(0, total - rows.length))), on: { click: () => loadMore() } });
+    const li = h('li', { class: 'session-more-row', testid: 'session-more-row' }, button);
+    list.append(li);
+    observer?.observe(li);
+  }
+
+  function renderTotal() {
+    totalEl.textContent = query ? found(total) : chats(total);
+    totalEl.hidden = trashOpen || (total === 0 && !query);
+  }
+
   function renderList() {
     const activeId = getActiveId();
     const bg = getBgOrigins?.() || new Set();
     updateCurrentTools();
+    renderTotal();
     if (rows.length === 0) {
+      observer?.disconnect();
       replaceChildren(list, h('li', { class: 'session-empty', testid: 'session-empty', text: query ? t('drawerNoMatch', query) : t('drawerNoChats') }));
       return;
     }
     replaceChildren(list, rows.map((row) => buildRow(row, activeId, bg)));
+    appendMore();
   }
 
   /** Name and Pin act on the current chat: enabled when there is one, Pin pressed when it is pinned. */
@@ -286,8 +353,14 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     if (!id) return null;
     const shown = rows.find((r) => r.id === id);
     if (shown) return shown;
-    const all = await storage.sessions.list({});
-    return (Array.isArray(all) ? all : []).find((r) => r.id === id) || null;
+    // not among the rows shown: the session itself (no entries needed)
+    try {
+      const s = await storage.sessions.get({ id, limit: 0, images: 'ref' });
+      return s && s.trashedAt === undefined ? { id: s.id, name: s.name, pinned: !!s.pinned } : null;
+    } catch (err) {
+      if (err?.code === 'not_found') return null;
+      throw err;
+    }
   }
 
   function nameCurrent() {
@@ -461,6 +534,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     title.textContent = on ? t('drawerTrash') : t('panelChats');
     trashView.hidden = !on;
     list.hidden = on;
+    totalEl.hidden = on;
     searchBox.hidden = on;
     for (const b of chatTools) b.hidden = on;
     el.querySelector('.name-form')?.remove();
@@ -513,7 +587,8 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
   exportAllButton.addEventListener('click', async (e) => {
     const btn = e.currentTarget;
     try {
-      const all = normalizeQuery(search.value) ? await storage.sessions.list({}) : rows;
+      // every chat, not only the pages shown
+      const all = !normalizeQuery(search.value) && !cursor ? rows : await listAllSessions(storage, {});
       await exportRows(all, 'json', btn);
     } catch (err) { fail(err, t('drawerExportFailed')); }
   });

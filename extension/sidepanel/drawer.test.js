@@ -25,6 +25,7 @@ function skeleton() {
       btn('import-json-button', 'Import'), h('input', { type: 'file', testid: 'import-json' }),
       btn('trash-toggle', 'Recently deleted', { 'aria-pressed': 'false' }), btn('clear-all', 'Clear all')),
     h('div', { class: 'drawer-status', testid: 'drawer-status', hidden: true }),
+    h('p', { class: 'session-total', testid: 'session-total', hidden: true }),
     h('ul', { class: 'session-list', testid: 'session-list' }),
     h('section', { class: 'trash-view', testid: 'trash-view', hidden: true },
       h('div', { class: 'trash-head' }, h('p', { testid: 'trash-hint' }), btn('trash-empty', 'Empty trash')),
@@ -351,4 +352,78 @@ test('renaming a chat in the list gives the name field the row: the row buttons 
   byTestId(row(), 'session-rename-cancel').click();
   assert.equal(byTestId(row(), 'session-rename-input'), null);
   assert.equal(row().querySelector('.session-actions').hidden, false);
+});
+
+/** `n` chats, newest first: c000 is the newest. */
+const many = (n, name = (i) => `chat ${i}`) => Array.from({ length: n }, (_, i) => ({ id: `c${String(i).padStart(3, '0')}`, name: name(i) }));
+const shownIds = (el) => allByTestId(el, 'session-row').map((li) => li.dataset.id);
+
+test('the drawer shows a page, its total, and the next page on Show more; actions keep the rows shown', async () => {
+  const host = fakeKeeps({ sessions: many(120), activeSessionId: 'c110' });
+  const { el, drawer, $ } = setup(host, { activeId: 'c110' });
+  drawer.open();
+  await settle();
+  assert.equal(shownIds(el).length, 50);
+  assert.equal($('session-total').textContent, '120 chats');
+  assert.equal($('session-total').hidden, false);
+  assert.equal($('session-more').textContent, 'Show more (70 more)');
+  assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.list').map((c) => c.args), [{ limit: 50 }]);
+  $('session-more').click();
+  await settle();
+  assert.deepEqual(shownIds(el), many(100).map((s) => s.id), 'the second page follows the first, once');
+  $('session-more').click();
+  await settle();
+  assert.equal(shownIds(el).length, 120);
+  assert.equal($('session-more'), null, 'the last page: nothing more to show');
+
+  // pinning a row far down reads the list anew as long as it was (the rows stay shown)
+  const far = el.querySelector('[data-testid="session-row"][data-id="c115"]');
+  byTestId(far, 'session-pin').click();
+  await settle();
+  assert.equal(shownIds(el)[0], 'c115', 'pinned first');
+  assert.equal(shownIds(el).length, 120);
+  // Pin of the current chat finds it among the rows shown; Export all takes every chat
+  $('pin-session').click();
+  await settle();
+  assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.pin').at(-1).args, { id: 'c110', pinned: true });
+});
+
+test('a search shows how many it found; a stale page is dropped; Export all exports every chat', async () => {
+  const host = fakeKeeps({ sessions: many(75, (i) => (i % 3 === 0 ? `whale ${i}` : `chat ${i}`)) });
+  const { el, drawer, $ } = setup(host);
+  drawer.open();
+  await settle();
+  assert.equal($('session-total').textContent, '75 chats');
+  // a Show more still running when the search is typed: its page never lands in the search
+  $('session-more').click();
+  $('session-search').value = 'WHALE';
+  fire($('session-search'), 'keydown', { key: 'Enter' });
+  await settle(10);
+  assert.equal($('session-total').textContent, '25 found');
+  assert.equal(shownIds(el).length, 25);
+  assert.ok(shownIds(el).every((id) => Number(id.slice(1)) % 3 === 0), 'only the search\'s rows');
+  assert.equal($('session-more'), null);
+  $('session-search').value = 'zeppelin';
+  fire($('session-search'), 'keydown', { key: 'Enter' });
+  await settle();
+  assert.equal($('session-total').textContent, '0 found');
+  $('session-search').value = '';
+  fire($('session-search'), 'keydown', { key: 'Enter' });
+  await settle();
+  $('export-all-json').click();
+  await settle();
+  const exported = host.calls.filter((c) => c.op === 'sessions.export');
+  assert.equal(exported.length, 1);
+  assert.equal(exported[0].args.ids.length, 75, 'every chat, not only the page shown');
+});
+
+test('Pin of a current chat not among the rows shown looks the chat up by id', async () => {
+  const host = fakeKeeps({ sessions: many(60), activeSessionId: 'c059' });
+  const { drawer, $ } = setup(host, { activeId: 'c059' });
+  drawer.open();
+  await settle();
+  $('pin-session').click();
+  await settle();
+  assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.get').map((c) => c.args), [{ id: 'c059', limit: 0, images: 'ref' }]);
+  assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.pin').map((c) => c.args), [{ id: 'c059', pinned: true }]);
 });

@@ -252,9 +252,10 @@ async function updateTitle() {
     return;
   }
   try {
-    const rows = await storage.sessions.list({});
+    // the chat's own row (no entries), not the whole drawer
+    const row = await storage.sessions.get({ id: activeSessionId, limit: 0, images: 'ref' })
+      .catch((err) => { if (err?.code === 'not_found') return null; throw err; });
     if (my !== titleSeq) return;
-    const row = Array.isArray(rows) ? rows.find((r) => r.id === activeSessionId) : null;
     sessionName = row?.name || '';
     titleEl.textContent = sessionName || t('panelNewChat');
     titleEl.title = sessionName ? t('panelChatTitle', sessionName) : '';

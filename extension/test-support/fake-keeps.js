@@ -45,11 +45,34 @@ export function fakeKeeps({
   };
   const storage = {
     sessions: {
+      // a page as the host gives one (`{rows, total, cursor}`); the fake's cursor is the row's id
+      // and query (the host's is its sort key)
       async list(args) {
         log('sessions.list', args);
-        const q = (args?.query || '').toLowerCase();
-        const rows = state.sessions.filter((s) => !q || s.name.toLowerCase().includes(q));
-        return clone([...rows].sort((a, b) => Number(b.pinned) - Number(a.pinned) || b.createdAt - a.createdAt));
+        const q = (args?.query || '').trim().toLowerCase();
+        const limit = args?.limit ?? 50;
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw hostError('bad_request', 'limit');
+        const all = state.sessions.filter((s) => !q || s.name.toLowerCase().includes(q))
+          .sort((a, b) => Number(b.pinned) - Number(a.pinned) || b.createdAt - a.createdAt);
+        let from = 0;
+        if (args?.cursor != null) {
+          const c = JSON.parse(args.cursor);
+          if (c.q !== q) throw hostError('bad_request', 'cursor: made for another query');
+          const key = (s) => [Number(s.pinned), s.createdAt];
+          const after = (s) => { const [p, t] = key(s); return p < c.p || (p === c.p && t < c.t); };
+          from = all.findIndex(after);
+          if (from < 0) from = all.length;
+        }
+        const rows = all.slice(from, from + limit);
+        const last = rows.at(-1);
+        const cursor = from + limit < all.length && last ? JSON.stringify({ q, p: Number(last.pinned), t: last.createdAt }) : null;
+        return clone({ rows, total: all.length, cursor });
+      },
+      async get(args) {
+        log('sessions.get', args);
+        const s = find(args.id);
+        if (!s) throw hostError('not_found');
+        return clone({ ...s, entries: [], from: 0, length: s.entryCount, forks: [] });
       },
       async rename(args) {
         log('sessions.rename', args);

@@ -286,7 +286,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Sessions { json } => {
             let mut s = Store::open_read_only(&db)?;
-            let rows = s.sessions_list(None)?.rows();
+            let rows = s.sessions_list(None, None, None)?.rows();
             if json {
                 println!("{}", pretty(&rows));
             } else {
@@ -296,7 +296,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Search { query, json } => {
             let mut s = Store::open_read_only(&db)?;
-            let rows = s.sessions_list(Some(&query))?.rows();
+            let rows = s.sessions_list(Some(&query), None, None)?.rows();
             if json {
                 println!("{}", pretty(&rows));
             } else {
@@ -316,7 +316,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                 Format::Markdown => ExportFormat::Markdown,
                 Format::Json => ExportFormat::Json,
             };
-            let ids = resolve_ids(&s.sessions_list(None)?.rows(), &ids)?;
+            let ids = resolve_ids(&s.sessions_list(None, None, None)?.rows(), &ids)?;
             let v = s.sessions_export(&ids, f)?;
             let text = v["text"].as_str().unwrap_or_default();
             match out {

@@ -12,6 +12,7 @@ pub mod history;
 pub mod images;
 pub mod import;
 pub mod ingest;
+pub mod listing;
 pub mod new_entry;
 pub mod reduce;
 pub mod request;

@@ -39,7 +39,7 @@ pub const MAX_IMAGE_BYTES: usize = 32 * 1024 * 1024;
 pub const SQLITE_MAX_LENGTH: i32 = 64 * 1024 * 1024 + 1024;
 
 /// Protocol version reported by `host.hello`; bumped on incompatible wire changes.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// `clientRequestId` length bounds (storage-model §2.8), in UTF-16 units.
 pub const CLIENT_REQUEST_ID_MAX: usize = 128;

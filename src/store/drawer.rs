@@ -14,6 +14,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
 use super::search::{int_col, text_col, utf8};
+use crate::domain::listing::{cursor_after, SortKey};
 use crate::domain::sessions::DrawerRow;
 use crate::protocol::{HostError, HostResult};
 
@@ -33,13 +34,16 @@ pub(super) fn drawer_row(r: &rusqlite::Row) -> rusqlite::Result<DrawerRow> {
     })
 }
 
-/// The drawer's order: pinned first, then newest first (`insert_seq` breaks ties).
-const ORDER: &str = "ORDER BY s.pinned DESC, s.created_at DESC, s.insert_seq DESC";
+/// The drawer's order: pinned first, then newest first (`insert_seq`, then the id, break ties):
+/// descending [`SortKey`]s.
+const ORDER: &str = "ORDER BY s.pinned DESC, s.created_at DESC, s.insert_seq DESC, s.id DESC";
 
 /// Every saved session in the drawer's order, as of one database state.
 pub(super) struct Drawer {
     stamp: Stamp,
     rows: Vec<DrawerRow>,
+    /// Each row's `insert_seq` (the rest of its sort key is in the row).
+    seq: Vec<i64>,
     /// Each row as JSON text without its closing brace, so a search adds its fields to it.
     json: Vec<String>,
     /// The lower-cased names (`sessions.name_lower`) in the rows' order, each followed by a
@@ -78,11 +82,11 @@ impl Drawer {
 
     fn read(conn: &Connection, stamp: Stamp) -> HostResult<Drawer> {
         let mut stmt = conn.prepare_cached(&format!(
-            "SELECT {ROW_COLS}, s.name_lower, d.doc, d.lower_bytes FROM sessions s
+            "SELECT {ROW_COLS}, s.name_lower, d.doc, d.lower_bytes, s.insert_seq FROM sessions s
              LEFT JOIN search_docs d ON d.session_id = s.id WHERE s.trashed_at IS NULL {ORDER}"
         ))?;
-        let (mut rows, mut json, mut names, mut name_at, mut docs) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), HashMap::new());
+        let (mut rows, mut seq, mut json, mut names, mut name_at, mut docs) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), HashMap::new());
         let mut q = stmt.query([])?;
         while let Some(r) = q.next()? {
             let row = drawer_row(r)?;
@@ -95,9 +99,42 @@ impl Drawer {
                 docs.insert(int_col(r, 6)?, (rows.len(), lower_bytes));
             }
             json.push(open_json(&row)?);
+            seq.push(int_col(r, 8)?);
             rows.push(row);
         }
-        Ok(Drawer { stamp, rows, json, names, name_at, docs })
+        Ok(Drawer { stamp, rows, seq, json, names, name_at, docs })
+    }
+
+    /// How many rows the drawer holds.
+    pub(super) fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Row `i`'s sort key.
+    pub(super) fn key(&self, i: usize) -> SortKey {
+        let r = &self.rows[i];
+        SortKey { pinned: r.pinned, created_at: r.created_at, insert_seq: self.seq[i], id: r.id.clone() }
+    }
+
+    /// The index of the first row after the key `k` in the drawer's order (a row with that very
+    /// key, if any is still there, is before it): one binary search.
+    pub(super) fn after(&self, k: &SortKey) -> usize {
+        let at = |i: usize| {
+            let r = &self.rows[i];
+            (r.pinned, r.created_at, self.seq[i], r.id.as_str())
+        };
+        let k = (k.pinned, k.created_at, k.insert_seq, k.id.as_str());
+        // rows run from the greatest key down: those at or above `k` come first
+        let (mut lo, mut hi) = (0, self.rows.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if at(mid) >= k {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// Which rows' lower-cased names contain `q` (lower-cased, not empty): one scan of all the
@@ -150,6 +187,10 @@ fn open_json(row: &DrawerRow) -> HostResult<String> {
 pub struct Listing {
     pub(super) drawer: Arc<Drawer>,
     found: Vec<(usize, Found)>,
+    /// Rows the whole list or search has.
+    total: usize,
+    /// The next page's cursor; `None` on the last page.
+    cursor: Option<String>,
 }
 
 /// What a search found in a row.
@@ -163,15 +204,30 @@ pub(super) enum Found {
 }
 
 impl Listing {
-    /// Every row of `drawer` (no query).
-    pub(super) fn all(drawer: Arc<Drawer>) -> Listing {
-        let found = (0..drawer.rows.len()).map(|i| (i, Found::Listed)).collect();
-        Listing { drawer, found }
+    /// A page of `drawer`: the rows `found` says a list or search (query `q`) found, by index in
+    /// `drawer`, in the drawer's order; `total` rows in all; `more` when rows follow the last.
+    pub(super) fn page(
+        drawer: Arc<Drawer>,
+        q: &str,
+        found: Vec<(usize, Found)>,
+        total: usize,
+        more: bool,
+    ) -> Listing {
+        let cursor = match found.last() {
+            Some((last, _)) if more => Some(cursor_after(&drawer.key(*last), q)),
+            _ => None,
+        };
+        Listing { drawer, found, total, cursor }
     }
 
-    /// Rows `found` says a search found, by index in `drawer`, in the drawer's order.
-    pub(super) fn found(drawer: Arc<Drawer>, found: Vec<(usize, Found)>) -> Listing {
-        Listing { drawer, found }
+    /// Rows the whole list or search has.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// The next page's cursor (`None` on the last page).
+    pub fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
     }
 
     /// The rows as values.
@@ -191,10 +247,11 @@ impl Listing {
             .collect()
     }
 
-    /// The rows as a JSON array: the same text `serde_json` writes for [`Listing::rows`].
+    /// The page as JSON, `{rows, total, cursor}`: `rows` is the same text `serde_json` writes for
+    /// [`Listing::rows`].
     pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(self.found.len() * 320 + 2);
-        out.push('[');
+        let mut out = String::with_capacity(self.found.len() * 320 + 64);
+        out.push_str(r#"{"rows":["#);
         for (n, (i, found)) in self.found.iter().enumerate() {
             if n > 0 {
                 out.push(',');
@@ -210,7 +267,14 @@ impl Listing {
             }
             out.push('}');
         }
-        out.push(']');
+        out.push_str(r#"],"total":"#);
+        out.push_str(&self.total.to_string());
+        out.push_str(r#","cursor":"#);
+        match &self.cursor {
+            Some(c) => push_json_str(&mut out, c),
+            None => out.push_str("null"),
+        }
+        out.push('}');
         out
     }
 }
@@ -241,7 +305,8 @@ mod tests {
             names.push(0xff);
         }
         let stamp = Stamp { data_version: 0, total_changes: 0 };
-        Arc::new(Drawer { stamp, rows, json, names, name_at, docs: HashMap::new() })
+        let seq = (0..rows.len() as i64).rev().collect();
+        Arc::new(Drawer { stamp, rows, seq, json, names, name_at, docs: HashMap::new() })
     }
 
     #[test]
@@ -251,19 +316,33 @@ mod tests {
             row("b", "tab\there\u{1}", false),
             row("c", "plain", false),
         ]);
-        let all = Listing::all(Arc::clone(&d));
-        assert_eq!(all.to_json(), serde_json::to_string(&all.rows()).unwrap());
+        let rows_of = |l: &Listing| {
+            let v: serde_json::Value = serde_json::from_str(&l.to_json()).unwrap();
+            serde_json::to_string(&v["rows"]).unwrap()
+        };
+        let listed = (0..3).map(|i| (i, Found::Listed)).collect();
+        let all = Listing::page(Arc::clone(&d), "", listed, 3, false);
+        assert_eq!(rows_of(&all), serde_json::to_string(&all.rows()).unwrap());
         assert_eq!(all.rows().len(), 3);
-        let found = Listing::found(
+        let v: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
+        assert_eq!((v["total"].as_u64(), v["cursor"].is_null()), (Some(3), true));
+        let found = Listing::page(
             d,
+            "鲸",
             vec![
                 (0, Found::Name),
                 (1, Found::Content("…a plain 鲸 hit, twenty or more bytes long…".into())),
                 (2, Found::Content("…a \"quoted\" 鲸\u{7f} hit…".into())),
             ],
+            7,
+            true,
         );
         let rows = found.rows();
-        assert_eq!(found.to_json(), serde_json::to_string(&rows).unwrap());
+        assert_eq!(rows_of(&found), serde_json::to_string(&rows).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&found.to_json()).unwrap();
+        assert_eq!(v["total"].as_u64(), Some(7));
+        let k = crate::domain::listing::parse_cursor(v["cursor"].as_str().unwrap(), "鲸").unwrap();
+        assert_eq!(found.drawer.after(&k), 3);
         assert_eq!(rows[0].content_match, Some(false));
         assert_eq!(rows[2].snippet.as_deref(), Some("…a \"quoted\" 鲸\u{7f} hit…"));
         for bad in ["\\", "\u{0}", "\u{1f}", "x\"", "0123456789abcdef0123456789\\"] {
@@ -271,7 +350,8 @@ mod tests {
             push_json_str(&mut out, bad);
             assert_eq!(out, serde_json::to_string(bad).unwrap());
         }
-        assert!(Listing::found(all.drawer, Vec::new()).to_json() == "[]");
+        let none = Listing::page(all.drawer, "x", Vec::new(), 0, true);
+        assert_eq!(none.to_json(), r#"{"rows":[],"total":0,"cursor":null}"#);
     }
 
     #[test]

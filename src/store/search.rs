@@ -91,16 +91,20 @@ pub(super) fn clear(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Content hits for a trimmed, lower-cased, non-empty query: the drawer row and the snippet of
-/// each session holding it, for the rows `wanted` accepts (the others, name hits, need no
-/// snippet). `doc_row` gives a search-index document's drawer row and the byte length of its
-/// lower-cased text (`Drawer::doc`), `None` for a document no session has.
-pub(super) fn content_hits(
+/// The sessions holding a trimmed, lower-cased, non-empty query, for the drawer rows `wanted`
+/// accepts (the others, name hits, need no content check), without their snippets
+/// ([`snippet_of`] cuts one for a row that is sent). `doc_row` gives a search-index document's
+/// drawer row and the byte length of its lower-cased text (`Drawer::doc`), `None` for a document
+/// no session has.
+///
+/// A query of one or two characters is answered by its postings alone (the count is an index
+/// count); a longer one is verified in each candidate's text, from where its grams allow a hit.
+pub(super) fn content_candidates(
     conn: &Connection,
     q: &str,
     doc_row: impl Fn(i64) -> Option<(usize, usize)>,
     wanted: impl Fn(usize) -> bool,
-) -> HostResult<Vec<(usize, String)>> {
+) -> HostResult<Vec<Candidate>> {
     // candidates: sessions holding every gram; a hit cannot start before `from`. The rarest
     // gram's postings are read whole; each candidate is then looked up in the others'.
     let mut grams = Vec::new();
@@ -122,7 +126,7 @@ pub(super) fn content_hits(
     while let Some(r) = rows.next()? {
         let doc = int_col(r, 0)?;
         let pos = usize::try_from(int_col(r, 1)?).unwrap_or(0);
-        if let Some((row, lower_bytes)) = doc_row(doc) {
+        if let Some((row, lower_bytes)) = doc_row(doc).filter(|(row, _)| wanted(*row)) {
             from.push(Candidate { doc, from: pos.saturating_sub(*off), row, lower_bytes });
         }
     }
@@ -138,54 +142,68 @@ pub(super) fn content_hits(
         }
         from = keep;
     }
-    from.retain(|c| wanted(c.row));
-    let exact = exact_by_index(q);
+    if exact_by_index(q) {
+        return Ok(from);
+    }
+    // a longer query: its grams may all be there without it; find the hit itself
+    let mut out = Vec::with_capacity(from.len());
+    for mut c in from {
+        if let Some(at) = find(conn, c.doc, q, c.from)? {
+            c.from = at;
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+/// The snippet of a content hit found by [`content_candidates`]; `None` when the session does not
+/// hold the query after all (a posting that does not match its text, which the host's own
+/// writes never leave: then the text is trusted).
+pub(super) fn snippet_of(conn: &Connection, q: &str, c: &Candidate) -> HostResult<Option<String>> {
+    let Candidate { doc, from, lower_bytes, .. } = *c;
     let mut at_stmt = conn.prepare_cached(
         "SELECT key, text, text_lower FROM search_pieces WHERE key BETWEEN ?1 AND ?2
          ORDER BY key DESC LIMIT 1",
     )?;
-    let mut prev_stmt = conn.prepare_cached(
-        "SELECT key, text FROM search_pieces WHERE key < ?1 AND key >= ?2 ORDER BY key DESC LIMIT 1",
-    )?;
-    let mut next_stmt = conn.prepare_cached(
-        "SELECT key, text FROM search_pieces WHERE key > ?1 AND key <= ?2 ORDER BY key LIMIT 1",
-    )?;
-    let mut out = Vec::with_capacity(from.len());
-    for Candidate { doc, from, row, lower_bytes } in from {
-        let mut found =
-            if exact { piece_at(&mut at_stmt, doc, from, q, lower_bytes)?.filter(|p| p.holds) } else { None };
-        let mut hit = from;
-        if found.is_none() {
-            // a longer query, or a posting that does not match its text (cannot happen through
-            // the host's own writes: then trust the text): scan
-            let Some(at) = find(conn, doc, q, if exact { 0 } else { from })? else { continue };
-            hit = at;
-            found = piece_at(&mut at_stmt, doc, at, q, lower_bytes)?;
-        }
-        let Some(found) = found else { continue };
-        let snippet = match found.cut {
-            Ok(snippet) => snippet,
-            // the context runs into a neighbouring piece
-            Err(piece) => snippet_around(
+    let mut found = piece_at(&mut at_stmt, doc, from, q, lower_bytes)?.filter(|p| p.holds);
+    let mut hit = from;
+    if found.is_none() {
+        let Some(at) = find(conn, doc, q, 0)? else { return Ok(None) };
+        hit = at;
+        found = piece_at(&mut at_stmt, doc, at, q, lower_bytes)?;
+    }
+    let Some(found) = found else { return Ok(None) };
+    let snippet = match found.cut {
+        Ok(snippet) => snippet,
+        // the context runs into a neighbouring piece
+        Err(piece) => {
+            let mut prev_stmt = conn.prepare_cached(
+                "SELECT key, text FROM search_pieces WHERE key < ?1 AND key >= ?2 ORDER BY key DESC LIMIT 1",
+            )?;
+            let mut next_stmt = conn.prepare_cached(
+                "SELECT key, text FROM search_pieces WHERE key > ?1 AND key <= ?2 ORDER BY key LIMIT 1",
+            )?;
+            snippet_around(
                 hit,
                 q.len(),
                 piece,
                 |start| neighbour(&mut prev_stmt, doc, start, false),
                 |start| neighbour(&mut next_stmt, doc, start, true),
             )?
-            .ok_or_else(|| content_damage("stored text is not UTF-8 where a snippet is cut"))?,
-        };
-        out.push((row, snippet));
-    }
-    Ok(out)
+            .ok_or_else(|| content_damage("stored text is not UTF-8 where a snippet is cut"))?
+        }
+    };
+    Ok(Some(snippet))
 }
 
-/// A session that may hold the query: its index number, the earliest byte a hit can start at,
-/// its row in the drawer, and the byte length of its lower-cased text.
-struct Candidate {
+/// A session holding the query: its index number, where the hit starts (for a longer query; for
+/// one of one or two characters, its postings' first position), its row in the drawer, and the
+/// byte length of its lower-cased text.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Candidate {
     doc: i64,
     from: usize,
-    row: usize,
+    pub(super) row: usize,
     lower_bytes: usize,
 }
 

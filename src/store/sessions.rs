@@ -21,6 +21,7 @@ use super::{search, trash, versions};
 use crate::domain::dataurl::base64_encode;
 use crate::domain::entry::referenced_blobs;
 use crate::domain::export::{export_entry, filename, markdown, EXPORT_FORMAT, EXPORT_VERSION};
+use crate::domain::listing::parse_cursor;
 use crate::domain::new_entry::NewEntry;
 use crate::domain::sessions::{choose_name, normalize_name, search_text};
 use crate::domain::text::lower;
@@ -130,26 +131,57 @@ impl Store {
         Ok(())
     }
 
-    pub fn sessions_list(&mut self, query: Option<&str>) -> HostResult<Listing> {
+    /// A page of the drawer (storage-model §5.3): up to `limit` rows (`None`: every row) after
+    /// the row `cursor` names (`None`: from the first), of every session or of a search's hits.
+    /// The work grows with the page: names are matched in memory, content hits counted from
+    /// the index, and snippets cut only for the rows sent.
+    pub fn sessions_list(
+        &mut self,
+        query: Option<&str>,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> HostResult<Listing> {
         let q = lower(crate::domain::text::js_trim(query.unwrap_or("")));
+        let after = cursor.map(|c| parse_cursor(c, &q)).transpose()?;
+        let limit = limit.unwrap_or(usize::MAX);
         if !q.is_empty() {
             self.ensure_search_index()?;
         }
         let held = self.drawer.take();
         let listing = self.read(|tx| {
             let drawer = Drawer::current(tx, held)?;
+            let start = after.as_ref().map_or(0, |k| drawer.after(k));
+            let n = drawer.len();
             if q.is_empty() {
-                return Ok(Listing::all(drawer));
+                let end = start.saturating_add(limit).min(n);
+                let found = (start..end).map(|i| (i, Found::Listed)).collect();
+                return Ok(Listing::page(drawer, &q, found, n, end < n));
             }
             // name hits from the names in memory; content hits from the index (§5.3) for the
             // other sessions; both in the drawer's order
-            let mut found: Vec<Option<Found>> =
-                drawer.name_hits(&q).into_iter().map(|name| name.then_some(Found::Name)).collect();
-            for (i, snippet) in search::content_hits(tx, &q, |d| drawer.doc(d), |i| found[i].is_none())? {
-                found[i] = Some(Found::Content(snippet));
+            let names = drawer.name_hits(&q);
+            let mut content: Vec<Option<search::Candidate>> = vec![None; n];
+            for c in search::content_candidates(tx, &q, |d| drawer.doc(d), |i| !names[i])? {
+                content[c.row] = Some(c);
             }
-            let found = found.into_iter().enumerate().filter_map(|(i, f)| Some((i, f?))).collect();
-            Ok(Listing::found(drawer, found))
+            let hit = |i: usize| names[i] || content[i].is_some();
+            let mut total = (0..n).filter(|&i| hit(i)).count();
+            let mut found = Vec::new();
+            let mut i = start;
+            while i < n && found.len() < limit {
+                if names[i] {
+                    found.push((i, Found::Name));
+                } else if let Some(c) = &content[i] {
+                    match search::snippet_of(tx, &q, c)? {
+                        Some(snippet) => found.push((i, Found::Content(snippet))),
+                        // a posting its text does not bear out: not a hit after all
+                        None => total -= 1,
+                    }
+                }
+                i += 1;
+            }
+            let more = (i..n).any(hit);
+            Ok(Listing::page(drawer, &q, found, total, more))
         })?;
         self.drawer = Some(Arc::clone(&listing.drawer));
         Ok(listing)

@@ -9,7 +9,8 @@
 //   4. the drawer's Recently deleted view: restore, delete for good (asks), empty (asks);
 //   5. a long chat offers its earlier messages, read-only;
 //   6. versions: Regenerate and Edit & resend keep the replaced turn, ‹ › switches between them;
-//   7. a failed request marks its message "Not answered" and Retry sends it again, no copy.
+//   7. a failed request marks its message "Not answered" and Retry sends it again, no copy;
+//   8. a drawer of more chats than one page: scrolling loads the rest, a search shows its total.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -495,4 +496,47 @@ test('a failed request marks the message "Not answered"; Retry sends the same me
   } finally {
     await mock.close();
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// 8. More chats than one page
+
+test('120 chats: the drawer shows a page and its total, scrolling loads the rest once, a search shows how many it found', { timeout: 120_000 }, async (t) => {
+  await withKeepsake(t, {}, async (k) => {
+    const panel = await k.openPanel();
+    await hostCall(panel, 'storage.import', { document: chatsDoc(120) });
+    await openDrawer(panel);
+    const rows = panel.locator(tid('session-row'));
+    await waitFor(async () => (await rows.count()) === 50, { timeoutMs: 10_000, what: 'the first page of 50' });
+    assert.equal(await panel.innerText(tid('session-total')), '120 chats');
+    assert.equal(await rows.first().getAttribute('data-id'), 'chat-120', 'newest first');
+    // scrolled to the bottom, the list loads the next page by itself; again, the last one
+    const scrollDown = () => panel.$eval(tid('session-list'), (el) => { el.scrollTop = el.scrollHeight; });
+    for (const want of [100, 120]) {
+      await scrollDown();
+      await waitFor(async () => (await rows.count()) === want, { timeoutMs: 10_000, what: `${want} rows after scrolling` });
+    }
+    await scrollDown();
+    assert.equal(await panel.locator(tid('session-more')).count(), 0, 'nothing more to load');
+    const shown = await rows.evaluateAll((els) => els.map((el) => el.dataset.id));
+    assert.deepEqual(shown, Array.from({ length: 120 }, (_, i) => `chat-${120 - i}`), 'every chat once, in order');
+
+    // pinning the oldest (loaded by scrolling) keeps every row shown; it goes first
+    await rowOf(panel, 'chat-1').locator(tid('session-pin')).click();
+    await waitFor(async () => (await rows.first().getAttribute('data-id')) === 'chat-1', { timeoutMs: 10_000, what: 'chat-1 pinned first' });
+    assert.equal(await rows.count(), 120);
+    assert.equal(sessions(k).find((s) => s.id === 'chat-1').pinned, 1);
+
+    // a name search: its total; a content search of every chat: a page of 50, its total
+    await panel.fill(tid('session-search'), 'chat 11');
+    await waitFor(async () => (await panel.innerText(tid('session-total'))) === '11 found', { timeoutMs: 10_000, what: '11 found' });
+    assert.equal(await rows.count(), 11);
+    await panel.fill(tid('session-search'), 'ANSWER 0');
+    await waitFor(async () => (await panel.innerText(tid('session-total'))) === '120 found', { timeoutMs: 10_000, what: '120 found' });
+    assert.equal(await rows.count(), 50);
+    assert.match(await rows.nth(1).locator(tid('session-snippet')).innerText(), /^Chat 120 question 0 Chat 120 answer 0/);
+    await scrollDown();
+    await waitFor(async () => (await rows.count()) === 100, { timeoutMs: 10_000, what: 'the search\'s second page' });
+    assert.equal(await rows.nth(60).getAttribute('data-content-match'), 'true');
+  });
 });

@@ -184,6 +184,33 @@ impl Host {
         r["result"].clone()
     }
 
+    /// Every row `sessions.list` has for `args` (`{query?}`), page after page (`limit` 7, so a
+    /// list of a few rows crosses pages too); checks each page's `total` against the rows.
+    pub fn list(&mut self, args: Value) -> Value {
+        let mut rows = Vec::new();
+        let mut total = None;
+        let mut cursor = Value::Null;
+        loop {
+            let mut a = args.clone();
+            a["limit"] = json!(7);
+            a["cursor"] = cursor;
+            let page = self.ok("sessions.list", a);
+            let t = page["total"].as_u64().unwrap_or_else(|| panic!("no total: {page}"));
+            assert!(total.is_none_or(|was| was == t), "total changed between pages: {page}");
+            total = Some(t);
+            let got = page["rows"].as_array().unwrap_or_else(|| panic!("no rows: {page}"));
+            assert!(got.len() <= 7, "{page}");
+            rows.extend(got.iter().cloned());
+            cursor = page["cursor"].clone();
+            if cursor.is_null() {
+                break;
+            }
+            assert_eq!(got.len(), 7, "a page before the last is full: {page}");
+        }
+        assert_eq!(Some(rows.len() as u64), total, "total = rows of every page");
+        Value::Array(rows)
+    }
+
     /// Call and expect failure; returns the error code.
     pub fn err(&mut self, op: &str, args: Value) -> String {
         let r = self.call(op, args.clone());

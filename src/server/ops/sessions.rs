@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use super::types::{crid, present, ClientRequestId, ImagesMode, Index};
 use super::Op;
+use crate::domain::listing::page_limit;
 use crate::domain::new_entry::NewEntry;
 use crate::protocol::envelope::Payload;
 use crate::protocol::{HostError, HostResult};
@@ -39,13 +40,20 @@ impl Op for Save {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct List {
     pub query: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Index")]
+    pub limit: Option<Index>,
+    pub cursor: Option<String>,
 }
 
 impl Op for List {
     const NAME: &'static str = "sessions.list";
     const WRITE: bool = false;
     fn run(self, s: &mut Store, _: &mut BodyCache) -> HostResult<Reply> {
-        Ok(read(Payload::Text(s.sessions_list(self.query.as_deref())?.to_json())))
+        let limit = page_limit(self.limit.map(|i| i.0))?;
+        Ok(read(Payload::Text(
+            s.sessions_list(self.query.as_deref(), Some(limit), self.cursor.as_deref())?.to_json(),
+        )))
     }
 }
 

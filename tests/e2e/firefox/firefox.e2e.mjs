@@ -282,9 +282,9 @@ test('one SQLite file from Chromium and Firefox: a chat saved in one is listed, 
     const ff = await launchFirefox({ env: h.env, addonDir: addon, name: 'firefox-shared' });
     try {
       const panel = await ff.openPanel();
-      const listed = await hostCall(panel, 'sessions.list', {});
+      const listed = (await hostCall(panel, 'sessions.list', {})).rows;
       assert.ok(listed.some((s) => s.id === fromChromium), `Firefox lists the Chromium chat: ${JSON.stringify(listed.map((s) => s.id))}`);
-      const found = await hostCall(panel, 'sessions.list', { query: 'saltmarsh' });
+      const found = (await hostCall(panel, 'sessions.list', { query: 'saltmarsh' })).rows;
       assert.deepEqual(found.map((s) => s.id), [fromChromium], 'searching finds exactly the Chromium chat');
       await hostCall(panel, 'sessions.load', { id: fromChromium });
       await reloadPanel(panel);
@@ -308,10 +308,10 @@ test('one SQLite file from Chromium and Firefox: a chat saved in one is listed, 
     const k2 = await launchChromium({ dataDir, name: 'firefox-shared-chromium-2' });
     try {
       const panel = await k2.openPanel();
-      const found = await hostCall(panel, 'sessions.list', { query: 'quartermaster' });
+      const found = (await hostCall(panel, 'sessions.list', { query: 'quartermaster' })).rows;
       assert.equal(found.length, 1, `one hit: ${JSON.stringify(found)}`);
       assert.notEqual(found[0].id, fromChromium);
-      const all = await hostCall(panel, 'sessions.list', {});
+      const all = (await hostCall(panel, 'sessions.list', {})).rows;
       assert.ok(all.some((s) => s.id === fromChromium) && all.some((s) => s.id === found[0].id), 'both chats are listed');
       await hostCall(panel, 'sessions.load', { id: found[0].id });
       await panel.reload();

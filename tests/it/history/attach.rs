@@ -1094,7 +1094,7 @@ fn commit_rescue_into_a_session_or_falling_back_to_live() {
     assert!(search.contains("too large for the model's context window"), "search text not updated");
     assert!(!search.contains("SESSION-BODY-MARK"), "search text still holds the old body");
     // (only the live chat's own session, whose copy was not stubbed, still holds it)
-    let hits = h.ok("sessions.list", json!({"query": "SESSION-BODY-MARK"}));
+    let hits = h.list(json!({"query": "SESSION-BODY-MARK"}));
     let hit_ids: Vec<&Value> = hits.as_array().unwrap().iter().map(|r| &r["id"]).collect();
     assert_eq!(hit_ids, vec![&kept], "{hits}");
 

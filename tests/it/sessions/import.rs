@@ -297,10 +297,10 @@ fn legacy_inline_layout_imports_every_body_row_by_row() {
     assert_eq!((mime.as_str(), bytes.as_slice(), len), ("image/png", a.as_slice(), a.len() as i64));
     assert_eq!(setting(&mut h, "theme"), Some(json!("dark")));
     // Search data is rebuilt, not the stale digest.
-    let hits = h.ok("sessions.list", json!({"query": "look at"}));
+    let hits = h.list(json!({"query": "look at"}));
     assert_eq!(hits.as_array().unwrap().len(), 1);
     assert_eq!(hits[0]["id"], "inline-1");
-    assert_eq!(h.ok("sessions.list", json!({"query": "stale"})), json!([]));
+    assert_eq!(h.list(json!({"query": "stale"})), json!([]));
 
     assert_rerun_is_noop(&mut h, &db, &dump);
 }
@@ -402,7 +402,7 @@ fn legacy_mixed_layout_uses_inline_history_only_where_present_and_never_blanks()
     assert_eq!(got(&mut h, json!({"id": "B"}))["entries"], json!(b_body));
     assert_eq!(got(&mut h, json!({"id": "A"}))["entries"], json!(a_body));
     assert_eq!(count(&db, "session_entries"), 2 + 3 + 1 + 1 + 1);
-    let rows = h.ok("sessions.list", json!({}));
+    let rows = h.list(json!({}));
     let ids: Vec<&str> = rows.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["F", "E", "D", "C", "B", "A"], "newest first by createdAt");
 
@@ -1260,7 +1260,7 @@ fn json_export_round_trips_into_a_fresh_database() {
     assert_eq!(h2.ok("sessions.get", json!({"id": s2}))["pinned"], true);
     // (the source also lists the live chat's own session, which was not exported)
     let rows = |h: &mut Host| -> Vec<Value> {
-        let all = h.ok("sessions.list", json!({}));
+        let all = h.list(json!({}));
         all.as_array().unwrap().iter().filter(|r| ids.iter().any(|i| r["id"] == json!(i))).cloned().collect()
     };
     let copied = rows(&mut h2);
@@ -1384,7 +1384,7 @@ fn import_never_evicts_and_reports_over_cap() {
     assert_eq!(r["evicted"], json!(["n0", "n1", "n2", "n3"]), "{r}");
     let saved = h.ok("sessions.save", json!({}));
     assert_eq!(saved["evicted"], json!(["n4"]), "{saved}");
-    let drawer = h.ok("sessions.list", json!({}));
+    let drawer = h.list(json!({}));
     assert_eq!(drawer.as_array().unwrap().len(), 2, "{drawer}");
     let trash = h.ok("trash.list", json!({}))["items"].clone();
     let mut trashed: Vec<&str> =

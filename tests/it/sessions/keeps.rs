@@ -63,7 +63,7 @@ fn new_chat_after_31_unsaved_turns_loses_nothing() {
     assert_eq!(b.as_array().unwrap().len(), 62);
     assert_eq!(b[0], user("question 0"));
     assert_eq!(b[1], assistant("answer 0"));
-    let rows = h.ok("sessions.list", json!({}));
+    let rows = h.list(json!({}));
     assert_eq!(ids(&rows), vec![sid.clone()]);
     assert_eq!(rows[0]["name"], json!("question 0"), "named by its first message");
     // the stored rows agree: 62 entries on the chat's chosen path
@@ -93,7 +93,7 @@ fn eviction_moves_sessions_to_the_trash_and_says_which() {
         made.push(bound(&mut h));
         h.ok("history.clear", json!({}));
     }
-    assert_eq!(ids(&h.ok("sessions.list", json!({}))).len(), 6, "maxSessions defaults to keep all");
+    assert_eq!(ids(&h.list(json!({}))).len(), 6, "maxSessions defaults to keep all");
     // the panel asks first: what would a cap of 2 evict?
     let plan = h.ok("sessions.evictionPlan", json!({"cap": 2}));
     assert_eq!(ids(&plan["evict"]), made[..4].to_vec(), "oldest first");
@@ -115,7 +115,7 @@ fn eviction_moves_sessions_to_the_trash_and_says_which() {
     assert_eq!(s["createdAt"], before_ts);
     assert_eq!(s["name"], json!("question 0"));
     // restore never evicts, even over the cap
-    assert_eq!(ids(&h.ok("sessions.list", json!({}))).len(), 3);
+    assert_eq!(ids(&h.list(json!({}))).len(), 3);
 }
 
 /// Reproduction 3: deleting the loaded session left its chat on screen, and the next "New chat"
@@ -137,13 +137,13 @@ fn deleting_the_live_chats_session_empties_it_and_it_never_returns() {
     // "New chat" and "Load" have nothing to archive: no session reappears
     let r = h.ok("history.clear", json!({"saveCurrent": true}));
     assert_eq!(r["saved"], Value::Null);
-    assert_eq!(h.ok("sessions.list", json!({})), json!([]));
+    assert_eq!(h.list(json!({})), json!([]));
     // it is in the trash, and comes back with its name and pin
     let t = trash(&mut h);
     assert_eq!(t.len(), 1);
     assert_eq!((t[0]["id"].clone(), t[0]["reason"].clone()), (json!(sid), json!("deleted")));
     h.ok("trash.restore", json!({"id": sid}));
-    let rows = h.ok("sessions.list", json!({}));
+    let rows = h.list(json!({}));
     assert_eq!((rows[0]["name"].clone(), rows[0]["pinned"].clone()), (json!("Named"), json!(true)));
     assert_eq!(body(&mut h, &sid), json!([user("question 1"), assistant("answer 1")]));
     assert_eq!(bound(&mut h), "", "restoring never switches the live chat");
@@ -219,7 +219,7 @@ fn importing_a_dump_twice_never_rebinds_or_overwrites() {
     let r = h.ok("storage.import", json!({"document": dump}));
     assert_eq!(r["live"], json!("unchanged"));
     assert_eq!(bound(&mut h), "");
-    assert_eq!(ids(&h.ok("sessions.list", json!({}))), vec!["s-a"]);
+    assert_eq!(ids(&h.list(json!({}))), vec!["s-a"]);
 }
 
 /// A trashed item's images stay until it is purged; purge destroys it and releases them.
@@ -434,7 +434,7 @@ fn regenerate_and_edit_keep_versions_that_survive_export_and_import() {
     assert_eq!(h.err("history.switchVersion", json!({"forkEntryId": q2, "version": 3})), "bad_request");
     assert_eq!(h.err("history.switchVersion", json!({"forkEntryId": "nope", "version": 1})), "not_found");
     // every version is searched
-    let hits = h.ok("sessions.list", json!({"query": "answer to the edit"}));
+    let hits = h.list(json!({"query": "answer to the edit"}));
     assert_eq!(hits[0]["id"], json!(sid));
 
     // reload: the versions are the session's
@@ -612,7 +612,7 @@ fn an_import_takes_no_setting_unless_asked_after_a_preview() {
     let providers = &p["settings"][2];
     assert_eq!(providers["value"][0]["apiKey"], json!("••••abcd"), "secrets are masked");
     assert_eq!(providers["current"], json!("absent"));
-    assert_eq!(h.ok("sessions.list", json!({})), json!([]), "a preview changes nothing");
+    assert_eq!(h.list(json!({})), json!([]), "a preview changes nothing");
 
     let r = h.ok("storage.import", json!({"document": crafted}));
     assert_eq!((r["sessionsImported"].clone(), r["settingsImported"].clone()), (json!(1), json!(0)));

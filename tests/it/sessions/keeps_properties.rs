@@ -59,7 +59,8 @@ fn markers_in(text: &str, out: &mut BTreeSet<u64>) {
 /// drawer and every trash item, exported whole (chosen path and every other version).
 fn reachable(s: &mut Store) -> BTreeMap<u64, &'static str> {
     let mut out = BTreeMap::new();
-    let drawer: Vec<String> = s.sessions_list(None).unwrap().rows().into_iter().map(|r| r.id).collect();
+    let drawer: Vec<String> =
+        s.sessions_list(None, None, None).unwrap().rows().into_iter().map(|r| r.id).collect();
     let trash: Vec<String> = s.trash_list().unwrap()["items"]
         .as_array()
         .unwrap()
@@ -138,7 +139,7 @@ impl Run {
     }
 
     fn sessions(&mut self) -> Vec<String> {
-        self.s.sessions_list(None).unwrap().rows().into_iter().map(|r| r.id).collect()
+        self.s.sessions_list(None, None, None).unwrap().rows().into_iter().map(|r| r.id).collect()
     }
 
     fn trash_items(&mut self) -> Vec<Value> {

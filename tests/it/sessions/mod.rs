@@ -3,5 +3,6 @@
 mod import;
 mod keeps;
 mod keeps_properties;
+mod pages;
 mod saved;
 mod search_index;

@@ -168,7 +168,7 @@ fn list(h: &mut Host, query: Option<&str>) -> Vec<Value> {
         Some(q) => json!({ "query": q }),
         None => json!({}),
     };
-    let r = h.ok("sessions.list", args);
+    let r = h.list(args);
     let rows = r.as_array().unwrap_or_else(|| panic!("sessions.list is not an array: {r}")).clone();
     for row in &rows {
         assert_row_shape(row);
@@ -1817,7 +1817,7 @@ fn lists_and_searches_see_every_change_made_since_the_last_list() {
     let (_dir, db, mut a) = start();
     let first = archive(&mut a, users("alpha text ", 0..2), "First");
     let names = |h: &mut Host, args: Value| -> Vec<String> {
-        let rows = h.ok("sessions.list", args);
+        let rows = h.list(args);
         rows.as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_owned()).collect()
     };
     assert_eq!(names(&mut a, json!({})), ["First"]);
@@ -1833,11 +1833,11 @@ fn lists_and_searches_see_every_change_made_since_the_last_list() {
     // another host's commits
     let mut b = Host::spawn(&db);
     b.ok("sessions.pin", json!({"id": first, "pinned": true}));
-    let rows = a.ok("sessions.list", json!({}));
+    let rows = a.list(json!({}));
     assert_eq!(rows[0]["name"], json!("Renamed"), "pinned first: {rows}");
     assert_eq!(rows[0]["pinned"], json!(true), "{rows}");
     b.ok("sessions.appendTo", json!({"id": second, "entry": user("gamma appended")}));
-    let hits = a.ok("sessions.list", json!({"query": "gamma"}));
+    let hits = a.list(json!({"query": "gamma"}));
     assert_eq!(hits.as_array().unwrap().len(), 1, "{hits}");
     assert_eq!(hits[0]["entryCount"], json!(3), "{hits}");
     b.ok("sessions.delete", json!({"id": first}));

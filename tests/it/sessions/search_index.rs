@@ -89,7 +89,7 @@ fn expected(sessions: &[Value], query: &str) -> Vec<Value> {
 }
 
 fn listed(h: &mut Host, query: &str) -> Vec<Value> {
-    let rows = h.ok("sessions.list", json!({ "query": query }));
+    let rows = h.list(json!({ "query": query }));
     rows.as_array()
         .unwrap()
         .iter()
@@ -290,7 +290,7 @@ fn the_index_answers_like_a_whole_text_scan_through_every_write() {
     }
     let trashed = h.ok("trash.list", json!({}))["items"].as_array().unwrap().len();
     assert_eq!(trashed, sessions.len() + deleted.len(), "clearAll moved every session to the trash");
-    assert_eq!(h.ok("sessions.list", json!({"query": "x"})), json!([]), "the trash is not searched");
+    assert_eq!(h.list(json!({"query": "x"})), json!([]), "the trash is not searched");
     assert_eq!(h.close().0, Some(0));
     eprintln!(
         "search index: {} queries, {hits} rows compared with a whole-text scan, seed {}",
@@ -318,7 +318,7 @@ fn sessions_missing_from_the_index_are_indexed_before_the_first_query() {
     drop(c);
     assert_eq!(orphans(&db), (0, 1, 0));
     let mut h = Host::spawn(&db);
-    let rows = h.ok("sessions.list", json!({"query": "OK"}));
+    let rows = h.list(json!({"query": "OK"}));
     assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
     assert_eq!(rows[0]["id"], json!(id), "{rows}");
     assert_eq!(rows[0]["snippet"], "the quill and the 鲸 ok ");

@@ -58,7 +58,7 @@ fn a_version_1_database_upgrades_in_place_keeping_every_row() {
     // the unbound live history became a session of its own (schema 5: every chat is kept)
     let live = h.ok("history.get", json!({}));
     assert!(live["activeSessionId"].as_str().is_some_and(|s| !s.is_empty() && s != "s1"), "{live}");
-    let hits = h.ok("sessions.list", json!({"query": "old body"}));
+    let hits = h.list(json!({"query": "old body"}));
     assert_eq!(hits[0]["id"], "s1");
     // version 2 backfilled the attachId column of saved bodies
     let c = sql(&db);
@@ -246,7 +246,7 @@ fn an_unbound_version_4_live_history_becomes_an_auto_named_session_and_is_bound(
         assert_eq!(entries_of(&session), whole, "{case}: the session holds the whole chat");
         // named by its first user message with text (the attach entries are pages)
         assert_eq!(session["name"], "谢谢！Ünïcödé ✓ 😀", "{case}");
-        assert_eq!(h.ok("sessions.list", json!({})).as_array().unwrap().len(), 4, "{case}");
+        assert_eq!(h.list(json!({})).as_array().unwrap().len(), 4, "{case}");
         let other = h.ok("sessions.get", json!({"id": "s-bound", "images": "ref"}));
         assert_eq!(entries_of(&other), saved, "{case}: the saved session is untouched");
         assert_eq!(h.ok("trash.list", json!({}))["items"], json!([]), "{case}");

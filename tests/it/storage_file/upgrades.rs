@@ -1053,11 +1053,11 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
         let bound = h.ok("sessions.get", json!({"id": "s-bound", "images": "ref"}));
         assert_eq!(bound["entries"].as_array().unwrap().len(), 7, "v{k}: {bound}");
         assert_eq!(bound["entries"][2], live["entries"][0], "v{k}: the window starts at body index 2");
-        let list = h.ok("sessions.list", json!({}));
+        let list = h.list(json!({}));
         assert_eq!(list.as_array().unwrap().len(), 3, "v{k}: {list}");
         assert_eq!(list[0]["id"], "s-pinned", "pinned first");
-        assert_eq!(h.ok("sessions.list", json!({"query": "世界"}))[0]["id"], "s-cjk");
-        assert_eq!(h.ok("sessions.list", json!({"query": "界"}))[0]["id"], "s-cjk");
+        assert_eq!(h.list(json!({"query": "世界"}))[0]["id"], "s-cjk");
+        assert_eq!(h.list(json!({"query": "界"}))[0]["id"], "s-cjk");
         let pinned = h.ok("sessions.get", json!({"id": "s-pinned"}));
         let url = pinned["entries"][0]["content"][1]["image_url"]["url"].as_str().unwrap().to_owned();
         assert!(url.starts_with("data:image/png;base64,"), "images inline again: {url}");
@@ -1074,7 +1074,7 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
             // the other version of s-cjk's reply
             let cjk = h.ok("sessions.get", json!({"id": "s-cjk"}));
             assert_eq!(cjk["forks"][0]["versions"], 2, "{cjk}");
-            assert_eq!(h.ok("sessions.list", json!({"query": "first reply"}))[0]["id"], "s-cjk");
+            assert_eq!(h.list(json!({"query": "first reply"}))[0]["id"], "s-cjk");
         }
         assert_eq!(h.close().0, Some(0));
 
