@@ -7,6 +7,9 @@
 #   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
 #   BENCH_ONLY=search ./bench.sh  scenario 8 alone, printed only
 #   BENCH_ONLY=text ./bench.sh    scenario 4 alone, with a timeline of its turns, printed only
+#   BENCH_ONLY=import ./bench.sh  import throughput (bench/import.mjs): scenario 8's 128 MiB export
+#                                 imported by the release keepsake-host 3 times, MB/s and peak RSS,
+#                                 printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -22,10 +25,20 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,15p' "$0"
+	sed -n '2,18p' "$0"
 	exit 0
 	;;
 esac
+
+if [ "${BENCH_ONLY:-}" = import ]; then
+	say "cargo build --release (keepsake-host)"
+	cargo build --release --locked --bin keepsake-host
+	# node only (no browser)
+	KEEPSAKE_E2E_HOST_BIN="${CARGO_TARGET_DIR:-${root}/target}/release/keepsake-host"
+	export KEEPSAKE_E2E_HOST_BIN
+	say "node bench/import.mjs"
+	exec node bench/import.mjs
+fi
 
 chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "${chromium_bin}" ]; then
