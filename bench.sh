@@ -11,6 +11,9 @@
 #   BENCH_ONLY=scale ./bench.sh   the scale sweep (bench/scale.mjs) alone: 100 → 1,000 → 10,000 saved
 #                                 sessions, printed only (the Scale section and chart go to a temp dir);
 #                                 with BENCH_QUICK=1, 30 → 100 → 300 in ~1 min
+#   BENCH_ONLY=import ./bench.sh  import throughput (bench/import.mjs): scenario 8's 128 MiB export
+#                                 imported by the release keepsake-host 3 times, MB/s and peak RSS,
+#                                 printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -26,10 +29,20 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,19p' "$0"
+	sed -n '2,22p' "$0"
 	exit 0
 	;;
 esac
+
+if [ "${BENCH_ONLY:-}" = import ]; then
+	say "cargo build --release (keepsake-host)"
+	cargo build --release --locked --bin keepsake-host
+	# node only (no browser)
+	KEEPSAKE_E2E_HOST_BIN="${CARGO_TARGET_DIR:-${root}/target}/release/keepsake-host"
+	export KEEPSAKE_E2E_HOST_BIN
+	say "node bench/import.mjs"
+	exec node bench/import.mjs
+fi
 
 chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "${chromium_bin}" ]; then

@@ -345,6 +345,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             }
             let doc: Value =
                 serde_json::from_slice(&raw).map_err(|e| CliError(format!("{file} is not JSON: {e}"), 1))?;
+            drop(raw);
             let mut s = Store::open(&db)?;
             if preview {
                 println!("{}", pretty(&s.storage_import_preview(&doc)?));

@@ -12,6 +12,7 @@
 //! pieces around the hit, never from the whole text.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::sessions::{SNIPPET_AFTER, SNIPPET_BEFORE};
 use super::text::lower;
@@ -127,12 +128,47 @@ pub fn index_text_with(text: &str, tail: Tail, piece_bytes: usize) -> Indexed {
 struct FirstSeen {
     one: Vec<usize>,
     two: Vec<usize>,
-    other: HashMap<(char, Option<char>), usize>,
+    /// Grams with a character past ASCII, keyed by [`gram_key`].
+    other: HashMap<u64, usize, BuildHasherDefault<GramHasher>>,
+}
+
+/// A gram as one number: its first character in the high half, its second (or `u32::MAX`
+/// for a one-character gram) in the low half.
+fn gram_key(a: char, b: Option<char>) -> u64 {
+    (u64::from(a as u32) << 32) | u64::from(b.map_or(u32::MAX, |b| b as u32))
+}
+
+fn gram_of_key(k: u64) -> (char, Option<char>) {
+    let a = char::from_u32((k >> 32) as u32).unwrap_or(char::REPLACEMENT_CHARACTER);
+    let b = k as u32;
+    (a, (b != u32::MAX).then(|| char::from_u32(b).unwrap_or(char::REPLACEMENT_CHARACTER)))
+}
+
+/// A hasher for [`gram_key`]s (one multiply and a rotation, as rustc's FxHash): the default
+/// SipHash took a tenth of an import's time noting the grams of Chinese text. A crafted text
+/// could make its grams collide: that costs indexing time, never a wrong result.
+#[derive(Default)]
+struct GramHasher(u64);
+
+impl Hasher for GramHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0xf135_7aea_2e62_a9c5);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(26)
+    }
 }
 
 impl Default for FirstSeen {
     fn default() -> Self {
-        FirstSeen { one: vec![usize::MAX; 128], two: vec![usize::MAX; 128 * 128], other: HashMap::new() }
+        FirstSeen { one: vec![usize::MAX; 128], two: vec![usize::MAX; 128 * 128], other: HashMap::default() }
     }
 }
 
@@ -141,7 +177,7 @@ impl FirstSeen {
         let slot = match b {
             None if a.is_ascii() => &mut self.one[a as usize],
             Some(b) if a.is_ascii() && b.is_ascii() => &mut self.two[(a as usize) * 128 + b as usize],
-            _ => self.other.entry((a, b)).or_insert(usize::MAX),
+            _ => self.other.entry(gram_key(a, b)).or_insert(usize::MAX),
         };
         if pos < *slot {
             *slot = pos;
@@ -160,7 +196,8 @@ impl FirstSeen {
                 out.push(([char::from((i / 128) as u8), char::from((i % 128) as u8)].iter().collect(), pos));
             }
         }
-        for ((a, b), pos) in self.other {
+        for (k, pos) in self.other {
+            let (a, b) = gram_of_key(k);
             let mut g = String::with_capacity(8);
             g.push(a);
             g.extend(b);
@@ -649,6 +686,25 @@ mod tests {
         assert_eq!(pos["d"], 3);
         assert_eq!(b.pieces[0].start, 3);
         assert_eq!(grams_of(["abc", "da"]).len(), 4 + 4);
+    }
+
+    #[test]
+    fn grams_past_ascii_keep_their_characters_and_first_positions() {
+        // one-character and mixed grams past ASCII go through the numeric keys
+        let a = index_text("文件a文件😀文", Tail::default());
+        let pos: HashMap<_, _> = a.grams.iter().cloned().collect();
+        assert_eq!(pos["文"], 0);
+        assert_eq!(pos["文件"], 0);
+        assert_eq!(pos["件a"], 3);
+        assert_eq!(pos["a文"], 6);
+        assert_eq!(pos["件😀"], 10);
+        assert_eq!(pos["😀"], 13);
+        assert_eq!(pos["😀文"], 13);
+        assert_eq!(a.grams.len(), 9, "{:?}", a.grams);
+        assert!(a.grams.windows(2).all(|w| w[0] < w[1]), "sorted, each once");
+        for (x, y) in [('文', None), ('a', Some('😀')), ('\u{10ffff}', Some('\0'))] {
+            assert_eq!(gram_of_key(gram_key(x, y)), (x, y));
+        }
     }
 
     #[test]

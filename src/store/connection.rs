@@ -17,6 +17,7 @@ use super::indexing;
 use super::migrate;
 use super::open::{self, Mode};
 use super::salvage::{check, marker, recover};
+use super::search;
 use super::tx::{ChangeSet, WriteTx};
 use crate::protocol::{ErrorCode, HostError, HostResult};
 use crate::util::time::now_ms;
@@ -292,9 +293,11 @@ impl Store {
             reindex: BTreeSet::new(),
         };
         let result = f(&mut w)?;
+        let mut postings = search::Postings::default();
         for sid in std::mem::take(&mut w.reindex) {
-            indexing::rebuild_search(&w.tx, &sid)?;
+            indexing::rebuild_search(&w.tx, &sid, &mut postings)?;
         }
+        postings.flush(&w.tx)?;
         blobs::collect_new(&w)?;
         let event = if w.changes.is_empty() {
             None

@@ -83,33 +83,37 @@ impl Store {
         opts: ImportOptions,
         crid: Option<&str>,
     ) -> HostResult<WriteOutcome> {
-        let plan = plan(doc).map_err(|e| match e {
+        let mut plan = plan(doc).map_err(|e| match e {
             ImportError::BadRequest(m) => HostError::bad_request(m),
             ImportError::Unsupported(m) => HostError::unsupported(m),
         })?;
-        // CPU work before BEGIN: data URLs → blobs for every body and the live history.
+        // CPU work before BEGIN: data URLs → blobs for every body and the live history. The
+        // plan's entries move into what is stored (not copied: a copy of a 128 MiB export's
+        // bodies doubled the import's memory).
         let mut bodies: Vec<Ingested> = Vec::with_capacity(plan.sessions.len());
         // each session's other versions, their entries ingested the same way
         let mut versions: Vec<Vec<(ImportFork, Vec<Ingested>)>> = Vec::with_capacity(plan.sessions.len());
-        for s in &plan.sessions {
-            bodies.push(blobs::prepare_entries(s.entries.clone())?);
+        for s in &mut plan.sessions {
+            bodies.push(blobs::prepare_entries(std::mem::take(&mut s.entries))?);
             let mut forks = Vec::new();
-            for f in &s.versions {
+            for f in &mut s.versions {
                 let ing = f
                     .others
-                    .iter()
-                    .map(|(_, list)| blobs::prepare_entries(list.clone()))
+                    .iter_mut()
+                    .map(|(_, list)| blobs::prepare_entries(std::mem::take(list)))
                     .collect::<HostResult<Vec<_>>>()?;
                 forks.push((f.clone(), ing));
             }
             versions.push(forks);
         }
-        let live = match &plan.live {
-            Some(l) => Some(blobs::prepare_entries(l.clone())?),
+        let live = match plan.live.take() {
+            Some(l) => Some(blobs::prepare_entries(l)?),
             None => None,
         };
-        let export_blobs: Vec<_> =
-            plan.images.values().map(|b| blob_from_bytes(b.mime.clone(), b.bytes.clone())).collect();
+        let export_blobs: Vec<_> = std::mem::take(&mut plan.images)
+            .into_values()
+            .map(|b| blob_from_bytes(b.mime, b.bytes))
+            .collect();
         let mut warnings = plan.warnings.clone();
         // API keys of an imported `providers` go to the secret store before the transaction, as
         // `settings.set` does; a key equal to the stored one keeps its reference (a re-run

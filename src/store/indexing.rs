@@ -18,10 +18,15 @@ pub(super) fn searchable_text(conn: &Connection, sid: &str) -> HostResult<String
 
 /// Rebuild a session's search data from its chosen path (not for trashed sessions: the trash is
 /// not searched).
-pub(super) fn rebuild_search(conn: &Connection, sid: &str) -> HostResult<()> {
+/// Its postings go to `postings`, which the caller flushes.
+pub(super) fn rebuild_search(
+    conn: &Connection,
+    sid: &str,
+    postings: &mut search::Postings,
+) -> HostResult<()> {
     match is_trashed(conn, sid)? {
         Some(false) => {
-            search::index_session(conn, sid, &searchable_text(conn, sid)?)?;
+            search::index_session_into(conn, sid, &searchable_text(conn, sid)?, postings)?;
         }
         Some(true) => search::unindex_session(conn, sid)?,
         None => {}
@@ -36,8 +41,10 @@ pub(super) fn reindex_all(conn: &Connection) -> HostResult<()> {
         .prepare("SELECT id FROM sessions WHERE trashed_at IS NULL ORDER BY insert_seq")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
+    let mut postings = search::Postings::default();
     for sid in &ids {
-        search::index_session(conn, sid, &searchable_text(conn, sid)?)?;
+        search::index_session_into(conn, sid, &searchable_text(conn, sid)?, &mut postings)?;
     }
+    postings.flush(conn)?;
     Ok(())
 }

@@ -14,10 +14,109 @@ use crate::protocol::{HostError, HostResult};
 
 /// Index a session's whole searchable text, replacing what the index held for it.
 pub(super) fn index_session(conn: &Connection, sid: &str, text: &str) -> rusqlite::Result<()> {
+    let mut postings = Postings::default();
+    index_session_into(conn, sid, text, &mut postings)?;
+    postings.flush(conn)
+}
+
+/// [`index_session`] with the session's postings added to `postings` instead of written at
+/// once: a write that indexes many sessions (an import, a rebuild) writes them together, in key
+/// order. The caller [`Postings::flush`]es before anything reads the index.
+pub(super) fn index_session_into(
+    conn: &Connection,
+    sid: &str,
+    text: &str,
+    postings: &mut Postings,
+) -> rusqlite::Result<()> {
     unindex_session(conn, sid)?;
-    conn.execute("INSERT INTO search_docs (session_id, lower_bytes, last_char) VALUES (?1, 0, '')", [sid])?;
+    conn.prepare_cached("INSERT INTO search_docs (session_id, lower_bytes, last_char) VALUES (?1, 0, '')")?
+        .execute([sid])?;
     let doc = conn.last_insert_rowid();
-    write_indexed(conn, doc, &index_text(text, Tail::default()))
+    let ix = index_text(text, Tail::default());
+    write_pieces(conn, doc, &ix)?;
+    postings.add(conn, doc, ix.grams)
+}
+
+/// Postings (`search_grams` rows) waiting to be written. Every indexed session has postings all
+/// over the gram key space; written one session after another, each insert descends to another
+/// leaf. Sorted by key across many sessions, consecutive inserts land on the same leaf (and a
+/// new session's postings of a gram follow the older sessions', its doc being the newest), and
+/// they go in [`ROWS_PER_INSERT`] rows to a statement.
+#[derive(Default)]
+pub(super) struct Postings {
+    /// (packed gram, doc, position)
+    rows: Vec<(PackedGram, i64, usize)>,
+}
+
+/// Rows one `INSERT` of postings writes (3 parameters each).
+const ROWS_PER_INSERT: usize = 64;
+
+impl Postings {
+    /// Rows held before they are written (32 MiB of RAM at most).
+    const FLUSH_AT: usize = 1 << 20;
+
+    fn add(&mut self, conn: &Connection, doc: i64, grams: Vec<(String, usize)>) -> rusqlite::Result<()> {
+        let mut one = conn.prepare_cached(INSERT_POSTING)?;
+        for (g, pos) in grams {
+            match PackedGram::new(&g) {
+                Some(k) => self.rows.push((k, doc, pos)),
+                // cannot happen (a gram is one or two characters): written at once
+                None => _ = one.execute(params![g, doc, pos as i64])?,
+            }
+        }
+        if self.rows.len() >= Self::FLUSH_AT {
+            self.flush(conn)?;
+        }
+        Ok(())
+    }
+
+    /// Write every held posting, in key order (`(gram, doc)`, the table's primary key).
+    pub(super) fn flush(&mut self, conn: &Connection) -> rusqlite::Result<()> {
+        self.rows.sort_unstable_by_key(|&(k, doc, _)| (k, doc));
+        let many_sql = format!(
+            "INSERT OR IGNORE INTO search_grams (gram, doc, pos) VALUES {}",
+            vec!["(?, ?, ?)"; ROWS_PER_INSERT].join(", ")
+        );
+        let mut many = conn.prepare_cached(&many_sql)?;
+        let mut one = conn.prepare_cached(INSERT_POSTING)?;
+        let mut chunks = self.rows.chunks_exact(ROWS_PER_INSERT);
+        for chunk in &mut chunks {
+            for (i, (k, doc, pos)) in chunk.iter().enumerate() {
+                many.raw_bind_parameter(3 * i + 1, k.as_str())?;
+                many.raw_bind_parameter(3 * i + 2, doc)?;
+                many.raw_bind_parameter(3 * i + 3, *pos as i64)?;
+            }
+            many.raw_execute()?;
+        }
+        for (k, doc, pos) in chunks.remainder() {
+            one.execute(params![k.as_str(), doc, *pos as i64])?;
+        }
+        self.rows.clear();
+        Ok(())
+    }
+}
+
+const INSERT_POSTING: &str = "INSERT OR IGNORE INTO search_grams (gram, doc, pos) VALUES (?1, ?2, ?3)";
+
+/// A gram (up to 8 bytes of UTF-8) held without an allocation, ordered as SQLite orders the
+/// text (bytes compared, then the shorter first).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct PackedGram {
+    bytes: [u8; 8],
+    len: u8,
+}
+
+impl PackedGram {
+    fn new(g: &str) -> Option<PackedGram> {
+        let mut bytes = [0u8; 8];
+        bytes.get_mut(..g.len())?.copy_from_slice(g.as_bytes());
+        Some(PackedGram { bytes, len: g.len() as u8 })
+    }
+
+    fn as_str(&self) -> &str {
+        // made from a &str in `new`
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or_default()
+    }
 }
 
 /// Index text appended to a session's searchable text (`sessions.appendTo`). `false`: the session
@@ -46,21 +145,25 @@ fn doc_keys(doc: i64) -> (i64, i64) {
 }
 
 fn write_indexed(conn: &Connection, doc: i64, ix: &Indexed) -> rusqlite::Result<()> {
+    write_pieces(conn, doc, ix)?;
+    let mut gram =
+        conn.prepare_cached("INSERT OR IGNORE INTO search_grams (gram, doc, pos) VALUES (?1, ?2, ?3)")?;
+    for (g, pos) in &ix.grams {
+        gram.execute(params![g, doc, *pos as i64])?;
+    }
+    Ok(())
+}
+
+/// An indexed text's pieces and its document's tail (everything but the postings).
+fn write_pieces(conn: &Connection, doc: i64, ix: &Indexed) -> rusqlite::Result<()> {
     let mut piece = conn.prepare_cached(
         "INSERT INTO search_pieces (key, doc, start, text, text_lower) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
     for p in &ix.pieces {
         piece.execute(params![piece_key(doc, p.start), doc, p.start as i64, p.text, p.lower])?;
     }
-    let mut gram =
-        conn.prepare_cached("INSERT OR IGNORE INTO search_grams (gram, doc, pos) VALUES (?1, ?2, ?3)")?;
-    for (g, pos) in &ix.grams {
-        gram.execute(params![g, doc, *pos as i64])?;
-    }
-    conn.execute(
-        "UPDATE search_docs SET lower_bytes = ?2, last_char = ?3 WHERE doc = ?1",
-        params![doc, ix.lower_bytes as i64, ix.last_char.map(String::from).unwrap_or_default()],
-    )?;
+    conn.prepare_cached("UPDATE search_docs SET lower_bytes = ?2, last_char = ?3 WHERE doc = ?1")?
+        .execute(params![doc, ix.lower_bytes as i64, ix.last_char.map(String::from).unwrap_or_default()])?;
     Ok(())
 }
 
@@ -308,4 +411,23 @@ pub(super) fn utf8(b: &[u8]) -> HostResult<String> {
     std::str::from_utf8(b)
         .map(str::to_owned)
         .map_err(|e| content_damage(format!("stored text is not UTF-8: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PackedGram;
+
+    #[test]
+    fn packed_grams_round_trip_and_sort_as_sqlite_sorts_text() {
+        let grams = ["a", "a\0", "ab", "b", "文", "文件", "😀文", "\0", "z😀"];
+        let mut packed: Vec<PackedGram> = grams.iter().map(|g| PackedGram::new(g).unwrap()).collect();
+        for (p, g) in packed.iter().zip(grams) {
+            assert_eq!(p.as_str(), g);
+        }
+        packed.sort();
+        let mut want: Vec<&str> = grams.to_vec();
+        want.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        assert_eq!(packed.iter().map(PackedGram::as_str).collect::<Vec<_>>(), want);
+        assert!(PackedGram::new("😀😀x").is_none(), "more than 8 bytes");
+    }
 }
