@@ -7,6 +7,7 @@
 #   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
 #   BENCH_ONLY=search ./bench.sh  scenario 8 alone, printed only
 #   BENCH_ONLY=text ./bench.sh    scenario 4 alone, with a timeline of its turns, printed only
+#   BENCH_ONLY=panel ./bench.sh   scenario 6 alone (panel first text paint, pictures shown), printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -22,7 +23,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,15p' "$0"
+	sed -n '2,16p' "$0"
 	exit 0
 	;;
 esac
