@@ -19,8 +19,10 @@ use crate::store::migrate;
 use crate::store::open::{self, Mode};
 use crate::util::paths::sidecar;
 
-/// Derived tables: rebuilt from the entries, never copied.
-const DERIVED: &[&str] = &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams"];
+/// Derived tables: rebuilt from the entries (display renditions: remade when next asked for),
+/// never copied.
+const DERIVED: &[&str] =
+    &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams", "image_renditions"];
 
 pub(super) struct Salvaged {
     pub(super) tables: Vec<TableReport>,
