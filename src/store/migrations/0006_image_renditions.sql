@@ -21,5 +21,6 @@ CREATE TRIGGER images_drop_rendition AFTER DELETE ON images BEGIN
     DELETE FROM image_renditions WHERE sha256 = OLD.sha256;
 END;
 
-INSERT INTO about (name, description) VALUES
+-- OR REPLACE: a salvage may have copied the damaged file's `about` rows in before this runs
+INSERT OR REPLACE INTO about (name, description) VALUES
     ('image_renditions', 'derived: each stored image at the size the side panel shows it (JPEG at most 1280 px wide, or the original bytes), made on first request, removed with its image, never sent to a model');
