@@ -14,6 +14,7 @@
 #   BENCH_ONLY=import ./bench.sh  import throughput (bench/import.mjs): scenario 8's 128 MiB export
 #                                 imported by the release keepsake-host 3 times, MB/s and peak RSS,
 #                                 printed only
+#   BENCH_ONLY=panel ./bench.sh   scenario 6 alone (panel first text paint, pictures shown), printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -29,7 +30,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,22p' "$0"
+	sed -n '2,23p' "$0"
 	exit 0
 	;;
 esac

@@ -31,6 +31,8 @@ const ONLY_SEARCH = process.env.BENCH_ONLY === 'search';
 const ONLY_TEXT = process.env.BENCH_ONLY === 'text';
 // BENCH_ONLY=scale: the scale sweep (bench/scale.mjs) alone, printed only
 const ONLY_SCALE = process.env.BENCH_ONLY === 'scale';
+// BENCH_ONLY=panel: scenario 6 alone (the panel's first text paint and its pictures), printed only
+const ONLY_PANEL = process.env.BENCH_ONLY === 'panel';
 const DUMP = process.env.BENCH_DUMP === '1';
 const ECHO_BIN = process.env.BENCH_ECHO_BIN || path.join(ROOT, 'target', 'release', 'examples', 'echo_host');
 const ECHO_NAME = 'dev.keepsake.bench_echo';
@@ -229,7 +231,8 @@ async function timePanel(k, way, expect) {
 async function roundCases(k) {
   const samples = {};
   const facts = {};
-  for (const c of ROUND_CASES) {
+  const cases = ONLY_PANEL ? ROUND_CASES.filter((c) => c.id === 's6') : ROUND_CASES;
+  for (const c of cases) {
     samples[c.id] = { keepsake: [], baseline: [] };
     if (c.worker) facts[c.id] = await bench(k, 'prepare', c.worker, c.params);
     if (c.id === 's9chunked') Object.assign(c.params, facts[c.id]);
@@ -237,7 +240,7 @@ async function roundCases(k) {
   const expect = { bubbles: H_IMAGES.count, images: H_IMAGES.shots.length };
   for (let r = 0; r < CFG.warmup + CFG.rounds; r++) {
     const t0 = Date.now();
-    for (const c of ROUND_CASES) {
+    for (const c of cases) {
       for (const way of orderOf(r)) {
         let res;
         if (c.panel) {
@@ -800,6 +803,26 @@ async function main() {
     console.log(textTable([row({ scenario: '4 Send: text', keepsake: pickAll(tc.keepsake, 'ms'), baseline: pickAll(tc.baseline, 'ms'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) })]));
     console.log(traceTable(tc.keepsake));
     if (DUMP) for (const [i, x] of tc.keepsake.entries()) log(`round ${i}: ${x.trace.map((c) => `${c.op} ${c.start}–${c.end}`).join(', ')}`);
+    return;
+  }
+  if (ONLY_PANEL) {
+    try {
+      const k = await launch({ name: 'bench', extDir: build.dir, hostDebug: true });
+      try {
+        await bench(k, 'init');
+        R.rounds = await roundCases(k);
+      } finally {
+        await k.close();
+      }
+    } finally {
+      fs.rmSync(build.dir, { recursive: true, force: true });
+    }
+    const s6 = R.rounds.samples.s6;
+    const ways = (key) => ({ keepsake: pickAll(s6.keepsake, key), baseline: pickAll(s6.baseline, key) });
+    console.log(textTable([
+      row({ scenario: '6 Panel, 60 entries: first text paint', ...ways('ms'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }),
+      row({ scenario: '6 … all 6 pictures shown', ...ways('imagesMs'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }),
+    ]));
     return;
   }
   try {

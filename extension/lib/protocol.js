@@ -20,6 +20,7 @@ export const READ_OPS = Object.freeze([
   'history.meta',
   'attach.summaryPlan',
   'images.get',
+  'images.display',
   'images.thumbnail',
   'request.isContextOverflow',
   'request.build',
@@ -99,6 +100,7 @@ export const OP_ARGS = Object.freeze({
   'attach.summaryPlan': Object.freeze(['attachId']),
   'attach.applySummary': Object.freeze(['attachId', 'summary']),
   'images.get': Object.freeze(['ref']),
+  'images.display': Object.freeze(['refs']),
   'images.thumbnail': Object.freeze(['dataUrl', 'maxEdge', 'quality']),
   'sessions.save': Object.freeze(['id', 'name', 'fallbackName']),
   'sessions.list': Object.freeze(['query', 'limit', 'cursor']),
@@ -239,8 +241,9 @@ export class HostError extends Error {
 //   history.get, sessions.get, images.get, sessions.list, host.status (integrity check, doctor)
 //                           30 s   may return many MiB (inline images; full-text search), chunked
 //                                  at ~20 ms per MiB, or run a full-text scan
-//   request.build, history.attach, history.boundImages, images.thumbnail, storage.import,
-//   sessions.export        120 s   image decoding, thumbnailing, whole-database documents
+//   request.build, history.attach, history.boundImages, images.thumbnail, images.display
+//   storage.import, sessions.export
+//                          120 s   image decoding, thumbnailing, whole-database documents
 // ---------------------------------------------------------------------------------------------
 
 /** Default timeout of a read (ms). */
@@ -266,6 +269,7 @@ export const OP_TIMEOUTS_MS = Object.freeze({
   'history.attach': SLOW_TIMEOUT_MS,
   'history.boundImages': SLOW_TIMEOUT_MS,
   'images.thumbnail': SLOW_TIMEOUT_MS,
+  'images.display': SLOW_TIMEOUT_MS,
   'storage.import': SLOW_TIMEOUT_MS,
   'storage.importPreview': SLOW_TIMEOUT_MS,
   'sessions.export': SLOW_TIMEOUT_MS,

@@ -1,13 +1,17 @@
 // Pictures for bubbles. History is read with images: "ref" (storage-model §11.15), so a render moves
-// only references; bytes come once per picture from `images.get` and are kept as Blob URLs. Pictures
-// over THUMB_ABOVE base64 chars are shown through `images.thumbnail` (display size), the original is
-// fetched again only when the user opens it.
+// only references. A bubble shows a reference's display rendition (storage-model §2.6: at most
+// 1280 px wide, made and kept by the host): the references asked for in one task go to the host in
+// one batched `images.display` call (at most DISPLAY_BATCH refs each), and the results are kept as
+// Blob URLs. The lightbox reads the full-size picture with `images.get`. An inline data URL over
+// THUMB_ABOVE base64 chars is shown through `images.thumbnail` (display size).
 
 import { isImageRef } from '../lib/entries.js';
 
 /** Base64/data-URL chars above which a picture is displayed through a host thumbnail. */
 export const THUMB_ABOVE = 1_500_000;
 export const DISPLAY_EDGE = 1024;
+/** At most this many references per `images.display` call (the host's own cap is 64). */
+export const DISPLAY_BATCH = 16;
 
 /**
  * Standard base64 → bytes: `Uint8Array.fromBase64` where the engine has it (one native pass: 3 ms
@@ -66,9 +70,62 @@ export function createImageCache({ storage, max = 200 } = {}) {
         // image_rejected and friends: show the original, the browser may still decode it
       }
     }
+    return { src: blobOf(key, mime, b64), thumb: false };
+  }
+
+  // references waiting for the next batched images.display call: ref → {resolve, reject}
+  let pending = new Map();
+  let flushScheduled = false;
+
+  function blobOf(key, mime, b64) {
     const src = URL.createObjectURL(base64ToBlob(b64, mime));
     blobUrls.set(key, src);
-    return { src, thumb: false };
+    return src;
+  }
+
+  async function displayOne(ref, waiter) {
+    try {
+      const r = await storage.images.get({ ref });
+      waiter.resolve(await toDisplay(ref, r.mime, r.bytes));
+    } catch (err) {
+      waiter.reject(err);
+    }
+  }
+
+  async function sendBatch(batch) {
+    let reply;
+    try {
+      reply = await storage.images.display({ refs: [...batch.keys()] });
+    } catch {
+      // a host without images.display (or a failed call): each picture the old way
+      for (const [ref, waiter] of batch) displayOne(ref, waiter);
+      return;
+    }
+    const items = new Map((reply?.images || []).map((it) => [it.ref, it]));
+    for (const [ref, waiter] of batch) {
+      const it = items.get(ref);
+      if (!it) displayOne(ref, waiter);
+      else if (it.error) waiter.reject(Object.assign(new Error(it.error.message), { code: it.error.code }));
+      else waiter.resolve({ src: blobOf(ref, it.mime, it.bytes), thumb: true });
+    }
+  }
+
+  function flush() {
+    flushScheduled = false;
+    const all = [...pending];
+    pending = new Map();
+    for (let i = 0; i < all.length; i += DISPLAY_BATCH) sendBatch(new Map(all.slice(i, i + DISPLAY_BATCH)));
+  }
+
+  /** A reference's display rendition, through the next batched `images.display` call. */
+  function rendition(ref) {
+    return new Promise((resolve, reject) => {
+      pending.set(ref, { resolve, reject });
+      if (!flushScheduled) {
+        flushScheduled = true;
+        setTimeout(flush, 0);
+      }
+    });
   }
 
   function display(url) {
@@ -79,7 +136,7 @@ export function createImageCache({ storage, max = 200 } = {}) {
       return p;
     }
     if (isImageRef(url)) {
-      return remember(url, storage.images.get({ ref: url }).then((r) => toDisplay(url, r.mime, r.bytes)));
+      return remember(url, rendition(url));
     }
     const parts = typeof url === 'string' ? splitDataUrl(url) : null;
     if (parts) return remember(url, toDisplay(url, parts.mime, parts.b64));
@@ -87,14 +144,14 @@ export function createImageCache({ storage, max = 200 } = {}) {
     return Promise.reject(new Error('Unsupported image URL') /* i18n-ok: a programming error, never shown */);
   }
 
-  /** A URL of the full-size picture (for opening it). */
+  /** A URL of the full-size picture (for opening it): a reference is read with `images.get`. */
   async function full(url) {
-    const d = await display(url);
-    if (d.link || !d.thumb) return d.link || d.src;
     if (isImageRef(url)) {
       const r = await storage.images.get({ ref: url });
       return URL.createObjectURL(base64ToBlob(r.bytes, r.mime));
     }
+    const d = await display(url);
+    if (d.link || !d.thumb) return d.link || d.src;
     const parts = splitDataUrl(url);
     return parts ? URL.createObjectURL(base64ToBlob(parts.b64, parts.mime)) : url;
   }

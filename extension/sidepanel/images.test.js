@@ -9,7 +9,7 @@ const b64 = Buffer.from(bytes).toString('base64');
 
 /** The bytes of the Blob URL a fresh cache shows for a reference whose stored bytes are `data`. */
 async function shownBytes(data) {
-  const storage = { images: { get: async () => ({ mime: 'image/png', bytes: data }) } };
+  const storage = { images: { display: async ({ refs }) => ({ images: refs.map((ref) => ({ ref, mime: 'image/png', bytes: data, width: 1, height: 1 })) }) } };
   const d = await createImageCache({ storage }).display(REF);
   const blob = await (await import('node:buffer')).resolveObjectURL(d.src);
   return new Uint8Array(await blob.arrayBuffer());
@@ -31,19 +31,69 @@ test('decoding: Uint8Array.fromBase64 when the engine has it, the atob loop othe
   }
 });
 
-test('display: a reference is fetched once with images.get and shown as a Blob URL of its bytes', async () => {
+test('display: references asked for together go to the host in one images.display call; each is shown as a Blob URL of its rendition', async () => {
+  const REF2 = `keepsake-image:sha256:${'cd'.repeat(32)}`;
   const asked = [];
-  const storage = { images: { get: async (a) => { asked.push(a); return { mime: 'image/png', bytes: b64 }; } } };
+  const storage = { images: {
+    display: async (a) => {
+      asked.push(a);
+      return { images: a.refs.map((ref) => ({ ref, mime: 'image/jpeg', bytes: b64, width: 640, height: 400 })) };
+    },
+    get: async () => { throw new Error('a bubble never reads the full-size picture'); },
+  } };
+  const cache = createImageCache({ storage });
+  const [d, d2] = await Promise.all([cache.display(REF), cache.display(REF2)]);
+  assert.deepEqual(asked, [{ refs: [REF, REF2] }]);
+  assert.match(d.src, /^blob:/);
+  assert.notEqual(d.src, d2.src);
+  const blob = await (await import('node:buffer')).resolveObjectURL(d.src);
+  assert.equal(blob.type, 'image/jpeg');
+  assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), bytes);
+  assert.equal(await cache.display(REF), d);
+  assert.equal(asked.length, 1, 'a shown picture is not asked for again');
+});
+
+test('display: a picture the host cannot give fails alone; the others of its batch show', async () => {
+  const MISSING = `keepsake-image:sha256:${'ef'.repeat(32)}`;
+  const storage = { images: { display: async ({ refs }) => ({ images: refs.map((ref) => (ref === MISSING
+    ? { ref, error: { code: 'not_found', message: 'no image ef…' } }
+    : { ref, mime: 'image/png', bytes: b64, width: 1, height: 1 })) }) } };
+  const cache = createImageCache({ storage });
+  const [ok, missing] = await Promise.allSettled([cache.display(REF), cache.display(MISSING)]);
+  assert.equal(ok.status, 'fulfilled');
+  assert.equal(missing.status, 'rejected');
+  assert.equal(missing.reason.code, 'not_found');
+  assert.match(missing.reason.message, /no image/);
+});
+
+test('display: a host without images.display still shows pictures, one images.get each', async () => {
+  const asked = [];
+  const storage = { images: {
+    display: async () => { throw Object.assign(new Error('unknown operation'), { code: 'bad_request' }); },
+    get: async (a) => { asked.push(a); return { mime: 'image/png', bytes: b64 }; },
+  } };
   const cache = createImageCache({ storage });
   const d = await cache.display(REF);
   assert.equal(d.thumb, false);
-  assert.match(d.src, /^blob:/);
   const blob = await (await import('node:buffer')).resolveObjectURL(d.src);
+  assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), bytes);
+  assert.deepEqual(asked, [{ ref: REF }]);
+});
+
+test('full and dataUrl read the stored picture with images.get, never the display rendition', async () => {
+  const asked = [];
+  const storage = { images: {
+    display: async ({ refs }) => ({ images: refs.map((ref) => ({ ref, mime: 'image/jpeg', bytes: 'AAAA', width: 1, height: 1 })) }),
+    get: async (a) => { asked.push(a); return { mime: 'image/png', bytes: b64 }; },
+  } };
+  const cache = createImageCache({ storage });
+  await cache.display(REF);
+  const src = await cache.full(REF);
+  const blob = await (await import('node:buffer')).resolveObjectURL(src);
   assert.equal(blob.type, 'image/png');
   assert.deepEqual(new Uint8Array(await blob.arrayBuffer()), bytes);
-  assert.equal(await cache.display(REF), d);
-  assert.deepEqual(asked, [{ ref: REF }]);
   assert.equal(await cache.dataUrl(REF), `data:image/png;base64,${b64}`);
+  assert.deepEqual(asked, [{ ref: REF }, { ref: REF }]);
 });
 
 test('display: http(s) pictures become links, other URLs are refused', async () => {
@@ -58,6 +108,7 @@ test('original: the lightbox reads an originalUrl reference with images.get, nev
   const storage = { images: {
     get: async (a) => { asked.push(a); return { mime: 'image/png', bytes: big }; },
     thumbnail: async () => { throw new Error('no thumbnail for an original'); },
+    display: async () => { throw new Error('no display rendition for an original'); },
   } };
   const cache = createImageCache({ storage });
   const o = await cache.original(REF);

@@ -10,6 +10,7 @@ import { entryKey, planReconcile } from './mirror.js';
 import { displayParts, describeAttach, attachSize, lastAssistantIndex } from './entries.js';
 import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
 import { formatChars, shortUrl } from '../lib/ui/format.js';
+import { DISPLAY_BATCH } from './images.js';
 import {
   forksByIndex, stepVersion, versionLabel, keptAsVersionText, failedOf, failedText, lastUserIndex, earlierText,
 } from '../lib/ui/keeps.js';
@@ -87,13 +88,12 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   }
 
   // ---- images ------------------------------------------------------------------------------
-  // A picture's bytes are fetched only after the transcript has painted (`queueImage`), newest
-  // first and at most IMAGE_FETCHES at a time: text never waits for pictures, the transfers do not
-  // compete with the first layout for the CPU, and the pictures in view on open (the newest) come
-  // first. Several in flight keep the host, the browser and the worker busy at once (a picture
-  // takes ~100 ms end to end, most of it in transit); the cap keeps a long history from queueing
-  // every picture in the worker at once.
-  const IMAGE_FETCHES = 4;
+  // A picture is fetched only after the transcript has painted (`queueImage`), newest first and at
+  // most IMAGE_FETCHES at a time: text never waits for pictures, the transfers do not compete with
+  // the first layout for the CPU, and the pictures in view on open (the newest) come first. The
+  // pictures one pump starts ask for their display renditions in one batched `images.display` call
+  // (images.js); the cap keeps a long history from asking for every picture at once.
+  const IMAGE_FETCHES = DISPLAY_BATCH;
   const imageJobs = [];
   let imageFetches = 0;
   let imageWake = 0;

@@ -5,6 +5,7 @@ pub mod attach;
 pub mod chunks;
 pub mod dataurl;
 pub mod delta;
+pub mod display;
 pub mod entry;
 pub mod export;
 pub mod figures;

@@ -8,9 +8,9 @@ use serde_json::{json, Value};
 use super::blobs::get_blob;
 use super::connection::Store;
 use super::migrate::{self, LATEST};
+use super::renditions::image_sha;
 use super::window::{binding, live_len};
 use crate::domain::dataurl::base64_encode;
-use crate::domain::entry::parse_image_ref;
 use crate::protocol::{HostError, HostResult};
 use crate::util::paths::sidecar;
 
@@ -25,13 +25,7 @@ fn file_size(p: &Path) -> Option<u64> {
 impl Store {
     /// `images.get(ref)` → `{mime, bytes}` with bytes as standard base64.
     pub fn images_get(&mut self, r: &str) -> HostResult<Value> {
-        let sha = parse_image_ref(r)
-            .or_else(|| {
-                (r.len() == 64 && parse_image_ref(&format!("keepsake-image:sha256:{r}")).is_some())
-                    .then_some(r)
-            })
-            .ok_or_else(|| HostError::bad_request("ref must be keepsake-image:sha256:<64 lower-case hex>"))?
-            .to_owned();
+        let sha = image_sha(r)?;
         self.read(|tx| match get_blob(tx, &sha)? {
             Some((mime, bytes)) => Ok(json!({"mime": mime, "bytes": base64_encode(&bytes)})),
             None => Err(HostError::not_found(format!("no image {sha}"))),

@@ -19,6 +19,7 @@ pub const MIGRATIONS: &[(u32, &str)] = &[
     (3, include_str!("migrations/0003_search_index.sql")),
     (4, include_str!("migrations/0004_search_piece_keys.sql")),
     (5, include_str!("migrations/0005_keepsake_keeps.sql")),
+    (6, include_str!("migrations/0006_image_renditions.sql")),
 ];
 
 /// The schema version this binary writes.

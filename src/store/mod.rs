@@ -27,6 +27,7 @@ pub mod maintenance;
 pub mod migrate;
 pub mod open;
 mod pagescan;
+mod renditions;
 mod requests;
 mod rows;
 pub mod salvage;

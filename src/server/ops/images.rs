@@ -49,6 +49,21 @@ impl Op for Get {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Display {
+    /// 1–64 image references (`keepsake-image:sha256:<hex>` or the bare hash), answered in order
+    pub refs: Vec<String>,
+}
+
+impl Op for Display {
+    const NAME: &'static str = "images.display";
+    const WRITE: bool = false;
+    fn run(self, s: &mut Store, _: &mut BodyCache) -> HostResult<Reply> {
+        Ok(read(s.images_display(&self.refs)?))
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Thumbnail {
     pub data_url: String,
     #[serde(default, deserialize_with = "present")]

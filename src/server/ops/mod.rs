@@ -104,6 +104,7 @@ pub const OPS: &[OpEntry] = &[
     entry::<attach::SummaryPlan>(),
     entry::<attach::ApplySummary>(),
     entry::<images::Get>(),
+    entry::<images::Display>(),
     entry::<images::Thumbnail>(),
     entry::<sessions::Save>(),
     entry::<sessions::List>(),

@@ -19,8 +19,10 @@ use crate::store::migrate;
 use crate::store::open::{self, Mode};
 use crate::util::paths::sidecar;
 
-/// Derived tables: rebuilt from the entries, never copied.
-const DERIVED: &[&str] = &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams"];
+/// Derived tables: rebuilt from the entries (display renditions: remade when next asked for),
+/// never copied.
+const DERIVED: &[&str] =
+    &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams", "image_renditions"];
 
 pub(super) struct Salvaged {
     pub(super) tables: Vec<TableReport>,
@@ -194,7 +196,9 @@ fn copy_version(conn: &Connection, found: Option<u32>, header_rebuilt: bool) -> 
         .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
         .unwrap_or_default();
     let has = |t: &str| tables.contains(t);
-    let read_off = if has("session_branches") || has("session_forks") {
+    let read_off = if has("image_renditions") {
+        Some(6)
+    } else if has("session_branches") || has("session_forks") {
         Some(5)
     } else if has("history_entries") || has("history_trimmed") {
         Some(if columns(conn, "damaged", "search_pieces").iter().any(|c| c == "key") {

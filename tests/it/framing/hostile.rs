@@ -438,6 +438,8 @@ fn t03_malformed_payloads_get_typed_errors_and_the_next_request_is_answered() {
         ("attach.applySummary", json!({"attachId": "a", "summary": "  "})),
         ("images.get", json!({"ref": 5})),
         ("images.get", json!({"ref": "keepsake-image:sha256:xyz"})),
+        ("images.display", json!({"refs": "keepsake-image:sha256:xyz"})),
+        ("images.display", json!({"refs": []})),
         ("images.thumbnail", json!({"dataUrl": 5})),
         ("images.thumbnail", json!({"dataUrl": "data:text/plain;base64,aGk="})),
         ("images.thumbnail", json!({"dataUrl": "data:image/png;base64,!!!", "maxEdge": 0})),
@@ -960,6 +962,7 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     );
     let img = format!("keepsake-image:sha256:{}", sha256_hex(&big));
     ok(&call(&mut h, "images.get", json!({"ref": img})), "images.get", &mut served_ops);
+    ok(&call(&mut h, "images.display", json!({"refs": [img]})), "images.display", &mut served_ops);
     let saved = call(&mut h, "sessions.save", json!({"name": "second"}));
     let sid = saved["result"]["session"]["id"].as_str().unwrap_or("x").to_owned();
     for (op, args) in [

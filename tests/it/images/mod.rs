@@ -3,5 +3,6 @@
 
 mod bombs;
 mod bound;
+mod display;
 mod pixels;
 mod thumbnails;

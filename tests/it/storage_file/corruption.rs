@@ -57,8 +57,9 @@ const WAL_COMMITS: usize = 12;
 const LOST_IMAGE_TEXT: &str = keepsake_host::store::salvage::LOST_IMAGE_TEXT;
 /// Tables whose rows are the user's data (the salvage rate's "precious" figure).
 const PRECIOUS: &[&str] = &["settings", "sessions", "session_entries", "images"];
-/// Rebuilt from the entries by the salvage, never copied.
-const DERIVED: &[&str] = &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams"];
+/// Rebuilt from the entries by the salvage (display renditions: remade when asked for), never copied.
+const DERIVED: &[&str] =
+    &["image_refs", "session_search", "search_docs", "search_pieces", "search_grams", "image_renditions"];
 
 fn dbs() -> usize {
     size("KEEPSAKE_T19_DBS", 100, 500)

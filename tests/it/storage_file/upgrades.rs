@@ -958,6 +958,15 @@ fn fixture_rows(c: &Connection, version: u32) {
         )
         .unwrap();
     }
+    if version >= 6 {
+        // a display rendition: a small picture is its own (the same bytes, their digest)
+        c.execute(
+            "INSERT INTO image_renditions (sha256, mime, width, height, digest, created_at, bytes)
+             VALUES (?1, 'image/png', 16, 16, ?1, ?2, ?3)",
+            params![sha256_hex(&imgs[1]), T0, imgs[1]],
+        )
+        .unwrap();
+    }
 }
 
 /// Write a fixture database at schema `version` to `path` the way that release did: 4 KiB pages,
