@@ -18,10 +18,11 @@ export function summarize(xs) {
 /**
  * A value with its unit, short: `12.3 ms`, `41.0 KiB`, `63.2 MiB`.
  * @param {number|null|undefined} x
- * @param {'ms'|'bytes'} unit
+ * @param {'ms'|'bytes'|'MB/s'} unit
  */
 export function fmt(x, unit) {
   if (x == null || !Number.isFinite(x)) return '–';
+  if (unit === 'MB/s') return `${x.toFixed(1)} MB/s`;
   if (unit === 'bytes') {
     if (x >= 1024 * 1024) return `${(x / 1024 / 1024).toFixed(1)} MiB`;
     if (x >= 1024) return `${(x / 1024).toFixed(1)} KiB`;
@@ -42,7 +43,7 @@ function spread(s, unit) {
  * @param {string} o.scenario
  * @param {number[]} o.keepsake samples
  * @param {number[]} [o.baseline] samples (absent: an absolute row)
- * @param {'ms'|'bytes'} [o.unit]
+ * @param {'ms'|'bytes'|'MB/s'} [o.unit]
  * @param {string} o.target text shown
  * @param {(r: {ks: object, base: object|null, ratio: number|null}) => boolean|null} o.met
  * @returns {object}

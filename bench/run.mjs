@@ -664,12 +664,12 @@ function buildRows(R) {
   rows.push(row({ scenario: '5 … side-panel page busy (thread CPU, info)', keepsake: pickAll(at.keepsake, 'pageBusyMs'), baseline: pickAll(at.baseline, 'pageBusyMs'), target: '–', met: () => null }));
   rows.push(row({ scenario: '5 … side-panel page not idle (V8, info)', keepsake: pickAll(at.keepsake, 'pageNotIdleMs'), baseline: pickAll(at.baseline, 'pageNotIdleMs'), target: '–', met: () => null }));
   rows.push(row({ scenario: '5 … worker + page busy (thread CPU, info)', keepsake: pickAll(at.keepsake, 'threadsBusyMs'), baseline: pickAll(at.baseline, 'threadsBusyMs'), target: '–', met: () => null }));
-  rows.push(row({ scenario: '6 Panel, 60 entries: first text paint', ...ways('s6'), target: 'ratio ≤ 1.0', met: ratioAtMost(1.0) }));
-  rows.push(row({ scenario: '6 … all 6 pictures shown (info)', ...ways('s6', 'imagesMs'), target: '–', met: () => null }));
+  rows.push(row({ scenario: '6 Panel, 60 entries: first text paint', ...ways('s6'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }));
+  rows.push(row({ scenario: '6 … all 6 pictures shown', ...ways('s6', 'imagesMs'), target: 'ratio ≤ 0.5', met: ratioAtMost(0.5) }));
   const perAppend = (xs) => xs.map((x) => x.written / APPENDS);
   rows.push(row({ scenario: '7 Bytes written per append (8 MiB images)', keepsake: perAppend(A.s7.keepsake), baseline: perAppend(A.s7.baseline), unit: 'bytes', target: 'ratio ≤ 0.05', met: ratioAtMost(0.05) }));
   rows.push(...searchRows(R));
-  rows.push(row({ scenario: '9 Host start: spawn → hello (vs echo host)', ...ways('s9hello'), target: 'p50 ≤ 10 ms', met: ({ ks }) => ks.median <= 10 }));
+  rows.push(row({ scenario: '9 Host start: spawn → hello (vs echo host)', ...ways('s9hello'), target: 'ratio ≤ 1.1', met: ratioAtMost(1.1) }));
   const mb = (R.rounds.facts.s9chunked.replyChars / MiB).toFixed(2);
   rows.push(row({ scenario: `9 Chunked reply ${mb} MiB: images.get vs echo`, ...ways('s9chunked'), target: 'ratio ≤ 1.25 (≥ 80 % throughput)', met: ratioAtMost(1.25) }));
   rows.push(row({ scenario: '9 Host peak RSS, idle', keepsake: R.idleRss, unit: 'bytes', target: '≤ 64 MiB', met: ({ ks }) => ks.max <= 64 * MiB }));
@@ -688,8 +688,8 @@ function searchRows(R) {
         scenario: `8 Search ${label} "${q}": round trip vs digest scan`,
         keepsake: pickAll(s.keepsake, 'ms'),
         baseline: pickAll(s.baseline, 'ms'),
-        target: 'RT ≤ 10 ms, ratio ≤ 0.2',
-        met: ({ ks, ratio }) => ks.median <= 10 && ratio != null && ratio <= 0.2,
+        target: 'RT ≤ 5 ms, ratio ≤ 0.2',
+        met: ({ ks, ratio }) => ks.median <= 5 && ratio != null && ratio <= 0.2,
       }),
     );
     rows.push(row({ scenario: `8 … host-side (host log)`, keepsake: S.hostMs[q], target: 'p50 ≤ 5 ms', met: ({ ks }) => ks.median <= 5 }));
@@ -714,6 +714,16 @@ function searchRows(R) {
       }),
     );
   }
+  // the data set's import, one run: bytes of export JSON per second of `keepsake-host import`
+  rows.push(
+    row({
+      scenario: `8 Import: ${(S.facts.docBytes / MiB).toFixed(0)} MiB export, keepsake-host import`,
+      keepsake: [S.facts.docBytes / 1e6 / (S.facts.importMs / 1000)],
+      unit: 'MB/s',
+      target: '≥ 60 MB/s',
+      met: ({ ks }) => ks.median >= 60,
+    }),
+  );
   return rows;
 }
 
@@ -907,19 +917,28 @@ const MISS_NOTES = [
   },
   {
     scenario: /^6 /,
-    text: `Profile (CDP tracing, CPU profiler, long-animation-frame entries) after the start-up changes: the panel's
-  history.get goes out from sidepanel/boot.js while the modules load and is answered before they are ready; what
-  is left before the first text paint is module load (~40–60 ms), building the 60 bubbles (~40–60 ms) and 125–250 ms
-  of style, layout and paint that both pages pay with the same messages.js and stylesheet. Before: the read waited
-  for host.state (157–246 ms after navigation) and the six images.get replies (8 MB) were in flight during the
-  transcript's layout; toBottom's forced layout took 592 of a 725 ms task. A miss here is load on the 2 cores
-  during those frames (the spread column).`,
+    text: `Pictures: the panel now shows display renditions (at most 1280 px wide, JPEG q82, made by the host on the
+  first request and kept, \`images.display\`, one batched call for the pictures of a render) and reads the original only
+  for the lightbox. BENCH_ONLY=panel on 2026-12-06 (other builds running): all 6 pictures shown 1316 → 510 ms against
+  the in-browser way's 481–498 ms (ratio 2.74 → 1.02). What is left is the in-browser way's advantage of reading
+  its pictures from the same chrome.storage.local read as the text, while the panel's pictures wait for the text's
+  render and then one more round trip (worker, host, renditions decoded in the page). First text paint, from timing
+  marks in the panel (not committed): boot.js sends \`history.get\` 55–180 ms after navigation start (the page and
+  its renderer starting), the reply is in 25–60 ms later, sidepanel.js starts running at 140–220 ms (module graph:
+  31 modules, 309 KB, all preloaded), and rendering plus the layout of the 60 bubbles takes ~100 ms (Markdown 2–9 ms
+  of it) — the same messages.js and stylesheet the in-browser page renders with. Tried: \`content-visibility: auto\`
+  on the bubbles (0.58 in one run), not kept: a bubble off screen then reads as empty text (extension/README.md).
+  Left: loading only the modules the first paint needs (the drawer, composer, switcher and import code are static
+  imports today).`,
   },
   {
     scenario: /^8 /,
-    text: `The index answers from postings and the pieces around each hit; a query no longer touches the other
-  sessions' text. The 1-character query matches a quarter of the sessions (256 rows, an 80 KB reply), so its cost is
-  per hit. valgrind --tool=callgrind of a host answering 20 × \`sessions.list 鲸\` on this run's database
+    text: `Since issue 23 a search answers one page: the first 50 rows with their snippets and the total (for 鲸,
+  50 of 256 rows, a 16 KB reply instead of 80 KB; host-side 1.22 → 0.35 ms and round trip 8.7 → 1.3 ms in
+  BENCH_ONLY=search of 2026-12-06), and the in-browser way does the same job (first page and total). What follows
+  is the profile from before paging, when the whole list was sent. The index answers from postings and the pieces
+  around each hit; a query no longer touches the other sessions' text. The 1-character query matches a quarter of
+  the sessions (256 rows, an 80 KB reply), so its cost was per hit. valgrind --tool=callgrind of a host answering 20 × \`sessions.list 鲸\` on this run's database
   (bench/search-host.py): 6.0 M instructions per query (16.6 M four changes ago, 9.5 M before the drawer was kept
   in memory with per-row JSON text): the hit's piece 52 % (the snippet cut 24 %, SQLite's descent and rusqlite's
   step, bind and reset ~20 %), neighbouring pieces for the ~21 % of hits near a piece's edge 19 %, the drawer's one
@@ -953,6 +972,21 @@ const MISS_NOTES = [
   goes out in one writev, prefixes and bodies together (before, a 4-byte prefix write and a body write per frame),
   and the debug log line is written after the reply, not before it. Tried and dropped: a thread to cut snippets beside
   the SQLite reads (it started 0.33–1.12 ms after spawn: waking an idle vCPU is slow here).`,
+  },
+  {
+    scenario: /^8 Import/,
+    text: `perf record --call-graph dwarf of \`keepsake-host import\` (a 200-session, 27 MB export of this generator):
+  before the changes of 2026-12-06, building the search index was ~75 % (writing the \`search_grams\` postings 46 %
+  — each session's rows scattered over the whole index, one row per statement — and computing the grams 24 %, half
+  of it SipHash), commit and WAL checkpoint ~17 %, the session rows ~5 %, parsing the JSON into a tree only 2.5 %;
+  fsync 0.35 s in all (strace). Changes made: the postings of a write are collected, sorted by the index's key and
+  written 64 rows a statement; grams past ASCII are hashed with a multiply-rotate instead of SipHash; the import's
+  bodies are moved, not copied. On the 128 MiB export: CPU 26–30 s → 11.1–12.6 s (4.5 → 10.7 MB per CPU second),
+  peak RSS 846 → 611 MiB (BENCH_ONLY=import, 3 runs each, release build, on a loaded machine). Where the CPU goes
+  now: the grams 25 %, writing the postings 20 %, commit and checkpoint ~22 %, the session rows 9 %, reading
+  bodies back to index them 6 %. The index is ~70 % of the 533 MiB database: an import at 60 MB/s of export
+  would need the index built after the import (search would then have to scan what is not indexed yet) — not
+  done. A streaming parse would lower the peak RSS (the document is a tree in memory today), not the time.`,
   },
   {
     scenario: /^9 Host start/,
