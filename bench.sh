@@ -7,6 +7,8 @@
 #   BENCH_QUICK=1 ./bench.sh    few rounds and small inputs, for development (writes nothing here)
 #   BENCH_ONLY=search ./bench.sh  scenario 8 alone, printed only
 #   BENCH_ONLY=text ./bench.sh    scenario 4 alone, with a timeline of its turns, printed only
+#   BENCH_ONLY=start ./bench.sh   scenario 9's host start alone (bench/host-start.mjs): keepsake-host
+#                                 and the echo host, interleaved rounds, spawn → hello and → open, printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -22,7 +24,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,15p' "$0"
+	sed -n '2,17p' "$0"
 	exit 0
 	;;
 esac
@@ -61,6 +63,13 @@ KEEPSAKE_E2E_HOST_BIN="${target}/release/keepsake-host"
 BENCH_ECHO_BIN="${target}/release/examples/echo_host"
 KEEPSAKE_E2E_CHROMIUM="${chromium_bin}"
 export KEEPSAKE_E2E_HOST_BIN BENCH_ECHO_BIN KEEPSAKE_E2E_CHROMIUM
+
+if [ "${BENCH_ONLY:-}" = start ]; then
+	say "node bench/host-start.mjs"
+	KEEPSAKE_HOST_BIN="${KEEPSAKE_E2E_HOST_BIN}"
+	export KEEPSAKE_HOST_BIN
+	exec node bench/host-start.mjs
+fi
 
 say "node bench/run.mjs"
 exec node bench/run.mjs
