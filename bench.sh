@@ -15,6 +15,8 @@
 #                                 imported by the release keepsake-host 3 times, MB/s and peak RSS,
 #                                 printed only
 #   BENCH_ONLY=panel ./bench.sh   scenario 6 alone (panel first text paint, pictures shown), printed only
+#   BENCH_ONLY=start ./bench.sh   scenario 9's host start alone (bench/host-start.mjs): keepsake-host
+#                                 and the echo host, interleaved rounds, spawn → hello and → open, printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
 #
@@ -30,7 +32,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,23p' "$0"
+	sed -n '2,25p' "$0"
 	exit 0
 	;;
 esac
@@ -79,6 +81,13 @@ KEEPSAKE_E2E_HOST_BIN="${target}/release/keepsake-host"
 BENCH_ECHO_BIN="${target}/release/examples/echo_host"
 KEEPSAKE_E2E_CHROMIUM="${chromium_bin}"
 export KEEPSAKE_E2E_HOST_BIN BENCH_ECHO_BIN KEEPSAKE_E2E_CHROMIUM
+
+if [ "${BENCH_ONLY:-}" = start ]; then
+	say "node bench/host-start.mjs"
+	KEEPSAKE_HOST_BIN="${KEEPSAKE_E2E_HOST_BIN}"
+	export KEEPSAKE_HOST_BIN
+	exec node bench/host-start.mjs
+fi
 
 say "node bench/run.mjs"
 exec node bench/run.mjs

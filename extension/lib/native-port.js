@@ -17,6 +17,9 @@ import { t, formatNumber } from './i18n.js';
 
 export { HostError } from './protocol.js';
 
+/** The pending-map key of the wait for the host's `db` event after hello (never a request id). */
+const DB_EVENT = Symbol('db'); // i18n-ok: a Map key's debug name
+
 /** Delays (ms) before the 1st, 2nd, 3rd, 4th+ reconnect after consecutive failures. */
 export const DEFAULT_BACKOFF_MS = Object.freeze([250, 1000, 4000, 15000]);
 
@@ -97,6 +100,8 @@ export class NativePort {
   #port = null;
   #state = 'idle';
   #hello = null;
+  /** This connection's last `db` event (the host's database state after a hello without it). */
+  #db = null;
   #error = null;
   #pending = new Map();
   #nextId = 1;
@@ -266,9 +271,60 @@ export class NativePort {
       this.#fail(port, err);
       throw err;
     }
+    if (hello?.dbOpened === false) {
+      // The host answered hello before opening the database and opens it right after; its
+      // `db` event (sent before any other reply) says how that went. The port is open once it
+      // is known, so pages see `schemaVersion` and `dbError` as before.
+      try {
+        await this.#dbOpened(this.#timeoutFor('host.hello'));
+      } catch (err) {
+        this.#fail(port, err);
+        throw err;
+      }
+      if (port !== this.#port) {
+        throw new HostError(ClientErrorCode.DISCONNECTED, t('portClosedInHandshake'));
+      }
+    }
     this.#failures = 0;
     this.#error = null;
     this.#setState('open');
+  }
+
+  /** Wait for the `db` event of this connection (already seen, or the next one). */
+  #dbOpened(timeoutMs) {
+    if (this.#db) {
+      this.#mergeDb(this.#db);
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const entry = { op: 'host.hello', resolve, reject, pieces: null, timer: null };
+      entry.timer = this.#clock.setTimeout(() => {
+        this.#settleError(DB_EVENT, new HostError(ClientErrorCode.TIMEOUT, t('portTimeout', 'host.hello', formatNumber(timeoutMs)), { op: 'host.hello' }));
+      }, timeoutMs);
+      // kept with the pending requests: a disconnect or close() rejects it like them
+      this.#pending.set(DB_EVENT, entry);
+    });
+  }
+
+  #mergeDb({ dbOpened, schemaVersion, latestSchemaVersion, dbError }) {
+    const hello = this.#hello;
+    this.#hello = { ...hello, dbOpened, schemaVersion, latestSchemaVersion: latestSchemaVersion ?? hello.latestSchemaVersion, dbError: dbError ?? null };
+  }
+
+  /** The host's `db` event: what it now says about the database (merged into `hello`). */
+  #onDbEvent(msg) {
+    this.#db = msg;
+    const waiting = this.#pending.get(DB_EVENT);
+    if (waiting) {
+      this.#mergeDb(msg);
+      this.#clock.clearTimeout(waiting.timer);
+      this.#pending.delete(DB_EVENT);
+      waiting.resolve();
+    } else if (this.#state === 'open' && this.#hello) {
+      this.#mergeDb(msg);
+      // a later change (a start that lost the race for the lock, opened by a later request)
+      this.#setState('open');
+    }
   }
 
   #attach() {
@@ -284,6 +340,7 @@ export class NativePort {
       throw err;
     }
     this.#port = port;
+    this.#db = null;
     port.onMessage.addListener((msg) => this.#onMessage(port, msg));
     port.onDisconnect.addListener(() => this.#onDisconnect(port));
     return port;
@@ -383,7 +440,8 @@ export class NativePort {
   #onMessage(port, msg) {
     if (port !== this.#port || !msg || typeof msg !== 'object') return;
     if (!Object.hasOwn(msg, 'id')) {
-      if (typeof msg.event === 'string') this.#emit(msg.event, msg);
+      if (msg.event === 'db') this.#onDbEvent(msg);
+      else if (typeof msg.event === 'string') this.#emit(msg.event, msg);
       return;
     }
     // `id: null` answers a frame the host could not decode; it cannot be matched to a request,

@@ -396,6 +396,55 @@ test('host changed events are emitted as "changed"; replies are not', async () =
   assert.equal(seen.length, 1, 'unsubscribed');
 });
 
+// The host answers hello before it opens the database (`dbOpened: false`) and sends a `db` event
+// with the outcome right after; the port is open only once that is known.
+const EARLY_HELLO = { ...HELLO, dbOpened: false, schemaVersion: null, latestSchemaVersion: 9 };
+
+test('a hello before the database: open() waits for the db event and hello carries its outcome', async () => {
+  const { np, ports, states } = setup({ hello: EARLY_HELLO });
+  const seenStates = [];
+  np.on('state', (s) => seenStates.push(s));
+  const opened = settle(np.open());
+  await flush();
+  assert.equal(np.state, 'connecting', 'not open before the db event');
+  const dbError = { code: 'db_too_new', message: 'written by a newer keepsake-host' };
+  ports[0].deliver({ event: 'db', dbOpened: true, schemaVersion: null, latestSchemaVersion: 9, dbError });
+  const out = await opened;
+  assert.equal(out.ok, true);
+  assert.deepEqual(out.value.dbError, dbError);
+  assert.equal(out.value.dbOpened, true);
+  assert.equal(np.hello.dbPath, HELLO.dbPath, 'the rest of hello is kept');
+  assert.deepEqual(states, ['connecting', 'open']);
+  assert.deepEqual(seenStates.at(-1).hello.dbError, dbError, 'the open state carries the error');
+});
+
+test('a db event before the handshake resumes is kept; a later one updates hello and the state', async () => {
+  const { np, ports, env, states } = setup({ hello: null });
+  const opened = np.open();
+  await flush();
+  const port = ports[0];
+  port.deliver({ id: port.sent[0].id, ok: true, result: EARLY_HELLO });
+  port.deliver({ event: 'db', dbOpened: true, schemaVersion: null, latestSchemaVersion: 9, dbError: { code: 'busy', message: 'locked' } });
+  const hello = await opened;
+  assert.equal(hello.dbError.code, 'busy');
+  // a later request retried the open: the host says so, pages get a fresh state
+  port.deliver({ event: 'db', dbOpened: true, schemaVersion: 9, latestSchemaVersion: 9, dbError: null });
+  assert.equal(np.hello.dbError, null);
+  assert.equal(np.hello.schemaVersion, 9);
+  assert.deepEqual(states, ['connecting', 'open', 'open']);
+  env.hello = HELLO;
+});
+
+test('a port that closes while the db event is awaited rejects the open', async () => {
+  const { np, ports, hostCloses } = setup({ hello: EARLY_HELLO });
+  const opened = settle(np.open());
+  await flush();
+  hostCloses(ports[0], BROWSER.exited);
+  const out = await opened;
+  assert.equal(out.ok, false);
+  assert.equal(np.state, 'error');
+});
+
 test('frames from a replaced port are ignored', async () => {
   const { np, ports, hostCloses } = setup();
   const seen = [];

@@ -30,7 +30,7 @@ use std::sync::Mutex;
 use keepsake_host::protocol::chunk::frames_for_reply;
 use keepsake_host::protocol::envelope::{decode_request, error_reply, payload_reply};
 use keepsake_host::protocol::limits::{MAX_OUTBOUND_FRAME, REQUEST_ID_MAX};
-use keepsake_host::protocol::{ErrorCode, HostError};
+use keepsake_host::protocol::ErrorCode;
 use keepsake_host::server::dispatch::{dispatch, op_names, Ctx};
 use keepsake_host::store::Store;
 use serde_json::{Map, Value};
@@ -77,7 +77,11 @@ fn open(dir: &Path, generation: usize) -> Ctx {
         Ok(mut s) => {
             // a fuzz run never writes to the machine's secret store: keys stay in the file
             s.set_secret_store(std::sync::Arc::new(keepsake_host::secrets::Off("fuzz run".into())));
-            Ctx { db_path, store: Ok(s), next_expiry_look: std::time::Instant::now(), keys_move_due: false }
+            let mut ctx = Ctx::new(db_path);
+            ctx.store = Some(Ok(s));
+            ctx.next_expiry_look = std::time::Instant::now();
+            ctx.keys_move_due = false;
+            ctx
         }
         Err(e) => panic!("cannot open the fuzz store at {}: {e}", db_path.display()),
     }
@@ -107,8 +111,8 @@ fn with_ctx<T>(f: impl FnOnce(&mut Ctx) -> T) -> T {
         Session { dir, generation: 0, served: 0, ctx }
     });
     if session.served >= RESET_EVERY {
-        let old = std::mem::replace(&mut session.ctx.store, Err(HostError::internal("reset")));
-        if let Ok(s) = old {
+        let old = session.ctx.store.take();
+        if let Some(Ok(s)) = old {
             s.close();
         }
         remove_db(&session.ctx.db_path);
@@ -124,7 +128,7 @@ fn with_ctx<T>(f: impl FnOnce(&mut Ctx) -> T) -> T {
 pub fn finish() {
     let mut guard = SESSION.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(s) = guard.take() {
-        if let Ok(store) = s.ctx.store {
+        if let Some(Ok(store)) = s.ctx.store {
             store.close();
         }
         let _ = std::fs::remove_dir_all(&s.dir);

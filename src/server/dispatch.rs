@@ -43,12 +43,83 @@ pub fn read(result: impl Into<Payload>) -> Reply {
 /// Server state shared by handlers.
 pub struct Ctx {
     pub db_path: PathBuf,
-    /// The open store, or why it could not be opened (every op but `host.hello` reports it).
-    pub store: Result<Store, HostError>,
+    /// `None` until the database is opened: `host.hello` is answered without it, the server
+    /// opens it right after hello's reply ([`Ctx::open_store`]), or the first operation that
+    /// needs it does. Then the open store, or why it could not be opened (every op but
+    /// `host.hello` reports it).
+    pub store: Option<Result<Store, HostError>>,
     /// When this process next looks whether the trash's expiry is due (after a reply).
     pub next_expiry_look: std::time::Instant,
     /// API keys still in the database file are moved to the secret store after the first reply.
     pub keys_move_due: bool,
+    /// Where the change poller starts (this store's origin and its change sequence number when
+    /// it was opened); taken by the server, which starts the poller once.
+    pub poll_from: Option<(String, i64)>,
+    /// `host.hello` was answered on this connection: from then on every open (the one right
+    /// after hello's reply, a retry after `busy`) is announced with a `db` event.
+    pub hello_answered: bool,
+    /// An open was tried that the client has not been told about yet.
+    pub db_event_due: bool,
+}
+
+impl Ctx {
+    /// A server state whose database is not opened yet.
+    pub fn new(db_path: PathBuf) -> Ctx {
+        Ctx {
+            db_path,
+            store: None,
+            next_expiry_look: std::time::Instant::now() + crate::server::EXPIRY_FIRST_LOOK,
+            keys_move_due: true,
+            poll_from: None,
+            hello_answered: false,
+            db_event_due: false,
+        }
+    }
+
+    /// Open (create, migrate, salvage) the database if this process has not yet, or again when
+    /// the last try lost the race for the lock (`busy`). True when it tried.
+    pub fn open_store(&mut self) -> bool {
+        let retry = matches!(&self.store, Some(Err(e)) if e.code == ErrorCode::Busy);
+        if self.store.is_some() && !retry {
+            return false;
+        }
+        let mut opened = Store::open(&self.db_path).map_err(HostError::from);
+        match &mut opened {
+            Ok(s) => {
+                // the poller announces other processes' commits after this point
+                self.poll_from = Some((s.origin().to_owned(), s.current_seq().unwrap_or(0)));
+            }
+            Err(e) => tracing::error!(error = %e, db = %self.db_path.display(), "cannot open the database"),
+        }
+        self.store = Some(opened);
+        self.db_event_due = self.hello_answered;
+        true
+    }
+
+    /// The open store, or `None` while not opened or after a failed open.
+    pub fn store_if_open(&mut self) -> Option<&mut Store> {
+        match &mut self.store {
+            Some(Ok(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// What `host.hello` and the `db` event say about the database: `dbOpened` (false until
+    /// this process has tried), `schemaVersion` (null until open), `latestSchemaVersion`,
+    /// `dbError` (null, or `{code, message}` when the open failed).
+    pub fn db_state(&mut self) -> Value {
+        let (opened, schema, db_error) = match &mut self.store {
+            None => (false, None, Value::Null),
+            Some(Ok(s)) => (true, s.schema_version().ok(), Value::Null),
+            Some(Err(e)) => (true, None, json!({"code": e.code.as_str(), "message": e.message})),
+        };
+        json!({
+            "dbOpened": opened,
+            "schemaVersion": schema,
+            "latestSchemaVersion": LATEST,
+            "dbError": db_error,
+        })
+    }
 }
 
 /// Names of every operation, `host.hello` included.
@@ -56,19 +127,19 @@ pub fn op_names() -> Vec<&'static str> {
     OPS.iter().map(|e| e.name).collect()
 }
 
+/// `host.hello`: answered from the server state; it never opens the database (the server opens
+/// it right after this reply and announces the outcome in a `db` event).
 pub fn hello(ctx: &mut Ctx) -> Value {
-    let (schema, db_error) = match &mut ctx.store {
-        Ok(s) => (s.schema_version().ok(), Value::Null),
-        Err(e) => (None, json!({"code": e.code.as_str(), "message": e.message})),
-    };
+    let db = ctx.db_state();
     json!({
         "name": "keepsake-host",
         "version": env!("CARGO_PKG_VERSION"),
         "protocolVersion": PROTOCOL_VERSION,
         "dbPath": ctx.db_path.display().to_string(),
-        "schemaVersion": schema,
+        "dbOpened": db["dbOpened"],
+        "schemaVersion": db["schemaVersion"],
         "latestSchemaVersion": LATEST,
-        "dbError": db_error,
+        "dbError": db["dbError"],
         "limits": {
             "maxInboundFrame": MAX_INBOUND_FRAME,
             "maxOutboundFrame": MAX_OUTBOUND_FRAME,
@@ -104,17 +175,18 @@ pub fn dispatch_with(
     let run = match entry.run {
         Run::Hello => {
             ops::parse_args::<ops::host::Hello>(args)?;
+            ctx.hello_answered = true;
             return Ok(read(hello(ctx)));
         }
         Run::Store(f) => f,
     };
-    // A start that lost the race for the lock (busy) retries on the next request.
-    if matches!(&ctx.store, Err(e) if e.code == ErrorCode::Busy) {
-        ctx.store = Store::open(&ctx.db_path).map_err(HostError::from);
-    }
+    // Opened on the first operation that needs it; a start that lost the race for the lock
+    // (busy) retries on the next request.
+    ctx.open_store();
     let store = match &mut ctx.store {
-        Ok(s) => s,
-        Err(e) => return Err(e.clone()),
+        Some(Ok(s)) => s,
+        Some(Err(e)) => return Err(e.clone()),
+        None => unreachable!("open_store leaves a store or an error"),
     };
     match catch_unwind(AssertUnwindSafe(|| run(store, bodies, args))) {
         Ok(r) => r,

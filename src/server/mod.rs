@@ -61,40 +61,40 @@ impl Outbox {
     }
 }
 
-/// Serve until stdin closes. `db` is opened (and migrated) here; if that fails the server
-/// still answers `host.hello` (with `dbError`) and every other operation with the error, so
-/// the extension can say exactly what is wrong.
+/// Serve until stdin closes. `host.hello` is answered before the database is opened; the
+/// database is opened (created, migrated, salvaged) right after hello's reply, announced with a
+/// `db` event, or by the first operation that needs it. If that fails the server still answers
+/// `host.hello` (with `dbError`) and every other operation with the error, so the extension can
+/// say exactly what is wrong.
 pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
-    let store = Store::open(db).map_err(HostError::from);
-    if let Err(e) = &store {
-        tracing::error!(error = %e, db = %db.display(), "cannot open the database");
-    }
-    let mut store = store;
-    // The poller announces other processes' commits after this point; taken before serving so
-    // a slow poller start under load cannot skip any.
-    let start = store.as_mut().ok().map(|s| (s.origin().to_owned(), s.current_seq().unwrap_or(0)));
-    let next_expiry_look = std::time::Instant::now() + EXPIRY_FIRST_LOOK;
-    let mut ctx = Ctx { db_path: db.to_path_buf(), store, next_expiry_look, keys_move_due: true };
+    let mut ctx = Ctx::new(db.to_path_buf());
     // this connection's memory: the request bodies it returned as text (PROTOCOL.md "Body deltas")
     let mut bodies = BodyCache::default();
 
     // The poller opens its own connection (a second schema parse, ~1 ms of CPU) only after
     // POLLER_START_DELAY: at once, it competed on 2 cores with this thread's answer to the
     // extension's first request (`host.hello`) and with the browser passing that answer on
-    // (issue 6 scenario 9). It announces everything committed after `start`, so a later start
-    // misses nothing, and its first look still comes well within the 1 s announcement bound.
+    // (issue 6 scenario 9). It is started when the store opens and announces everything
+    // committed after that point (`Ctx::poll_from`), so a later start misses nothing, and its
+    // first look still comes well within the 1 s announcement bound.
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
-    let poller = start.map(|(origin, seq)| {
-        let out = out.clone();
-        let db: PathBuf = db.to_path_buf();
-        thread::spawn(move || poll_foreign_changes(&db, origin, seq, out, stop_rx))
-    });
+    let mut stop_rx = Some(stop_rx);
+    let mut poller = None;
 
     let code = loop {
         match read_frame(input, MAX_INBOUND_FRAME) {
             Ok(None) => break 0,
             Ok(Some(body)) => {
-                if !handle_frame(&mut ctx, &mut bodies, &body, &out) {
+                let open = handle_frame(&mut ctx, &mut bodies, &body, &out);
+                if let Some((origin, seq)) = ctx.poll_from.take() {
+                    if let Some(stop_rx) = stop_rx.take() {
+                        let out = out.clone();
+                        let db: PathBuf = db.to_path_buf();
+                        poller =
+                            Some(thread::spawn(move || poll_foreign_changes(&db, origin, seq, out, stop_rx)));
+                    }
+                }
+                if !open {
                     break 0;
                 }
             }
@@ -116,10 +116,17 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     if let Some(p) = poller {
         let _ = p.join();
     }
-    if let Ok(s) = ctx.store {
+    if let Some(Ok(s)) = ctx.store {
         s.close();
     }
     code
+}
+
+/// The `db` event (PROTOCOL.md §4): what `host.hello` would now say about the database.
+fn send_db_event(ctx: &mut Ctx, out: &Outbox) -> bool {
+    let mut ev = ctx.db_state();
+    ev["event"] = Value::from("db");
+    out.send_all(&[ev.to_string()])
 }
 
 /// The one reply to an oversized length prefix (the stream cannot be resynchronised after it).
@@ -187,6 +194,14 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
     if !out.send_reply(&req.id, reply) {
         return false;
     }
+    // `host.hello` was answered without the database; open it now, off hello's path, before
+    // anything else (its `db` event goes out before the reply to any later request)
+    if ctx.hello_answered {
+        ctx.open_store();
+    }
+    if std::mem::take(&mut ctx.db_event_due) && !send_db_event(ctx, out) {
+        return false;
+    }
     tracing::debug!(op = %req.op, ms = took.as_millis() as u64, us = took.as_micros() as u64, bytes, "served");
     if let Some(ev) = event {
         if !out.send_all(&[ev.to_json().to_string()]) {
@@ -198,7 +213,7 @@ fn handle_frame(ctx: &mut Ctx, bodies: &mut BodyCache, body: &[u8], out: &Outbox
         None => true,
     };
     // after the reply: a -wal checkpoint may wait for other processes' reads
-    if let Ok(store) = &mut ctx.store {
+    if let Some(store) = ctx.store_if_open() {
         store.tidy();
     }
     move_keys(ctx);
@@ -212,7 +227,7 @@ fn move_keys(ctx: &mut Ctx) {
     if !std::mem::take(&mut ctx.keys_move_due) {
         return;
     }
-    let Ok(store) = &mut ctx.store else { return };
+    let Some(store) = ctx.store_if_open() else { return };
     match store.move_keys_to_secret_store() {
         Ok(r) if r.moved > 0 => {
             tracing::info!(moved = r.moved, left = r.left, reason = ?r.reason, "API keys moved to the secret store")
@@ -230,7 +245,7 @@ fn move_keys(ctx: &mut Ctx) {
 const EXPIRY_LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 /// The first look waits this long after the start, off the busy first moments of a port (the
 /// browser passing `host.hello`'s reply on, the panel's first reads).
-const EXPIRY_FIRST_LOOK: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const EXPIRY_FIRST_LOOK: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Purge trash items older than `trashDays` (docs/keeps.md "The trash"): a host-started write
 /// after a reply (the first one is `host.hello`'s), never on the path of a reply. False when
@@ -241,7 +256,7 @@ fn expire_trash(ctx: &mut Ctx, out: &Outbox) -> bool {
         return true;
     }
     ctx.next_expiry_look = now + EXPIRY_LOOK_EVERY;
-    let Ok(store) = &mut ctx.store else { return true };
+    let Some(store) = ctx.store_if_open() else { return true };
     match store.trash_expire(false) {
         Ok(Some(w)) => {
             tracing::info!(purged = %w.result["purged"], "trash expiry ran");
@@ -261,7 +276,7 @@ fn expire_trash(ctx: &mut Ctx, out: &Outbox) -> bool {
 /// Host-started work after a reply: its own transaction and its own `changed` event, no
 /// clientRequestId (storage-model §11.5).
 fn run_followup(ctx: &mut Ctx, f: Followup, out: &Outbox) -> bool {
-    let Ok(store) = &mut ctx.store else { return true };
+    let Some(store) = ctx.store_if_open() else { return true };
     let r = match f {
         Followup::BoundImages => store.history_bound_images(UNSEEN_IMAGE_BYTES_BUDGET, None),
     };

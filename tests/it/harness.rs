@@ -211,6 +211,29 @@ impl Host {
         Value::Array(rows)
     }
 
+    /// `host.hello` and, when hello was answered before the database was opened (`dbOpened:
+    /// false`), the `db` event that follows it merged in: what the extension's port knows once
+    /// it reports itself open.
+    pub fn hello(&mut self) -> Value {
+        let r = self.hello_call();
+        assert_eq!(r["ok"], json!(true), "host.hello failed: {r}");
+        r["result"].clone()
+    }
+
+    /// [`Host::hello`]'s whole reply envelope (its `result` with the `db` event merged in).
+    pub fn hello_call(&mut self) -> Value {
+        let mut r = self.call("host.hello", json!({}));
+        if r["ok"] == json!(true) && r["result"]["dbOpened"] == json!(false) {
+            let ev = self
+                .wait_event(Duration::from_secs(60), |e| e["event"] == "db")
+                .unwrap_or_else(|| panic!("no db event after host.hello {r}"));
+            for k in ["dbOpened", "schemaVersion", "dbError"] {
+                r["result"][k] = ev[k].clone();
+            }
+        }
+        r
+    }
+
     /// Call and expect failure; returns the error code.
     pub fn err(&mut self, op: &str, args: Value) -> String {
         let r = self.call(op, args.clone());

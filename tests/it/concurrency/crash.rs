@@ -141,6 +141,12 @@ fn writer(p: usize, db: &Path, session: &str, slot: &Slot, stop: &AtomicBool) ->
                 break false;
             }
             match h.recv_status(STUCK) {
+                // hello is answered before the database opens; the open's outcome follows as `db`
+                Recv::Frame(v) if v["event"] == json!("db") => {
+                    if !v["dbError"].is_null() {
+                        out.reopen_failures.push(format!("writer {p} start {}: {v}", out.starts));
+                    }
+                }
                 Recv::Frame(v) if v.get("event").is_some() => {}
                 Recv::Frame(v) if v["id"] == json!(hello_id) => {
                     hello_pending = false;

@@ -398,7 +398,7 @@ fn check_after_cut(
         t.fresh_opens += 1;
     }
     let mut h = Host::spawn(db);
-    let hello = h.call("host.hello", json!({}));
+    let hello = h.hello_call();
     let got = h.call("history.get", json!({}));
     let host_ok =
         hello["ok"] == json!(true) && hello["result"]["dbError"].is_null() && got["ok"] == json!(true);

@@ -71,7 +71,7 @@ fn run_writers(
         let db = db.to_path_buf();
         thread::spawn(move || {
             let mut h = Host::spawn(&db);
-            h.ok("host.hello", json!({}));
+            h.hello();
             barrier.wait();
             let mut reads = 0usize;
             while !done.load(Ordering::Relaxed) {
@@ -93,7 +93,7 @@ fn run_writers(
             let barrier = barrier.clone();
             let target = target.clone();
             thread::spawn(move || {
-                let hello = h.ok("host.hello", json!({}));
+                let hello = h.hello();
                 assert!(hello["dbError"].is_null(), "{hello}");
                 barrier.wait();
                 let mut run =
@@ -386,7 +386,7 @@ fn eight_processes_starting_at_once_on_a_fresh_database_all_succeed() {
                 thread::spawn(move || {
                     let mut h = Host::spawn(&db);
                     barrier.wait();
-                    let hello = h.call("host.hello", json!({}));
+                    let hello = h.hello_call();
                     let append = h.call("history.append", json!({"entry": user(&format!("t{trial} p{p}")), "clientRequestId": format!("s-{p}")}));
                     (h, hello, append)
                 })
@@ -428,7 +428,7 @@ fn eight_processes_starting_at_once_on_a_fresh_database_all_succeed() {
 fn a_port_joining_during_heavy_writes_hears_every_later_commit() {
     let t = Instant::now();
     let (_d, db) = temp_db();
-    Host::spawn(&db).ok("host.hello", json!({}));
+    Host::spawn(&db).hello();
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..3)
         .map(|p| {
@@ -454,7 +454,7 @@ fn a_port_joining_during_heavy_writes_hears_every_later_commit() {
     let mut joiners = Vec::new();
     for _ in 0..3 {
         let mut h = Host::spawn(&db);
-        h.ok("host.hello", json!({}));
+        h.hello();
         let from = h.ok("history.meta", json!({}))["changeSeq"].as_i64().expect("changeSeq");
         joiners.push((h, from));
         thread::sleep(Duration::from_millis(200));

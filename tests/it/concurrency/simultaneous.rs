@@ -58,7 +58,7 @@ fn trial(case: &Case, t: usize) -> (Vec<String>, bool, Duration) {
             let (db, gate) = (db.clone(), gate.clone());
             thread::spawn(move || {
                 let mut h = Host::spawn_gated(&db, &gate);
-                let hello = h.call("host.hello", json!({}));
+                let hello = h.hello_call();
                 let write = h.call(
                     "history.append",
                     json!({"entry": user(&format!("trial {t} process {p}")), "clientRequestId": format!("s-{p}")}),
@@ -220,7 +220,7 @@ fn t15_four_writers_and_a_streaming_reader_see_no_busy_and_keep_the_wal_small() 
         let (done, barrier, db) = (done.clone(), barrier.clone(), db.clone());
         thread::spawn(move || {
             let mut h = Host::spawn(&db);
-            assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+            assert!(h.hello()["dbError"].is_null());
             barrier.wait();
             let (mut reads, mut failures) = (0usize, Vec::new());
             while !done.load(Ordering::Relaxed) {
@@ -242,7 +242,7 @@ fn t15_four_writers_and_a_streaming_reader_see_no_busy_and_keep_the_wal_small() 
             let (barrier, db) = (barrier.clone(), db.clone());
             thread::spawn(move || {
                 let mut h = Host::spawn(&db);
-                assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+                assert!(h.hello()["dbError"].is_null());
                 barrier.wait();
                 let (mut lat, mut acks, mut failures) = (Vec::with_capacity(per), Vec::new(), Vec::new());
                 for n in 0..per {

@@ -169,7 +169,7 @@ fn large_history_get_is_chunked_under_the_frame_cap_and_reassembles_exactly() {
     assert!(largest_all <= MAX_FRAME, "frame of {largest_all} bytes");
 
     // The stream is still in sync: the next request is answered.
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     assert_eq!(hello["name"], json!("keepsake-host"));
     let (code, took) = h.close();
     assert_eq!(code, Some(0));
@@ -188,7 +188,7 @@ fn oversized_length_prefix_gets_one_too_large_error_and_a_clean_exit() {
         for variant in ["eof-open", "junk", "first-bytes"] {
             let mut h = Host::spawn(&db);
             if variant != "first-bytes" {
-                h.ok("host.hello", json!({}));
+                h.hello();
             }
             let t0 = Instant::now();
             h.write_raw(&n.to_ne_bytes());
@@ -302,7 +302,7 @@ fn truncated_frames_then_eof_exit_zero_with_no_reply_and_no_write() {
 fn malformed_payloads_get_typed_errors_and_the_stream_stays_usable() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    h.ok("host.hello", json!({}));
+    h.hello();
     let null = Value::Null;
     // (raw body, expected code, expected id, label)
     let cases: Vec<(Vec<u8>, &str, Value, &str)> = vec![
@@ -401,7 +401,7 @@ fn deep_settings_set(id: u64, k: usize, objects: bool) -> Vec<u8> {
 fn depth_bombs_are_refused_without_crashing_and_shallow_nesting_is_served() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    h.ok("host.hello", json!({}));
+    h.hello();
     // Depth 127 (3 envelope levels + 124 arrays): accepted and stored.
     h.send_frame(&deep_settings_set(127, 124, false));
     let v = next_reply(&mut h, REPLY_WAIT);
@@ -422,7 +422,7 @@ fn depth_bombs_are_refused_without_crashing_and_shallow_nesting_is_served() {
     h.send_frame(&deep_settings_set(128, 125, false));
     let v = next_reply(&mut h, REPLY_WAIT);
     eprintln!("depth 128: ok={} code={}", v["ok"], v["error"]["code"]);
-    h.ok("host.hello", json!({}));
+    h.hello();
 
     let mut times = Vec::new();
     for (label, total, objects) in [
@@ -444,7 +444,7 @@ fn depth_bombs_are_refused_without_crashing_and_shallow_nesting_is_served() {
         assert_eq!(v["error"]["code"], json!("too_large"), "depth {label}: {v}");
         assert!(v["error"]["message"].as_str().unwrap().contains("levels deep"), "depth {label}: {v}");
         assert_eq!(v["id"], json!(9), "depth {label}: the refusal names its request: {v}");
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert_eq!(hello["name"], json!("keepsake-host"), "after depth {label}");
     }
     // Deep nesting inside an entry (a stamp) is accepted at depth 127 and refused past 128.
@@ -609,7 +609,7 @@ fn stdin_eof_exits_zero_quickly_over_many_cycles() {
         let mut h = Host::spawn(&db);
         match i % 3 {
             0 => {
-                h.ok("host.hello", json!({}));
+                h.hello();
             }
             1 => {
                 h.ok(
@@ -661,7 +661,7 @@ fn a_request_followed_by_eof_is_finished_and_answered() {
 fn trailing_parent_window_argument_is_ignored() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn_with(&db, &[ORIGIN, "--parent-window=0"], &[]);
-    let r = h.ok("host.hello", json!({}));
+    let r = h.hello();
     assert_eq!(r["dbPath"], json!(db.display().to_string()));
     assert!(r["dbError"].is_null());
     h.ok("history.append", json!({"entry": user("from windows")}));
@@ -679,7 +679,7 @@ fn firefox_style_launch_serves() {
     let m = manifest.to_str().unwrap().to_owned();
     // the Firefox build's add-on ID (other IDs: tests/it/host/lifecycle.rs, the caller check)
     let mut h = Host::spawn_with(&db, &[&m, "keepsake@keepsake.dev"], &[]);
-    let r = h.ok("host.hello", json!({}));
+    let r = h.hello();
     assert_eq!(r["name"], json!("keepsake-host"));
     assert_eq!(r["dbPath"], json!(db.display().to_string()));
     assert!(r["dbError"].is_null());
@@ -699,7 +699,7 @@ fn firefox_style_launch_serves() {
 fn reply_precedes_its_event_and_replays_reads_and_no_ops_emit_nothing() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    h.ok("host.hello", json!({}));
+    h.hello();
     h.send(&json!({"id": "w1", "op": "history.append", "args": {"entry": user("one"), "clientRequestId": "ev-1"}}));
     let first = h.recv_raw(REPLY_WAIT).expect("a frame");
     assert_eq!(first["id"], json!("w1"), "first frame after a write must be its reply, got {first}");
@@ -742,8 +742,8 @@ fn writes_from_another_process_are_announced_within_a_second_exactly_once() {
     let (d, db) = temp_db();
     let mut a = Host::spawn(&db);
     let mut b = Host::spawn(&db);
-    a.ok("host.hello", json!({}));
-    b.ok("host.hello", json!({}));
+    a.hello();
+    b.hello();
     b.settle(Duration::from_millis(400));
     a.settle(Duration::from_millis(10));
     let mut lat = Vec::new();

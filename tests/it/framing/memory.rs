@@ -51,7 +51,7 @@ struct Case {
 fn measure(name: &str, frame: &[u8], stored: impl Fn(&std::path::Path) -> String) -> Case {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    h.ok("host.hello", json!({}));
+    h.hello();
     let idle_kib = h.rss_kib();
     assert!(h.reset_peak_rss(), "cannot reset VmHWM through /proc/<pid>/clear_refs");
     let started = Instant::now();

@@ -555,6 +555,10 @@ fn files_created_under_a_permissive_umask_are_private() {
         write_frame(&mut stdin, &json!({"id": 1, "op": "host.hello"}));
         let hello = read_frame(&mut stdout);
         assert!(hello["result"]["dbError"].is_null(), "{hello}");
+        // hello is answered before the database opens; the open follows as a `db` event
+        let opened = read_frame(&mut stdout);
+        assert_eq!(opened["event"], json!("db"), "{opened}");
+        assert!(opened["dbError"].is_null(), "{opened}");
         write_frame(
             &mut stdin,
             &json!({"id": 2, "op": "history.append", "args": {"entry": {"role": "user", "content": "private"}}}),
@@ -598,7 +602,7 @@ fn a_symlinked_database_path_is_refused_and_its_target_untouched() {
     std::os::unix::fs::symlink(&db, &link).unwrap();
 
     let mut h = Host::spawn(&link);
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     let db_error = &hello["dbError"];
     assert!(db_error.is_object(), "symlinked database accepted: {hello}");
     let code = db_error["code"].as_str().expect("dbError.code").to_owned();

@@ -6,7 +6,7 @@ use serde_json::json;
 fn hello_reports_versions_db_and_limits() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    let r = h.ok("host.hello", json!({}));
+    let r = h.hello();
     assert_eq!(r["name"], "keepsake-host");
     assert_eq!(r["protocolVersion"], keepsake_host::protocol::limits::PROTOCOL_VERSION);
     assert_eq!(r["schemaVersion"], keepsake_host::store::migrate::LATEST);
@@ -51,7 +51,7 @@ fn hello_schema_hash_is_the_sha256_of_the_printed_schema() {
     assert!(ops.iter().any(|o| o["name"] == "host.hello" && o["kind"] == "read"));
     let hex: String = Sha256::digest(out.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     let mut h = Host::spawn(&db);
-    let r = h.ok("host.hello", json!({}));
+    let r = h.hello();
     assert_eq!(r["schemaHash"], json!(hex));
     h.close();
 }

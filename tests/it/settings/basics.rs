@@ -63,7 +63,7 @@ fn get_with_empty_or_missing_key_list_is_bad_request_and_there_is_no_read_all_ca
     for op in ["settings.getAll", "settings.list", "settings.all", "settings.dump"] {
         assert_eq!(h.err(op, json!({})), "unknown_op", "{op}");
     }
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     let mut settings_ops: Vec<&str> = hello["ops"]
         .as_array()
         .unwrap()

@@ -436,7 +436,7 @@ fn keys_kept_in_the_file_move_to_the_keyring_at_the_first_start_that_reaches_it(
     // the next start reaches the keyring: after its first reply the key moves
     let env = kr.host_env();
     let mut h = Host::spawn_with(&db, &[ORIGIN], &env_refs(&env));
-    h.ok("host.hello", json!({}));
+    h.hello();
     let deadline = Instant::now() + Duration::from_secs(20);
     let account = loop {
         if let Some(a) = stored_providers(&db)[0]["apiKey"]["keyring"].as_str() {

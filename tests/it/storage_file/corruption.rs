@@ -762,7 +762,7 @@ fn check_database(fx: &Fixture, d: &Damaged, idx: usize, again: bool) -> Outcome
 
     // 1. first start
     let mut h = spawn_logged(&db, 1);
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     if !hello["dbError"].is_null() {
         o.host_detected = true;
         if hello["dbError"]["code"] != json!("db_corrupt") {
@@ -874,7 +874,7 @@ fn check_database(fx: &Fixture, d: &Damaged, idx: usize, again: bool) -> Outcome
     let marker = db.with_file_name("keepsake.db.damaged").exists();
     let before_move = (std::fs::read(&db).unwrap(), std::fs::read(sidecar(&db, "-wal")).ok());
     let mut h = spawn_logged(&db, 2);
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     if !hello["dbError"].is_null() {
         o.second_run_failures.push(format!("{tag}: second start dbError {}", hello["dbError"]));
     }
@@ -1006,7 +1006,7 @@ fn check_database(fx: &Fixture, d: &Damaged, idx: usize, again: bool) -> Outcome
         std::fs::write(&db, &bytes).unwrap();
         for n in 0..2 {
             let mut h = spawn_logged(&db, 3 + n);
-            let hello = h.ok("host.hello", json!({}));
+            let hello = h.hello();
             if hello["dbError"]["code"] != json!("db_corrupt") {
                 o.again_failures.push(format!("{tag}: re-damaged start {n}: dbError {}", hello["dbError"]));
             }
@@ -1034,7 +1034,7 @@ fn check_database(fx: &Fixture, d: &Damaged, idx: usize, again: bool) -> Outcome
         rec["damagedCopy"] = json!(renamed);
         std::fs::write(&rp, serde_json::to_vec(&rec).unwrap()).unwrap();
         let mut h = spawn_logged(&db, 5);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         if !hello["dbError"].is_null() {
             o.again_failures.push(format!("{tag}: 25 h later still refused: {}", hello["dbError"]));
         }
@@ -1262,7 +1262,7 @@ fn a_damaged_database_in_use_is_not_moved_until_it_is_free() {
     bytes[last..].fill(0);
     std::fs::write(&db, &bytes).unwrap(); // same inode: the open host sees it
     let mut b = Host::spawn(&db);
-    let hello = b.ok("host.hello", json!({}));
+    let hello = b.hello();
     assert_eq!(hello["dbError"]["code"], json!("db_corrupt"), "{hello}");
     let msg = hello["dbError"]["message"].as_str().unwrap();
     assert!(msg.contains("open"), "the refusal says another process has it open: {msg}");
@@ -1273,7 +1273,7 @@ fn a_damaged_database_in_use_is_not_moved_until_it_is_free() {
     assert_eq!(a.close().0, Some(0));
     // now free: the next start moves it aside and serves the salvaged data
     let mut c = Host::spawn(&db);
-    let hello = c.ok("host.hello", json!({}));
+    let hello = c.hello();
     assert!(hello["dbError"].is_null(), "{hello}");
     assert_eq!(aside_copies(&db).len(), 1);
     assert_eq!(
@@ -1300,7 +1300,7 @@ fn a_stale_damage_marker_on_a_healthy_database_moves_nothing() {
     let before = std::fs::read(&db).unwrap();
     std::fs::write(db.with_file_name("keepsake.db.damaged"), b"{}").unwrap();
     let mut h = Host::spawn(&db);
-    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert!(h.hello()["dbError"].is_null());
     assert_eq!(h.ok("history.meta", json!({}))["length"], json!(40));
     h.ok("settings.set", json!({"map": {"x": 1}}));
     assert_eq!(h.close().0, Some(0));
@@ -1457,7 +1457,7 @@ fn damage_sqlite_cannot_see_answers_db_corrupt() {
         // the next start moves the file aside and salvages it: the damaged row or image is
         // left out, everything else is served, writes work again
         let mut h = Host::spawn(&db);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert!(hello["dbError"].is_null(), "{what}: {hello}");
         assert_eq!(aside_copies(&db).len(), 1, "{what}");
         let history = h.call("history.get", json!({}));
@@ -1573,7 +1573,7 @@ fn a_damaged_version_4_database_is_salvaged_with_its_live_history_in_its_session
             std::fs::write(&marker, b"{\"error\": \"test\"}").unwrap();
         }
         let mut h = Host::spawn(&db);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert!(hello["dbError"].is_null(), "{what}: {hello}");
         assert_eq!(hello["schemaVersion"], json!(keepsake_host::store::migrate::LATEST), "{what}");
         assert_eq!(aside_copies(&db).len(), 1, "{what}: moved aside");
@@ -1646,7 +1646,7 @@ fn a_salvaged_database_still_finds_text_in_other_versions() {
     std::fs::write(&db, b).unwrap();
     std::fs::write(db.with_file_name("keepsake.db.damaged"), b"{\"error\": \"test\"}").unwrap();
     let mut h = Host::spawn(&db);
-    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert!(h.hello()["dbError"].is_null());
     assert_eq!(aside_copies(&db).len(), 1, "salvaged");
     let hits = h.list(json!({"query": "narwhal"}));
     assert_eq!(hits.as_array().map(Vec::len), Some(1), "{hits}");
@@ -1694,7 +1694,7 @@ fn damage_the_migrations_meet_is_reported_as_damage_and_salvaged() {
         damage(&db);
         let before = std::fs::read(&db).unwrap();
         let mut h = Host::spawn(&db);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert_eq!(hello["dbError"]["code"], "db_corrupt", "{what}: {hello}");
         assert_eq!(h.close().0, Some(0));
         let marker =
@@ -1703,7 +1703,7 @@ fn damage_the_migrations_meet_is_reported_as_damage_and_salvaged() {
         assert_eq!(std::fs::read(&db).unwrap(), before, "{what}: the failed migration wrote nothing");
 
         let mut h = Host::spawn(&db);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert!(hello["dbError"].is_null(), "{what}: {hello}");
         assert_eq!(hello["schemaVersion"], json!(keepsake_host::store::migrate::LATEST));
         let live = h.ok("history.get", json!({}));

@@ -171,7 +171,7 @@ fn page_cap(tpl: &[u8], run: usize) -> Run {
     let mut h = Host::spawn_configured(&db, |c| {
         c.env("KEEPSAKE_MAX_PAGE_COUNT", &cap).stderr(Stdio::from(err));
     });
-    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert!(h.hello()["dbError"].is_null());
     fill_and_read(&mut h, run, &mut o);
     let (code, _) = h.close();
     if code != Some(0) {
@@ -206,7 +206,7 @@ fn file_size_limit(tpl: &[u8], run: usize) -> Run {
             });
         }
     });
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     if !hello["dbError"].is_null() {
         o.failures.push(format!("run {run}: could not start under the limit: {hello}"));
         return o;

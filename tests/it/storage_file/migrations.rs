@@ -46,7 +46,7 @@ fn a_version_1_database_upgrades_in_place_keeping_every_row() {
     let (_d, db) = temp_db();
     v1_fixture(&db);
     let mut h = Host::spawn(&db);
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     assert_eq!(hello["schemaVersion"], keepsake_host::store::migrate::LATEST);
     assert!(hello["dbError"].is_null());
     assert_eq!(h.ok("settings.get", json!({"keys": ["theme"]})), json!({"theme": "dark"}));
@@ -87,7 +87,7 @@ fn a_database_from_a_newer_host_is_refused_and_left_untouched() {
     }
     let before = std::fs::read(&db).unwrap();
     let mut h = Host::spawn(&db);
-    let hello = h.ok("host.hello", json!({}));
+    let hello = h.hello();
     assert_eq!(hello["dbError"]["code"], "db_too_new", "{hello}");
     assert_eq!(h.err("settings.get", json!({"keys": ["k"]})), "db_too_new");
     assert_eq!(h.err("history.append", json!({"entry": user("x")})), "db_too_new");

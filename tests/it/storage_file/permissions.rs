@@ -78,7 +78,7 @@ fn t21_first_runs_under_permissive_umasks_create_only_private_files() {
 
         // first run: directory, database, -wal, -shm, log
         let mut h = Host::spawn_configured(&db, |c| with_umask(c, umask));
-        assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+        assert!(h.hello()["dbError"].is_null());
         h.ok("history.append", json!({"entry": user("private")}));
         let mut live = Vec::new();
         for f in [db.clone(), sidecar(&db, "-wal"), sidecar(&db, "-shm"), dir.join("keepsake-host.log")] {
@@ -92,7 +92,7 @@ fn t21_first_runs_under_permissive_umasks_create_only_private_files() {
         let log = dir.join("keepsake-host.log");
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
         let mut h = Host::spawn_configured(&db, |c| with_umask(c, umask));
-        h.ok("host.hello", json!({}));
+        h.hello();
         assert_eq!(h.close().0, Some(0));
 
         // a backup
@@ -110,18 +110,18 @@ fn t21_first_runs_under_permissive_umasks_create_only_private_files() {
 
         // damage: a marker, then a salvage leaves the damaged copy and the recovery record
         let mut h = Host::spawn_configured(&db, |c| with_umask(c, umask));
-        h.ok("host.hello", json!({}));
+        h.hello();
         assert_eq!(h.close().0, Some(0));
         let mut bytes = std::fs::read(&db).unwrap();
         bytes[0..16].copy_from_slice(b"not SQLite, sir!");
         std::fs::write(&db, &bytes).unwrap();
         let mut h = Host::spawn_configured(&db, |c| with_umask(c, umask));
-        assert_eq!(h.ok("host.hello", json!({}))["dbError"]["code"], json!("db_corrupt"));
+        assert_eq!(h.hello()["dbError"]["code"], json!("db_corrupt"));
         assert_eq!(h.close().0, Some(0));
         assert!(sidecar(&db, ".damaged").exists(), "no damage marker");
         live.push((sidecar(&db, ".damaged"), mode(&sidecar(&db, ".damaged"))));
         let mut h = Host::spawn_configured(&db, |c| with_umask(c, umask));
-        assert!(h.ok("host.hello", json!({}))["dbError"].is_null(), "recovered at the next start");
+        assert!(h.hello()["dbError"].is_null(), "recovered at the next start");
         h.ok("history.append", json!({"entry": user("after recovery")}));
         assert_eq!(h.close().0, Some(0));
         assert!(sidecar(&db, ".recovery.json").exists());
@@ -186,7 +186,7 @@ fn t21_symlinked_and_hard_linked_databases_are_refused() {
     let link = elsewhere.join("keepsake.db");
     std::os::unix::fs::symlink(&db, &link).unwrap();
     let mut h = Host::spawn(&link);
-    let e = h.ok("host.hello", json!({}))["dbError"].clone();
+    let e = h.hello()["dbError"].clone();
     assert!(e["message"].as_str().unwrap_or("").contains("symbolic link"), "{e}");
     assert_eq!(h.err("history.append", json!({"entry": user("must not land")})), e["code"].as_str().unwrap());
     assert_eq!(h.close().0, Some(0));
@@ -210,7 +210,7 @@ fn t21_symlinked_and_hard_linked_databases_are_refused() {
     std::fs::hard_link(&db, &hard).unwrap();
     for p in [&db, &hard] {
         let mut h = Host::spawn(p);
-        let e = h.ok("host.hello", json!({}))["dbError"].clone();
+        let e = h.hello()["dbError"].clone();
         assert!(e["message"].as_str().unwrap_or("").contains("hard link"), "{}: {e}", p.display());
         assert_eq!(h.close().0, Some(0));
     }
@@ -228,7 +228,7 @@ fn t21_symlinked_and_hard_linked_databases_are_refused() {
     assert_eq!(sha256_hex(&std::fs::read(&db).unwrap()), before);
     std::fs::remove_file(&hard).unwrap();
     let mut h = Host::spawn(&db);
-    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert!(h.hello()["dbError"].is_null());
     assert_eq!(h.close().0, Some(0));
     eprintln!(
         "T21: symlinked database refused (not followed), hard-linked database refused under both names"
@@ -323,7 +323,7 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 
     let mut h = Host::spawn(&db);
-    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert!(h.hello()["dbError"].is_null());
     h.ok("history.append", json!({"entry": user("after the open")}));
     for f in &files {
         assert!(f.exists(), "{} missing while the host runs", f.display());
@@ -348,7 +348,7 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
     std::fs::copy(&db, &db2).unwrap();
     std::fs::set_permissions(&db2, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut h = Host::spawn(&db2);
-    assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+    assert!(h.hello()["dbError"].is_null());
     h.ok("history.append", json!({"entry": user("in a shared folder")}));
     assert_eq!(mode(&db2), 0o600);
     assert_eq!(mode(&sidecar(&db2, "-wal")), 0o600);
@@ -364,7 +364,7 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::os::unix::fs::chown(&log, Some(65534), Some(65534)).unwrap();
         let mut h = Host::spawn(&db);
-        let e = h.ok("host.hello", json!({}))["dbError"].clone();
+        let e = h.hello()["dbError"].clone();
         let msg = e["message"].as_str().unwrap_or("").to_owned();
         assert!(msg.contains("keepsake-host.log") && msg.contains("belongs to user 65534"), "{e}");
         assert!(h.err("history.append", json!({"entry": user("must not land")})).len() > 1);
@@ -377,7 +377,7 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
         // its owner makes it private (or gives it back): the database opens again, nothing lost
         std::os::unix::fs::chown(&log, Some(0), Some(0)).unwrap();
         let mut h = Host::spawn(&db);
-        assert!(h.ok("host.hello", json!({}))["dbError"].is_null());
+        assert!(h.hello()["dbError"].is_null());
         let texts = h.ok("history.get", json!({}))["entries"].to_string();
         assert!(texts.contains("kept private") && texts.contains("after the open"), "{texts}");
         assert_eq!(h.close().0, Some(0));

@@ -1049,7 +1049,7 @@ fn t17_every_fixture_upgrades_to_latest_keeping_every_row() {
         let before = snapshot(&open_rw(&db));
         assert_eq!(before.texts.len(), 3, "v{k}");
         let mut h = Host::spawn(&db);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert!(hello["dbError"].is_null(), "v{k}: {hello}");
         assert_eq!(hello["schemaVersion"], json!(LATEST), "v{k}");
         // what the extension sees
@@ -1156,7 +1156,7 @@ fn t17_a_database_one_version_too_new_is_refused_and_left_byte_identical() {
         assert!(!wal.exists(), "no -wal after a clean close");
         let before = std::fs::read(&db).unwrap();
         let mut h = Host::spawn(&db);
-        let hello = h.ok("host.hello", json!({}));
+        let hello = h.hello();
         assert_eq!(hello["dbError"]["code"], "db_too_new", "{journal}: {hello}");
         let ops: Vec<String> =
             hello["ops"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_owned()).collect();
@@ -1389,7 +1389,7 @@ fn t16_kill_9_while_the_host_migrates_a_large_database_leaves_version_k_or_k_plu
             fresh(&work);
             let t = Instant::now();
             let mut h = Host::spawn(&work);
-            let hello = h.ok("host.hello", json!({}));
+            let hello = h.hello();
             assert_eq!(hello["schemaVersion"], json!(LATEST), "{hello}");
             let d = t.elapsed();
             h.close();
@@ -1444,7 +1444,7 @@ fn t16_kill_9_while_the_host_migrates_a_large_database_leaves_version_k_or_k_plu
         // every tenth: the next start completes the migration
         if i % 10 == 0 {
             let mut h = Host::spawn(&work);
-            let hello = h.ok("host.hello", json!({}));
+            let hello = h.hello();
             if hello["schemaVersion"] == json!(LATEST) && hello["dbError"].is_null() {
                 recovered += 1;
             }
