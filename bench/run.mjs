@@ -1173,7 +1173,7 @@ function that notes when the body string arrived and answers a short SSE stream 
    kept in chrome.storage.local (written in ${Math.round(S.storeMs)} ms, read back in ${Math.round(S.loadMs)} ms — what a restarted
    worker pays before its first search), every one scanned in memory with \`indexOf\` (for the total), the first 50 hits in
    the drawer's order given the snippet cut from the digest.
-9. **Host.** Start: a fresh \`NativePort\` (the real client) → \`open()\` (spawn, database open, \`host.hello\`);
+9. **Host.** Start: a fresh \`NativePort\` (the real client) → \`open()\` (spawn, \`host.hello\`, then the \`db\` event once the host has opened the database);
    the echo host is the same through its own manifest. Chunked reply: \`images.get\` of a ${(BIG.bytes / 1e6).toFixed(1)} MB PNG
    (${ch.b64Chars} base64 chars, a ${ch.replyChars}-byte reply in chunk frames) against \`examples/echo_host.rs\` answering
    \`bench.reply\` with a reply of the same shape and length, cut by keepsake-host's own \`frames_for_reply\`
