@@ -21,6 +21,7 @@ import { writeScreenshots, writeSessionsExport } from './inputs.mjs';
 import { peakRss, processCpuNs, readIo, serviceWorkerThread, threadCpuNs, extensionRenderers } from './procfs.mjs';
 import { fmt, lineChart, markdownTable, row, summarize, textTable } from './report.mjs';
 import { printScale, scaleChart, scaleSection, scaleSweep } from './scale.mjs';
+import { timePanel as timePanelPaints } from './panel-probe.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const QUICK = process.env.BENCH_QUICK === '1';
@@ -172,57 +173,10 @@ function mainHostPid(k) {
   return Math.max(...pids);
 }
 
-/**
- * Runs inside a panel page before its scripts (page.addInitScript): records in `window.__paint`
- * when `bubbles` message bubbles are in the DOM and painted (`text`), and when `images` pictures
- * have loaded (`images`); ms since navigation start.
- */
-function paintProbe({ bubbles, images }) {
-  const mark = {};
-  window.__paint = mark;
-  const afterPaint = (key) =>
-    requestAnimationFrame(() => {
-      const ch = new MessageChannel();
-      ch.port1.onmessage = () => {
-        mark[key] = performance.now();
-      };
-      ch.port2.postMessage(0);
-    });
-  new MutationObserver(() => {
-    if (mark.textDom === undefined && document.querySelectorAll('[data-testid="bubble"]').length >= bubbles) {
-      mark.textDom = performance.now();
-      afterPaint('text');
-    }
-  }).observe(document, { childList: true, subtree: true });
-  document.addEventListener(
-    'load',
-    () => {
-      const imgs = [...document.querySelectorAll('img[data-testid="bubble-image"]')];
-      if (mark.imagesDom === undefined && imgs.length >= images && imgs.every((i) => i.complete && i.naturalWidth > 0)) {
-        mark.imagesDom = performance.now();
-        afterPaint('images');
-      }
-    },
-    true,
-  );
-}
-
-/** Open one panel (Keepsake's real side panel or the baseline page) and time its first paints. */
+/** Open one panel and time its first paints (bench/panel-probe.mjs), as scenario 6's sample. */
 async function timePanel(k, way, expect) {
-  const page = await k.context.newPage();
-  try {
-    await page.setViewportSize(PANEL_VIEWPORT);
-    await page.addInitScript(paintProbe, expect);
-    const url = way === 'keepsake' ? PANEL_URL : `chrome-extension://${EXT_ID}/bench/panel.html`;
-    await page.goto(url, { timeout: 30_000 });
-    await page.waitForFunction(() => window.__paint.text !== undefined && window.__paint.images !== undefined, null, {
-      timeout: 60_000,
-    });
-    const m = await page.evaluate(() => window.__paint);
-    return { ms: m.text, domMs: m.textDom, imagesMs: m.images };
-  } finally {
-    await page.close();
-  }
+  const m = await timePanelPaints(k, way, expect);
+  return { ms: m.text, domMs: m.textDom, imagesMs: m.images };
 }
 
 // ---- the blocks ---------------------------------------------------------------------------------
@@ -926,8 +880,14 @@ const MISS_NOTES = [
   marks in the panel (not committed): boot.js sends \`history.get\` 55–180 ms after navigation start (the page and
   its renderer starting), the reply is in 25–60 ms later, sidepanel.js starts running at 140–220 ms (module graph:
   31 modules, 309 KB, all preloaded), and rendering plus the layout of the 60 bubbles takes ~100 ms (Markdown 2–9 ms
-  of it) — the same messages.js and stylesheet the in-browser page renders with. Tried: \`content-visibility: auto\`
-  on the bubbles (0.58 in one run), not kept: a bubble off screen then reads as empty text (extension/README.md).
+  of it) — the same messages.js and stylesheet the in-browser page renders with. After the text paint, the
+  pictures: asked for on the next frame (~20 ms), \`images.display\` of the 6 renditions (1.8 MB of base64 for
+  these noise-panel screenshots) ~110 ms through the worker, decoded ~40 ms. Tried: \`content-visibility: auto\` on
+  the bubbles (0.58 in one run), not kept: a bubble off screen then reads as empty text (extension/README.md).
+  Asking for the newest pictures' renditions as soon as the history arrives, before the bubbles are built (A/B,
+  2 × 9 rounds each, 2026-12-06 20:10 while a CI run shared the cores): pictures shown 497 / 398 ms against 502 /
+  491 ms without, but the first text paint 358 / 343 ms against 304 / 260 ms — the reply lands during the render;
+  not kept, the text comes first.
   Left: loading only the modules the first paint needs (the drawer, composer, switcher and import code are static
   imports today).`,
   },

@@ -27,6 +27,8 @@ import { fmt, logLogChart, markdownTable, summarize, textTable } from './report.
  * functions below work without it (bench/scale.test.mjs).
  */
 let H = null;
+/** bench/panel-probe.mjs, loaded with the harness. */
+let P = null;
 
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
@@ -111,50 +113,11 @@ function writeExport(file, count, pics, picDir) {
 
 // ---- the panel ------------------------------------------------------------------------------------
 
-/** Runs in the panel page before its scripts: when `bubbles` bubbles and `images` pictures are painted. */
-function paintProbe({ bubbles, images }) {
-  const mark = {};
-  window.__paint = mark;
-  const afterPaint = (key) =>
-    requestAnimationFrame(() => {
-      const ch = new MessageChannel();
-      ch.port1.onmessage = () => {
-        mark[key] = performance.now();
-      };
-      ch.port2.postMessage(0);
-    });
-  new MutationObserver(() => {
-    if (mark.textDom === undefined && document.querySelectorAll('[data-testid="bubble"]').length >= bubbles) {
-      mark.textDom = performance.now();
-      afterPaint('text');
-    }
-  }).observe(document, { childList: true, subtree: true });
-  document.addEventListener(
-    'load',
-    () => {
-      const imgs = [...document.querySelectorAll('img[data-testid="bubble-image"]')];
-      if (mark.imagesDom === undefined && imgs.length >= images && imgs.every((i) => i.complete && i.naturalWidth > 0)) {
-        mark.imagesDom = performance.now();
-        afterPaint('images');
-      }
-    },
-    true,
-  );
-}
-
 /** The real side panel (Keepsake) or bench/panel.html (baseline) showing the live history: first paints. */
 async function timePanel(k, way, expect) {
-  const page = await k.context.newPage();
-  try {
-    await page.setViewportSize(H.PANEL_VIEWPORT);
-    await page.addInitScript(paintProbe, expect);
-    await page.goto(way === 'keepsake' ? H.PANEL_URL : `chrome-extension://${H.EXT_ID}/bench/panel.html`, { timeout: 60_000 });
-    await page.waitForFunction(() => window.__paint.text !== undefined && window.__paint.images !== undefined, null, { timeout: 120_000 });
-    const m = await page.evaluate(() => window.__paint);
-    return { paint: m.text, images: m.images };
-  } finally {
-    await page.close();
-  }
+  P ??= await import('./panel-probe.mjs');
+  const m = await P.timePanel(k, way, expect, { gotoMs: 60_000, waitMs: 120_000 });
+  return { paint: m.text, images: m.images };
 }
 
 // ---- one size -------------------------------------------------------------------------------------
