@@ -36,7 +36,7 @@ export function splitDataUrl(url) {
 }
 
 /**
- * createImageCache({storage, max}) → {display(url) → Promise<{src, thumb} | {link}>, prefetch(urls), full(url) → Promise<string>,
+ * createImageCache({storage, max}) → {display(url) → Promise<{src, thumb} | {link}>, full(url) → Promise<string>,
  *   original(url) → Promise<{src, revoke}>, dataUrl(url) → Promise<string>}
  * `src` is a blob: URL (or the data: URL itself), `link` an http(s) URL the page's CSP cannot show inline.
  */
@@ -128,22 +128,6 @@ export function createImageCache({ storage, max = 200 } = {}) {
     });
   }
 
-  /**
-   * Ask for these references' display renditions now, in one call sent at once rather than after the
-   * current task: the panel's first read names its newest pictures before the transcript is built,
-   * so their transfer overlaps the render (the bubbles' `display` then finds them asked for). What is
-   * already cached or asked for is left alone.
-   */
-  function prefetch(urls) {
-    let asked = false;
-    for (const url of urls) {
-      if (!isImageRef(url) || cache.has(url)) continue;
-      remember(url, rendition(url));
-      asked = true;
-    }
-    if (asked) flush();
-  }
-
   function display(url) {
     if (cache.has(url)) {
       const p = cache.get(url);
@@ -195,5 +179,5 @@ export function createImageCache({ storage, max = 200 } = {}) {
     return url;
   }
 
-  return { display, prefetch, full, original, dataUrl };
+  return { display, full, original, dataUrl };
 }

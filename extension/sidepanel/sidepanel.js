@@ -13,8 +13,8 @@ import { createMessageList } from './messages.js';
 import { createComposer } from './composer.js';
 import { turnCaps } from '../lib/caps.js';
 import { createDrawer } from './drawer.js';
-import { createImageCache, DISPLAY_BATCH } from './images.js';
-import { displayParts, entryImages } from './entries.js';
+import { createImageCache } from './images.js';
+import { entryImages } from './entries.js';
 import { entryText } from '../lib/entries.js';
 import { entryKey } from './mirror.js';
 import { formatChars, progressText } from '../lib/ui/format.js';
@@ -189,23 +189,9 @@ function showHistory(r) {
     forks: Array.isArray(r?.forks) ? r.forks : [],
   };
   earlier.sync({ sessionId, offset: live.offset });
-  prefetchPictures(live.entries);
   renderLive();
   setBinding(sessionId);
   placeFirstFork();
-}
-
-/**
- * The newest pictures of the window (at most one batch) asked for before the bubbles are built, so
- * their renditions travel while the transcript renders (sidepanel/images.js `prefetch`).
- */
-function prefetchPictures(entries) {
-  const refs = [];
-  for (let i = entries.length - 1; i >= 0 && refs.length < DISPLAY_BATCH; i--) {
-    const urls = displayParts(entries[i]).filter((p) => p.kind === 'image').map((p) => p.url);
-    refs.push(...urls.reverse());
-  }
-  images.prefetch(refs.slice(0, DISPLAY_BATCH));
 }
 
 /** Render the live window with its version controls. */
