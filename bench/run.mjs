@@ -742,7 +742,7 @@ async function main() {
       printScale(res);
       // nothing is written into the repository; the section and chart go to a temp dir
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-bench-scale-report-'));
-      fs.writeFileSync(path.join(dir, 'scale.md'), scaleSection(res));
+      fs.writeFileSync(path.join(dir, 'scale-section.txt'), scaleSection(res));
       fs.writeFileSync(path.join(dir, 'scale.svg'), scaleChart(res));
       fs.writeFileSync(path.join(dir, 'scale.json'), JSON.stringify(res));
       log(`the Scale section, its chart and the samples are in ${dir}`);
