@@ -70,7 +70,7 @@ const cases = {
   /** Full-text search. Baseline: the digest scan of scenario 8 (digests already in memory). */
   async search(way, p) {
     const t0 = now();
-    const rows = way === 'keepsake' ? await keepsakeList({ query: p.query }) : baseline.digestSearch(digests, p.query).slice(0, PAGE);
+    const rows = way === 'keepsake' ? await keepsakeList({ query: p.query }) : baseline.digestSearch(digests, p.query, { limit: PAGE }).rows;
     return { ms: now() - t0, hits: rows.length };
   },
   /**
