@@ -374,15 +374,22 @@ export function printScale(res) {
 const SCALE_NOTES = [
   {
     measure: /^(Drawer list|Search)/,
-    text: `\`sessions.list\` answers every row, or every hit, in one reply: at 10,000 text sessions 10,000 rows in a 1.2 MB
-  reply, 2,509 hits for 鲸 in 752 KB and 500 for quill in 152 KB (104, 71 and 17 KB at 1,000), so the round trip grows
-  with what is answered (the host's work per row, the transfer, the worker's parse) and the list's slope is ~1. The paged \`sessions.list\`
-  (\`{query?, limit?, cursor?}\` → \`{rows, total, cursor}\`) is what the ≤ 2× target needs; the sweep asks for
-  \`limit: ${PAGE}\` as soon as the host takes it. The in-browser way pays the same growth for the index it reads whole.`,
+    text: `A page is 50 rows now (\`sessions.list {limit: 50}\` → \`{rows, total, cursor}\`; before paging, 10,000 rows in a
+  1.2 MB reply at 10,000 sessions and 2,509 hits for 鲸 in 752 KB). What still grows is the drawer's copy in the host
+  (src/store/drawer.rs: every saved session's row, lower-cased name and index document, kept between calls and read
+  again whole after any write), and in each round the list is the first call after the round's writes. A node client
+  on the pipes (release host, text-only databases of this generator, 2026-12-06 20:30 while a CI run shared the
+  cores): \`sessions.list {limit: 50}\` at 1,000 / 10,000 sessions — first after the start 9.0 / 229 ms, again with no
+  write between 0.3–2.4 / 3.6–7.4 ms, right after a \`history.append\` 3.8–8.2 / 75–115 ms. The query alone (SQLite,
+  the \`sessions_order\` index, the join with \`search_docs\`) takes ~50 ms of that at 10,000 from Python. Searches
+  longer than two characters also check every candidate's text for an exact total (quill). Growth ≤ 2× needs the
+  copy refreshed from the change log (which names the sessions a write touched) instead of read again whole, or a
+  plain page answered from the \`sessions_order\` index (which would move the whole read onto the next search) —
+  not done.`,
   },
   {
     measure: /^Host start/,
-    text: `At pipe level (a node client spawning the release host on text-only databases of 1,000 and 10,000 sessions,
+    text: `Before hello came before the database open, at pipe level (a node client spawning the release host on text-only databases of 1,000 and 10,000 sessions,
   39 and 382 MiB, 21 interleaved starts each) spawn → hello was 9.82 → 12.07 ms (1.23×) and → the first \`history.meta\`
   10.05 → 12.30 ms (1.22×): the host's own start grows 1.22–1.23×, at the edge of the 1.2× target; the browser rows
   add Chromium's own ~10 ms and come from 4–7 rounds on a machine other builds were using. The first \`sessions.list\` after a start is what
