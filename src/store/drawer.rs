@@ -53,18 +53,28 @@ pub(super) struct Drawer {
     name_at: Vec<usize>,
     /// Search-index document → (index in `rows`, byte length of its lower-cased text).
     docs: HashMap<i64, (usize, usize)>,
+    /// Every saved session (kept between calls), or only one page of the list ([`Drawer::page`]).
+    pub(super) whole: bool,
 }
 
 /// What identifies a database state to this connection.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Stamp {
+pub(super) struct Stamp {
     data_version: i64,
     total_changes: u64,
 }
 
+/// A page of a plain list within a [`Drawer`] copy: its rows' indexes, the list's total and
+/// whether rows follow.
+pub(super) struct Page {
+    pub(super) rows: std::ops::Range<usize>,
+    pub(super) total: usize,
+    pub(super) more: bool,
+}
+
 /// The state `conn`'s read transaction sees. Must be the transaction's first statement: the
 /// pragma starts the read, so the version is the snapshot's.
-fn stamp(conn: &Connection) -> HostResult<Stamp> {
+pub(super) fn stamp(conn: &Connection) -> HostResult<Stamp> {
     let data_version = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
     Ok(Stamp { data_version, total_changes: conn.total_changes() })
 }
@@ -85,9 +95,69 @@ impl Drawer {
             "SELECT {ROW_COLS}, s.name_lower, d.doc, d.lower_bytes, s.insert_seq FROM sessions s
              LEFT JOIN search_docs d ON d.session_id = s.id WHERE s.trashed_at IS NULL {ORDER}"
         ))?;
+        let q = stmt.query([])?;
+        Drawer::collect(q, stamp, true)
+    }
+
+    /// `held` when it is current (see [`Drawer::current`]), else only the page of the list that
+    /// starts after `after` (`limit` rows, one more read to know whether rows follow), read in the
+    /// drawer's order along the `sessions_order` index: after a write, a page of the list costs
+    /// the page, not a read of every saved session (the next search reads them all again).
+    /// Returns the copy, the list's total and whether rows follow the page.
+    pub(super) fn page(
+        conn: &Connection,
+        held: Option<Arc<Drawer>>,
+        after: Option<&SortKey>,
+        limit: usize,
+    ) -> HostResult<(Arc<Drawer>, Page)> {
+        let now = stamp(conn)?;
+        if let Some(d) = held.filter(|d| d.stamp == now) {
+            let start = after.map_or(0, |k| d.after(k));
+            let end = start.saturating_add(limit).min(d.len());
+            let page = Page { rows: start..end, total: d.len(), more: end < d.len() };
+            return Ok((d, page));
+        }
+        let total: i64 =
+            conn.query_row("SELECT count(*) FROM sessions WHERE trashed_at IS NULL", [], |r| r.get(0))?;
+        let total = usize::try_from(total).unwrap_or(0);
+        let take = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let cols = format!(
+            "SELECT {ROW_COLS}, s.name_lower, d.doc, d.lower_bytes, s.insert_seq FROM sessions s
+             LEFT JOIN search_docs d ON d.session_id = s.id WHERE s.trashed_at IS NULL"
+        );
+        let mut d = match after {
+            None => {
+                let mut stmt = conn.prepare_cached(&format!("{cols} {ORDER} LIMIT ?1"))?;
+                let q = stmt.query([take])?;
+                Drawer::collect(q, now, false)?
+            }
+            Some(k) => {
+                // rows run from the greatest key down: the page is the keys below the cursor's
+                let mut stmt = conn.prepare_cached(&format!(
+                    "{cols} AND (s.pinned, s.created_at, s.insert_seq, s.id) < (?1, ?2, ?3, ?4) {ORDER} LIMIT ?5"
+                ))?;
+                let q = stmt.query(rusqlite::params![
+                    i64::from(k.pinned),
+                    k.created_at,
+                    k.insert_seq,
+                    k.id,
+                    take
+                ])?;
+                Drawer::collect(q, now, false)?
+            }
+        };
+        let more = d.rows.len() > limit;
+        if more {
+            d.truncate(limit);
+        }
+        let n = d.len();
+        Ok((Arc::new(d), Page { rows: 0..n, total, more }))
+    }
+
+    /// The drawer's rows from a query of `{ROW_COLS}, name_lower, doc, lower_bytes, insert_seq`.
+    fn collect(mut q: rusqlite::Rows<'_>, stamp: Stamp, whole: bool) -> HostResult<Drawer> {
         let (mut rows, mut seq, mut json, mut names, mut name_at, mut docs) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), HashMap::new());
-        let mut q = stmt.query([])?;
         while let Some(r) = q.next()? {
             let row = drawer_row(r)?;
             name_at.push(names.len());
@@ -102,7 +172,21 @@ impl Drawer {
             seq.push(int_col(r, 8)?);
             rows.push(row);
         }
-        Ok(Drawer { stamp, rows, seq, json, names, name_at, docs })
+        Ok(Drawer { stamp, rows, seq, json, names, name_at, docs, whole })
+    }
+
+    /// Keep the first `n` rows (a page read one row long).
+    fn truncate(&mut self, n: usize) {
+        if n >= self.rows.len() {
+            return;
+        }
+        self.rows.truncate(n);
+        self.seq.truncate(n);
+        self.json.truncate(n);
+        let cut = self.name_at[n];
+        self.names.truncate(cut);
+        self.name_at.truncate(n);
+        self.docs.retain(|_, (i, _)| *i < n);
     }
 
     /// How many rows the drawer holds.
@@ -306,7 +390,7 @@ mod tests {
         }
         let stamp = Stamp { data_version: 0, total_changes: 0 };
         let seq = (0..rows.len() as i64).rev().collect();
-        Arc::new(Drawer { stamp, rows, seq, json, names, name_at, docs: HashMap::new() })
+        Arc::new(Drawer { stamp, rows, seq, json, names, name_at, docs: HashMap::new(), whole: true })
     }
 
     #[test]

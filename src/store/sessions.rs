@@ -149,14 +149,14 @@ impl Store {
         }
         let held = self.drawer.take();
         let listing = self.read(|tx| {
+            if q.is_empty() {
+                let (drawer, page) = Drawer::page(tx, held, after.as_ref(), limit)?;
+                let found = page.rows.map(|i| (i, Found::Listed)).collect();
+                return Ok(Listing::page(drawer, &q, found, page.total, page.more));
+            }
             let drawer = Drawer::current(tx, held)?;
             let start = after.as_ref().map_or(0, |k| drawer.after(k));
             let n = drawer.len();
-            if q.is_empty() {
-                let end = start.saturating_add(limit).min(n);
-                let found = (start..end).map(|i| (i, Found::Listed)).collect();
-                return Ok(Listing::page(drawer, &q, found, n, end < n));
-            }
             // name hits from the names in memory; content hits from the index (§5.3) for the
             // other sessions; both in the drawer's order
             let names = drawer.name_hits(&q);
@@ -183,7 +183,8 @@ impl Store {
             let more = (i..n).any(hit);
             Ok(Listing::page(drawer, &q, found, total, more))
         })?;
-        self.drawer = Some(Arc::clone(&listing.drawer));
+        // a copy of one page is not the drawer: the next call reads what it needs
+        self.drawer = listing.drawer.whole.then(|| Arc::clone(&listing.drawer));
         Ok(listing)
     }
 
