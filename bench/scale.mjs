@@ -374,18 +374,19 @@ export function printScale(res) {
 const SCALE_NOTES = [
   {
     measure: /^(Drawer list|Search)/,
-    text: `A page is 50 rows now (\`sessions.list {limit: 50}\` → \`{rows, total, cursor}\`; before paging, 10,000 rows in a
-  1.2 MB reply at 10,000 sessions and 2,509 hits for 鲸 in 752 KB). What still grows is the drawer's copy in the host
-  (src/store/drawer.rs: every saved session's row, lower-cased name and index document, kept between calls and read
-  again whole after any write), and in each round the list is the first call after the round's writes. A node client
-  on the pipes (release host, text-only databases of this generator, 2026-12-06 20:30 while a CI run shared the
-  cores): \`sessions.list {limit: 50}\` at 1,000 / 10,000 sessions — first after the start 9.0 / 229 ms, again with no
-  write between 0.3–2.4 / 3.6–7.4 ms, right after a \`history.append\` 3.8–8.2 / 75–115 ms. The query alone (SQLite,
-  the \`sessions_order\` index, the join with \`search_docs\`) takes ~50 ms of that at 10,000 from Python. Searches
-  longer than two characters also check every candidate's text for an exact total (quill). Growth ≤ 2× needs the
-  copy refreshed from the change log (which names the sessions a write touched) instead of read again whole, or a
-  plain page answered from the \`sessions_order\` index (which would move the whole read onto the next search) —
-  not done.`,
+    text: `A page is 50 rows (\`sessions.list {limit: 50}\` → \`{rows, total, cursor}\`; before paging, 10,000 rows in a
+  1.2 MB reply at 10,000 sessions and 2,509 hits for 鲸 in 752 KB). The host keeps a copy of the drawer (every saved
+  session's row, lower-cased name and index document) between calls and reads it again after a write; in each
+  round the list and searches come right after the round's writes. A node client on the pipes (release host,
+  text-only databases of this generator, 2026-12-06 20:40 while a CI run shared the cores), 1,000 / 10,000 sessions:
+  before, \`sessions.list {limit: 50}\` right after a \`history.append\` took 3.8–8.2 / 75–115 ms (the whole copy read
+  again along the \`sessions_order\` index, with each row's JSON made); now a plain list's page after a write is read
+  alone along that index (0.5–0.8 / 0.9–1.3 ms), and the copy a search needs is read in the table's order and sorted
+  in memory, JSON made only for the rows sent (the first search after a write 1.6–3.7 / 12–17 ms, was ~23–27 ms at
+  10,000; with no write between, 0.5 / 1.0–1.3 ms). So what still grows is that one read per write, linear in the
+  number of sessions; searches longer than two characters also check every candidate's text for an exact total
+  (quill). Growth ≤ 2× for searches right after a write needs the copy refreshed from the change log (which names
+  the sessions a write touched) instead of read again whole — not done.`,
   },
   {
     measure: /^Host start/,
