@@ -307,7 +307,7 @@ fn open_json(row: &DrawerRow) -> HostResult<String> {
 }
 
 /// A `sessions.list` answer: drawer rows in the drawer's order, each with what the search found
-/// in it. Written as JSON from the drawer's JSON rows (no row is built again per answer).
+/// in it. Written as JSON text directly (each row's text made when the row is sent).
 pub struct Listing {
     pub(super) drawer: Arc<Drawer>,
     found: Vec<(usize, Found)>,
