@@ -892,7 +892,7 @@ const MISS_NOTES = [
   imports today).`,
   },
   {
-    scenario: /^8 /,
+    scenario: /^8 Search/,
     text: `Since issue 23 a search answers one page: the first 50 rows with their snippets and the total (for 鲸,
   50 of 256 rows, a 16 KB reply instead of 80 KB; host-side 1.22 → 0.35 ms and round trip 8.7 → 1.3 ms in
   BENCH_ONLY=search of 2026-12-06), and the in-browser way does the same job (first page and total). What follows
