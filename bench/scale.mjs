@@ -377,7 +377,7 @@ const SCALE_NOTES = [
     text: `A page is 50 rows (\`sessions.list {limit: 50}\` → \`{rows, total, cursor}\`; before paging, 10,000 rows in a
   1.2 MB reply at 10,000 sessions and 2,509 hits for 鲸 in 752 KB). The host keeps a copy of the drawer (every saved
   session's row, lower-cased name and index document) between calls and reads it again after a write; in each
-  round the list and searches come right after the round's writes. A node client on the pipes (release host,
+  round the list and searches come right after the round's writes. A node client on the pipes (\`bench/drawer-pipes.mjs\`, release host,
   text-only databases of this generator, 2026-12-06 20:40 while a CI run shared the cores), 1,000 / 10,000 sessions:
   before, \`sessions.list {limit: 50}\` right after a \`history.append\` took 3.8–8.2 / 75–115 ms (the whole copy read
   again along the \`sessions_order\` index, with each row's JSON made); now a plain list's page after a write is read
