@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use clap::CommandFactory;
 
 use super::{Cli, CliError};
+use crate::util::files::{self, Existing, WriteError};
 
 /// The shells `keepsake-host completions` writes for.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +21,11 @@ pub enum Shell {
     Fish,
 }
 
-/// The main page's extra sections (roff): where things live and the variables the host reads.
-const EXTRA: &str = r#".SH ENVIRONMENT
+/// The main page's extra sections (roff): exit statuses, where things live and the variables the
+/// host reads.
+const EXTRA: &str = r#".SH "EXIT STATUS"
+0 on success, 1 when a command failed, 2 for a usage error (an unknown or ambiguous chat id), 73 when an output file was refused: it is a symbolic link, not a regular file, or another user's file, or it exists and the command never replaces one (\fBbackup\fR). Files are written under a temp name beside the target and put in place only when whole; the refused file is left as it was.
+.SH ENVIRONMENT
 .TP
 \fBKEEPSAKE_DB\fR
 The database file (\fB\-\-db\fR overrides it). The browser passes its own environment to the host.
@@ -49,38 +53,52 @@ The browser extension in the Debian package: load it with chrome://extensions, D
 "#;
 
 /// Write `keepsake-host.1` and `keepsake-host-<subcommand>.1` (visible subcommands, nested) into
-/// `dir`; returns the files written, sorted.
-pub fn man_pages(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
+/// `dir`, each mode 0644 by `util::files::write_bytes` (a temp file renamed into place; a page
+/// this user wrote before is replaced, a symbolic link or another user's file is refused); returns
+/// the files written, sorted.
+pub fn man_pages(dir: &Path) -> Result<Vec<PathBuf>, WriteError> {
+    std::fs::create_dir_all(dir).map_err(|source| WriteError::Io { path: dir.to_path_buf(), source })?;
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
-    let mut files = Vec::new();
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
-        pages(sub, dir, &mut files)?;
-    }
-    // The main page: clap_mangen's sections, then ours before VERSION.
+    // The main page first (so a refused target stops the run before any other page is written):
+    // clap_mangen's sections, then ours before VERSION.
     let man = clap_mangen::Man::new(cmd.clone());
     let path = dir.join(man.get_filename());
     let mut out = Vec::new();
-    man.render_title(&mut out)?;
-    man.render_name_section(&mut out)?;
-    man.render_synopsis_section(&mut out)?;
-    man.render_description_section(&mut out)?;
-    man.render_options_section(&mut out)?;
-    man.render_subcommands_section(&mut out)?;
-    out.extend_from_slice(EXTRA.as_bytes());
-    man.render_version_section(&mut out)?;
-    std::fs::write(&path, out)?;
-    files.push(path);
+    let rendered = (|| {
+        man.render_title(&mut out)?;
+        man.render_name_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_description_section(&mut out)?;
+        man.render_options_section(&mut out)?;
+        man.render_subcommands_section(&mut out)?;
+        out.extend_from_slice(EXTRA.as_bytes());
+        man.render_version_section(&mut out)
+    })();
+    rendered.map_err(|source| WriteError::Io { path: path.clone(), source })?;
+    write_page(&path, &out)?;
+    let mut files = vec![path];
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+        pages(sub, dir, &mut files)?;
+    }
     files.sort();
     Ok(files)
 }
 
-fn pages(cmd: clap::Command, dir: &Path, files: &mut Vec<PathBuf>) -> std::io::Result<()> {
+fn write_page(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    files::write_bytes(path, files::PUBLIC, Existing::ReplaceOwn, bytes)
+}
+
+fn pages(cmd: clap::Command, dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), WriteError> {
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
         pages(sub, dir, files)?;
     }
-    files.push(clap_mangen::Man::new(cmd).generate_to(dir)?);
+    let man = clap_mangen::Man::new(cmd);
+    let path = dir.join(man.get_filename());
+    let mut out = Vec::new();
+    man.render(&mut out).map_err(|source| WriteError::Io { path: path.clone(), source })?;
+    write_page(&path, &out)?;
+    files.push(path);
     Ok(())
 }
 
@@ -97,8 +115,10 @@ pub fn completions(shell: Shell, out: &mut dyn Write) {
 
 /// `keepsake-host man <DIR>`: one line per page written.
 pub fn run_man(dir: &Path) -> Result<i32, CliError> {
-    let files = man_pages(dir)
-        .map_err(|e| CliError(format!("cannot write man pages into {}: {e}", dir.display()), 1))?;
+    let files = man_pages(dir).map_err(|e| {
+        let CliError(msg, code) = CliError::from(e);
+        CliError(format!("cannot write man pages into {}: {msg}", dir.display()), code)
+    })?;
     for f in files {
         println!("{}", f.display());
     }

@@ -2,7 +2,9 @@
 //! Chromium-family and Mozilla-family browser (platform.md §9, §12) and remove exactly that again.
 //!
 //! - Manifests are written by this binary (serde_json, UTF-8 without a BOM, absolute `path`,
-//!   trailing slashes), atomically (temp file, `sync_all`, rename) and mode 0644.
+//!   trailing slashes), atomically and mode 0644 by `util::files::write_bytes` (a temp file
+//!   created new, `sync_all`, renamed over a file this user owns; never through a symbolic link,
+//!   never over another user's file).
 //! - What was written (manifests, folders we created, registry keys, an installer-placed binary)
 //!   is recorded in `install-receipt.json` beside the database, so `uninstall` removes exactly
 //!   that, plus any `dev.keepsake.host.json` in the known locations.
@@ -10,7 +12,7 @@
 #![allow(clippy::print_stdout)]
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -22,6 +24,7 @@ use super::browsers::{
 };
 use super::proof;
 use super::CliError;
+use crate::util::files::{self, Existing, WriteError};
 use crate::util::paths::{absolute, log_path_for, sidecar, DEBUG_MARKER, RECEIPT_FILE};
 
 const FIX: &str = "keepsake-host install (or ./install.sh)";
@@ -33,12 +36,23 @@ pub enum InstallError {
     #[error("cannot {action} {path}: {source}")]
     Io { action: &'static str, path: String, source: io::Error },
     #[error("{0}")]
+    Refused(WriteError),
+    #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
     Usage(String),
 }
 
 impl InstallError {
+    /// A manifest or the receipt not written: a refused target as it is, an I/O error as
+    /// [`InstallError::io`] says it.
+    fn write(path: &Path, e: WriteError, system: bool) -> InstallError {
+        match e {
+            WriteError::Io { source, .. } => InstallError::io("write", path, source, system),
+            refused => InstallError::Refused(refused),
+        }
+    }
+
     fn io(action: &'static str, path: &Path, source: io::Error, system: bool) -> InstallError {
         let path = path.display().to_string();
         if source.kind() == io::ErrorKind::PermissionDenied {
@@ -148,30 +162,14 @@ fn is_current(path: &Path, bytes: &[u8], mode: u32) -> bool {
     same_bytes && mode_of(path).is_none_or(|m| m == mode)
 }
 
-/// Write `bytes` to `path` atomically: a temp file in the same folder, `sync_all`, rename.
-fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<Outcome> {
+/// Write `bytes` to `path` with `mode` (`util::files::write_bytes`: a temp file created new in the
+/// same folder, fsynced, renamed over a file this user owns; a symbolic link or another user's
+/// file is refused and left as it was), unless it already holds them.
+fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<Outcome, WriteError> {
     if is_current(path, bytes, mode) {
         return Ok(Outcome::Unchanged);
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        set_mode(&tmp, mode)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)?;
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(Outcome::Written)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    files::write_bytes(path, mode, Existing::ReplaceOwn, bytes).map(|()| Outcome::Written)
 }
 
 /// `mkdir -p` that records every folder it created (outermost first).
@@ -435,8 +433,8 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
             ensure_dir(parent, dir_mode(t.system), &mut created)
                 .map_err(|e| InstallError::io("create", parent, e, t.system))
                 .and_then(|()| {
-                    write_atomic(&t.file, &bytes, 0o644)
-                        .map_err(|e| InstallError::io("write", &t.file, e, t.system))
+                    write_atomic(&t.file, &bytes, files::PUBLIC)
+                        .map_err(|e| InstallError::write(&t.file, e, t.system))
                 })
                 .map(|r| if r == Outcome::Written { "wrote" } else { "unchanged" })
         };
@@ -535,7 +533,7 @@ pub fn install_in(env: &Env, db: &Path, o: &InstallOpts) -> Result<i32, CliError
             })
             .map_err(|e| InstallError::Invalid(format!("cannot record the receipt: {e}")));
         match res.and(doc).and_then(|b| {
-            write_atomic(&rpath, &b, 0o600).map_err(|e| InstallError::io("write", &rpath, e, false))
+            write_atomic(&rpath, &b, files::PRIVATE).map_err(|e| InstallError::write(&rpath, e, false))
         }) {
             Ok(_) => receipt_status = "wrote",
             Err(e) => errors.push(e),

@@ -19,6 +19,7 @@ use crate::domain::sessions::DrawerRow;
 use crate::protocol::{ErrorCode, HostError};
 use crate::store::maintenance::backup_file;
 use crate::store::{salvage, ExportFormat, ImportOptions, Store};
+use crate::util::files::{self, Existing, WriteError, WriteFailed};
 use crate::util::paths::resolve_db_path;
 
 #[derive(Parser, Debug)]
@@ -58,8 +59,13 @@ pub enum Command {
         ids: Vec<String>,
         #[arg(long, value_enum, default_value_t = Format::Markdown)]
         format: Format,
-        /// Write to this file instead of stdout
-        #[arg(long, short)]
+        /// Write to this file instead of stdout (a new file, mode 0600)
+        ///
+        /// The export is written under a temp name beside FILE and put in place only when
+        /// whole. A regular file you own is replaced (by rename: a new 0600 file); a symbolic
+        /// link, a folder or a file that belongs to another user is refused (exit status 73)
+        /// and left as it was.
+        #[arg(long, short, value_name = "FILE")]
         out: Option<PathBuf>,
     },
     /// Import a Keepsake JSON export or a browser storage dump (`-` = stdin)
@@ -80,7 +86,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Back up the database with SQLite's online backup API
+    /// Back up the database with SQLite's online backup API into a new file (mode 0600)
+    ///
+    /// The copy is written under a temp name beside FILE and put in place only when whole. FILE
+    /// must not exist: an existing file or symbolic link is never replaced (exit status 73).
     Backup { file: PathBuf },
     /// Check the database and, if it is damaged, keep a copy aside and salvage what can be read
     /// into a fresh database (what a host start does at most once per 24 h)
@@ -138,6 +147,9 @@ pub enum Command {
         shell: generate::Shell,
     },
     /// For packagers: write the man pages (keepsake-host.1 and one per subcommand) into DIR
+    ///
+    /// Mode 0644, replacing pages you own; a symbolic link or another user's file is refused
+    /// (exit status 73).
     #[command(hide = true)]
     Man { dir: PathBuf },
     /// Remove every manifest (and registry key) install wrote; keeps your data unless --purge-data
@@ -187,6 +199,17 @@ pub enum SettingsArg {
 
 /// A CLI failure: message for stderr and the exit code.
 pub struct CliError(pub String, pub i32);
+
+/// The exit status when an output file was refused (it exists and may not be replaced, is a
+/// symbolic link, is not a regular file, or belongs to another user): sysexits' `EX_CANTCREAT`.
+pub const EXIT_CANT_CREATE: i32 = 73;
+
+impl From<WriteError> for CliError {
+    fn from(e: WriteError) -> Self {
+        let code = if e.is_refusal() { EXIT_CANT_CREATE } else { 1 };
+        CliError(e.to_string(), code)
+    }
+}
 
 impl From<HostError> for CliError {
     fn from(e: HostError) -> Self {
@@ -321,8 +344,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             let text = v["text"].as_str().unwrap_or_default();
             match out {
                 Some(p) => {
-                    std::fs::write(&p, text)
-                        .map_err(|e| CliError(format!("cannot write {}: {e}", p.display()), 1))?;
+                    files::write_bytes(&p, files::PRIVATE, Existing::ReplaceOwn, text.as_bytes())?;
                     eprintln!(
                         "wrote {} ({} bytes; suggested name {})",
                         p.display(),
@@ -364,8 +386,9 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Trash { action, json } => trash(&db, action.unwrap_or(TrashAction::List), json),
         Command::Backup { file } => {
-            let report = backup_file(&db, &file).map_err(|e| {
-                if e.code == ErrorCode::DbCorrupt {
+            let report = backup_file(&db, &file).map_err(|e| match e {
+                WriteFailed::File(e) => CliError::from(e),
+                WriteFailed::Content(e) if e.code == ErrorCode::DbCorrupt => {
                     CliError(
                         format!(
                             "cannot back up {}: {} ({}). SQLite cannot read it at all; `keepsake-host salvage` keeps \
@@ -376,9 +399,8 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
                         ),
                         1,
                     )
-                } else {
-                    CliError::from(e)
                 }
+                WriteFailed::Content(e) => CliError::from(e),
             })?;
             let integrity = report.integrity;
             println!(

@@ -1,8 +1,10 @@
 //! Inspection, integrity, backup and images.get.
 
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
-use rusqlite::{Connection, MAIN_DB};
+use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::blobs::get_blob;
@@ -12,6 +14,7 @@ use super::renditions::image_sha;
 use super::window::{binding, live_len};
 use crate::domain::dataurl::base64_encode;
 use crate::protocol::{HostError, HostResult};
+use crate::util::files::{self, Existing, WriteFailed};
 use crate::util::paths::sidecar;
 
 fn count(conn: &Connection, table: &str) -> HostResult<i64> {
@@ -96,49 +99,64 @@ pub struct BackupReport {
     pub keys_in_file: usize,
 }
 
-/// `keepsake-host backup`: SQLite's backup API from a read-only connection into a new 0600 file.
-/// The backup API copies pages without interpreting them, so a database that is damaged but
-/// still opens is copied as it is; reports the copy's `integrity_check` lines and how many API
-/// keys it holds as text. A file SQLite cannot open at all is `db_corrupt`, and nothing is
-/// created.
-pub fn backup_file(db: &Path, dest: &Path) -> HostResult<BackupReport> {
+/// `keepsake-host backup`: SQLite's backup API from a read-only connection into `dest`, a new
+/// 0600 file (`util::files::write_new`, [`Existing::Refuse`]: a temp file beside `dest`, put there
+/// only when complete; an existing file or link at `dest` is refused and left alone). The backup
+/// API copies pages without interpreting them, so a database that is damaged but still opens is
+/// copied as it is; reports the copy's `integrity_check` lines and how many API keys it holds as
+/// text. A file SQLite cannot open at all is `db_corrupt`, and nothing is created.
+///
+/// SQLite opens the temp file by its name, so nothing SQLite makes beside it may be created by
+/// name either: the copy is written with its journal in memory, and the one-file rollback format
+/// (header bytes 18–19 = 1, what `PRAGMA journal_mode=DELETE` writes) is set through the temp
+/// file's own handle instead of by reopening a WAL-format copy (which would create `-wal` and
+/// `-shm` beside it).
+pub fn backup_file(db: &Path, dest: &Path) -> Result<BackupReport, WriteFailed<HostError>> {
     if let Some(s) = super::salvage::check::too_short(db) {
         super::salvage::marker::note_damage(db, &s);
-        return Err(HostError::new(
+        return Err(WriteFailed::Content(HostError::new(
             crate::protocol::ErrorCode::DbCorrupt,
             format!("the database is damaged: {s}"),
-        ));
+        )));
     }
     let conn = super::open::open_read_only(db).map_err(|e| {
         if let super::error::StoreError::Corrupt(m) = &e {
             super::salvage::marker::note_damage(db, m);
         }
-        HostError::from(e)
+        WriteFailed::Content(HostError::from(e))
     })?;
-    if dest.exists() {
-        return Err(HostError::conflict(format!("{} already exists; choose a new file", dest.display())));
-    }
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
+    files::write_new(dest, files::PRIVATE, Existing::Refuse, |tmp, file| backup_into(db, &conn, tmp, file))
+}
+
+/// Fill the new file `tmp` (open as `file`) with a backup of `conn`, then check it.
+fn backup_into(db: &Path, conn: &Connection, tmp: &Path, file: &mut File) -> HostResult<BackupReport> {
+    let nofollow = rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
     {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+        let mut copy =
+            Connection::open_with_flags(tmp, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | nofollow)?;
+        copy.query_row("PRAGMA journal_mode=MEMORY", [], |_| Ok(()))?;
+        let backup = rusqlite::backup::Backup::new(conn, &mut copy)?;
+        // every page in one step: one read transaction, so one consistent snapshot
+        let step = backup.step(-1).map_err(|e| {
+            let e = HostError::from(e);
+            HostError::new(e.code, format!("backup failed: {}", e.message))
+        })?;
+        if step != rusqlite::backup::StepResult::Done {
+            return Err(HostError::new(
+                crate::protocol::ErrorCode::Busy,
+                format!("backup failed: the database stayed locked ({step:?}); try again"),
+            ));
+        }
     }
-    opts.open(dest).map_err(|e| HostError::internal(format!("cannot create {}: {e}", dest.display())))?;
-    if let Err(e) = conn.backup(MAIN_DB, dest, None) {
-        // our own partial output; the source is untouched
-        let _ = std::fs::remove_file(dest);
-        let e = HostError::from(e);
-        return Err(HostError::new(e.code, format!("backup failed: {}", e.message)));
+    // A backup is one self-contained file: the rollback format, so opening it never needs (or
+    // leaves) a -wal/-shm beside it.
+    if file.metadata().map_err(|e| HostError::internal(format!("cannot read the copy: {e}")))?.len() >= 100 {
+        file.seek(SeekFrom::Start(18))
+            .and_then(|_| file.write_all(&[1, 1]))
+            .map_err(|e| HostError::internal(format!("cannot write the copy: {e}")))?;
+        file.sync_all().map_err(|e| HostError::internal(format!("cannot write the copy: {e}")))?;
     }
-    // A backup is one self-contained file: rollback journal mode, so opening it never needs
-    // (or leaves) a -wal/-shm beside it.
-    let copy = Connection::open_with_flags(
-        dest,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
-    )?;
-    let _ = copy.query_row("PRAGMA journal_mode=DELETE", [], |_| Ok(()));
+    let copy = Connection::open_with_flags(tmp, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | nofollow)?;
     let lines: Vec<String> = match copy.prepare("PRAGMA integrity_check").and_then(|mut st| {
         let rows = st.query_map([], |r| r.get::<_, String>(0))?;
         rows.collect()

@@ -1,4 +1,5 @@
-//! Logging with `tracing` to a file beside the database (mode 0600), never to stdout.
+//! Logging with `tracing` to a file beside the database (mode 0600, never through a symbolic
+//! link, never into another user's file), never to stdout.
 //! Level: `KEEPSAKE_LOG` (an env-filter such as `debug`), else `debug` when a file named
 //! `debug` sits beside the database, else `info`.
 
@@ -22,20 +23,26 @@ pub fn init_file_logging(db: &Path) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+        opts.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     }
+    // never through a symbolic link (O_NOFOLLOW), never into a FIFO or device
     let Ok(file) = opts.open(&path) else {
         return;
     };
     // A log left by an older version (or created under a permissive umask) is made private
-    // too: it names files and errors from the user's history. Someone else's log is left as it
-    // is (the store refuses to open beside it and says why).
+    // too: it names files and errors from the user's history. Someone else's log (a file
+    // another user made under this name in a shared folder) is never written: the host runs
+    // without a log, and the store refuses to open beside it and says why.
     #[cfg(unix)]
     {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         // SAFETY: geteuid has no preconditions and cannot fail.
         let me = unsafe { libc::geteuid() };
-        if file.metadata().is_ok_and(|m| m.permissions().mode() & 0o077 != 0 && m.uid() == me) {
+        let Ok(m) = file.metadata() else { return };
+        if !m.is_file() || m.uid() != me {
+            return;
+        }
+        if m.permissions().mode() & 0o077 != 0 {
             let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         }
     }

@@ -2,12 +2,12 @@
 //! back, per table, and where the damaged copy is; and the damaged copies themselves
 //! (`<db>.corrupt-<UTC time>`), found by their names.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::util::files::{private_new, sync_dir};
+use crate::util::files::{write_bytes, Existing, WriteError, PRIVATE};
 use crate::util::paths::sidecar;
 
 /// What a damaged copy's name has between the database's name and its time.
@@ -66,23 +66,12 @@ pub fn load_record(db: &Path) -> Option<Recovery> {
 }
 
 pub(super) fn save_record(db: &Path, r: &Recovery) -> io::Result<()> {
-    let path = record_path(db);
-    let tmp = sidecar(db, &format!(".recovery.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let res = (|| {
-        let mut f = private_new(&tmp)?;
-        f.write_all(&serde_json::to_vec_pretty(r).map_err(io::Error::other)?)?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, &path)?;
-        sync_dir(db);
-        Ok(())
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    let mut doc = serde_json::to_vec_pretty(r).map_err(io::Error::other)?;
+    doc.push(b'\n');
+    write_bytes(&record_path(db), PRIVATE, Existing::ReplaceOwn, &doc).map_err(|e| match e {
+        WriteError::Io { source, .. } => source,
+        refused => io::Error::other(refused.to_string()),
+    })
 }
 
 /// Damaged copies beside `db` (main files only), with the time in their names, oldest first.

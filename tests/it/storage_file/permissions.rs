@@ -363,6 +363,7 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
         let log = dir.join("keepsake-host.log");
         std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::os::unix::fs::chown(&log, Some(65534), Some(65534)).unwrap();
+        let log_before = std::fs::read(&log).unwrap();
         let mut h = Host::spawn(&db);
         let e = h.hello()["dbError"].clone();
         let msg = e["message"].as_str().unwrap_or("").to_owned();
@@ -370,6 +371,11 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
         assert!(h.err("history.append", json!({"entry": user("must not land")})).len() > 1);
         assert_eq!(h.close().0, Some(0));
         assert_eq!(mode(&log), 0o644, "someone else's file was changed");
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            log_before,
+            "the host wrote its log into someone else's file"
+        );
         // reading exposes nothing further: `inspect` still reads, and leaves the file alone
         let (code, _, err) = cli(&db, &["inspect"]);
         assert_eq!(code, 0, "{err}");
@@ -388,4 +394,313 @@ fn t21_an_existing_database_with_loose_modes_is_made_private_at_open() {
          folder kept its mode; someone else's loose file refused: {}",
         if foreign_checked { "checked" } else { "skipped (needs root to chown)" }
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// T21: the files the command line writes (`export --out`, `backup`, `man DIR`; manifests and the
+// receipt go through the same `util::files::write_new`). Created new 0600 (man pages 0644),
+// filled in a temp file beside the target and put there only when whole, never through a
+// symbolic link, never into someone else's file. Refusals exit 73 (sysexits' EX_CANTCREAT).
+
+const EXIT_CANT_CREATE: i32 = 73;
+
+/// A database with one saved chat; returns its id.
+fn one_chat(db: &Path, text: &str) -> String {
+    let mut h = Host::spawn(db);
+    let r = h.ok("history.replace", json!({"entries": [user(text), assistant("an answer")]}));
+    let id = r["kept"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(h.close().0, Some(0));
+    id
+}
+
+fn sorted_listing(d: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn owner(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(p).unwrap().uid()
+}
+
+/// The writers, each aimed at `target` (for `man`, the page `keepsake-host.1` inside `target`'s
+/// folder is the target): (label, CLI arguments).
+fn writers(id: &str, target: &Path) -> Vec<(&'static str, Vec<String>)> {
+    let t = target.to_str().unwrap().to_owned();
+    vec![
+        ("export --out (markdown)", vec!["export".into(), id.into(), "--out".into(), t.clone()]),
+        (
+            "export --format json --out",
+            vec!["export".into(), id.into(), "--format".into(), "json".into(), "--out".into(), t.clone()],
+        ),
+        ("backup", vec!["backup".into(), t.clone()]),
+        ("man DIR", vec!["man".into(), target.parent().unwrap().to_str().unwrap().into()]),
+    ]
+}
+
+/// The path each writer writes for `target` (`man` writes `keepsake-host.1` beside it).
+fn written_path(label: &str, target: &Path) -> PathBuf {
+    if label == "man DIR" {
+        target.with_file_name("keepsake-host.1")
+    } else {
+        target.to_path_buf()
+    }
+}
+
+fn run_strs(db: &Path, args: &[String]) -> (i32, String, String) {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    cli(db, &a)
+}
+
+/// The issue's case: in a shared sticky folder (mode 1777, like /tmp) another user made a 0666
+/// file under the name this user then asks to write. Nothing is written into it: exit 73, a
+/// message naming the owner (or, for `backup`, which never replaces anything, that it exists),
+/// its bytes, mode and owner unchanged, and no temp file left. Needs root to chown (else skipped,
+/// said in the output).
+#[test]
+fn t21_output_files_never_write_into_another_users_file_in_a_sticky_folder() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("T21 output files: another user's file: skipped (needs root to chown)");
+        return;
+    }
+    let (d, db) = temp_db();
+    let id = one_chat(&db, "a private question");
+    let mut refused = 0;
+    for (label, _) in writers(&id, Path::new("/x/y")) {
+        let shared = d.path().join(format!("shared-{}", label.replace(|c: char| !c.is_alphanumeric(), "")));
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let target = shared.join("chat.out");
+        let planted = written_path(label, &target);
+        let theirs = b"someone else's file: a reader is waiting for what lands here\n";
+        std::fs::write(&planted, theirs).unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+        std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+        let before = sorted_listing(&shared);
+        let args = writers(&id, &target).into_iter().find(|(l, _)| *l == label).unwrap().1;
+        let (code, out, err) = run_strs(&db, &args);
+        eprintln!("T21 {label} into user 65534's 0666 file: exit {code}: {}", err.trim());
+        assert_eq!(code, EXIT_CANT_CREATE, "{label}: {out}{err}");
+        if label == "backup" {
+            assert!(err.contains("already exists"), "{label}: {err}");
+        } else {
+            assert!(err.contains("belongs to user 65534"), "{label}: {err}");
+        }
+        assert!(err.contains(planted.to_str().unwrap()), "{label}: the message names the file: {err}");
+        assert_eq!(std::fs::read(&planted).unwrap(), theirs, "{label} wrote into someone else's file");
+        assert_eq!(mode(&planted), 0o666, "{label}");
+        assert_eq!(owner(&planted), 65534, "{label}");
+        assert_eq!(sorted_listing(&shared), before, "{label} left a file behind");
+        refused += 1;
+    }
+    eprintln!("T21 output files: {refused}/4 writers refused another user's 0666 file in a sticky folder, its bytes unchanged");
+}
+
+/// A symbolic link at the target (to a file, or dangling) is never followed: exit 73, the link
+/// and what it points to unchanged, nothing created where a dangling link points.
+#[test]
+fn t21_output_files_never_follow_a_symbolic_link() {
+    let (d, db) = temp_db();
+    let id = one_chat(&db, "a private question");
+    let victim = d.path().join("victim.txt");
+    std::fs::write(&victim, b"the victim's own bytes\n").unwrap();
+    let mut refused = 0;
+    for (label, _) in writers(&id, Path::new("/x/y")) {
+        for dangling in [false, true] {
+            let dir = d
+                .path()
+                .join(format!("links-{}-{dangling}", label.replace(|c: char| !c.is_alphanumeric(), "")));
+            std::fs::create_dir(&dir).unwrap();
+            let target = dir.join("chat.out");
+            let link = written_path(label, &target);
+            let aim = if dangling { d.path().join(format!("nowhere-{refused}")) } else { victim.clone() };
+            std::os::unix::fs::symlink(&aim, &link).unwrap();
+            let before = sorted_listing(&dir);
+            let args = writers(&id, &target).into_iter().find(|(l, _)| *l == label).unwrap().1;
+            let (code, out, err) = run_strs(&db, &args);
+            assert_eq!(code, EXIT_CANT_CREATE, "{label} (dangling {dangling}): {out}{err}");
+            assert!(err.contains("symbolic link"), "{label}: {err}");
+            assert_eq!(std::fs::read_link(&link).unwrap(), aim, "{label}: the link was replaced");
+            assert_eq!(sorted_listing(&dir), before, "{label} left a file behind");
+            if dangling {
+                assert!(std::fs::symlink_metadata(&aim).is_err(), "{label} created the link's target");
+            }
+            refused += 1;
+        }
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"the victim's own bytes\n");
+    assert_eq!(mode(&victim), 0o644);
+    eprintln!("T21 output files: {refused}/8 symbolic links (to a file, dangling) refused, not followed, their targets unchanged");
+}
+
+/// A new target is 0600 under umask 022 and holds exactly the export (man pages 0644: others
+/// read them); a file this user owns is replaced by a new inode (`export`, `man`; a hard link to
+/// the old file keeps the old bytes, so nothing was written into it) or refused (`backup`).
+#[test]
+fn t21_output_files_are_new_private_files_and_replace_only_the_users_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".config")).unwrap();
+    let db = tmp.path().join("data").join("keepsake.db");
+    let id = one_chat(&db, "a private question");
+    let (code, md, err) = cli_umask(&db, &home, 0o022, &["export", &id]);
+    assert_eq!(code, 0, "{err}");
+    // the export but its "Exported <time>" line
+    let body = |t: &str| t.lines().filter(|l| !l.starts_with("Exported ")).collect::<Vec<_>>().join("\n");
+    let md = body(&md);
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+
+    // fresh targets
+    let fresh = out.join("fresh.txt");
+    let (code, _, err) = cli_umask(&db, &home, 0o022, &["export", &id, "--out", fresh.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(body(&std::fs::read_to_string(&fresh).unwrap()), md);
+    assert_eq!(mode(&fresh), 0o600);
+    let backup = out.join("fresh.db");
+    let (code, _, err) = cli_umask(&db, &home, 0o022, &["backup", backup.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mode(&backup), 0o600);
+    assert_eq!(integrity(&backup), "ok");
+    let man = out.join("man");
+    let (code, _, err) = cli_umask(&db, &home, 0o022, &["man", man.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let pages = sorted_listing(&man);
+    assert!(pages.iter().all(|p| p.ends_with(".1")) && pages.len() > 5, "{pages:?}");
+    assert!(pages.iter().all(|p| mode(&man.join(p)) == 0o644), "man pages are public documents");
+    assert_eq!(sorted_listing(&out), ["fresh.db", "fresh.txt", "man"], "temp files left");
+
+    // the user's own existing files
+    let own = out.join("own.txt");
+    std::fs::write(&own, b"an older export\n").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let old_name = out.join("old-name.txt");
+    std::fs::hard_link(&own, &old_name).unwrap();
+    let (code, _, err) = cli_umask(&db, &home, 0o022, &["export", &id, "--out", own.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(body(&std::fs::read_to_string(&own).unwrap()), md);
+    assert_eq!(mode(&own), 0o600, "the replacement is a new private file");
+    assert_eq!(std::fs::read(&old_name).unwrap(), b"an older export\n", "the old inode was written");
+    let before = std::fs::read(&backup).unwrap();
+    let (code, _, err) = cli_umask(&db, &home, 0o022, &["backup", backup.to_str().unwrap()]);
+    assert_eq!(code, EXIT_CANT_CREATE, "backup replaced a file: {err}");
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(std::fs::read(&backup).unwrap(), before);
+    let page = man.join("keepsake-host.1");
+    std::fs::write(&page, b"stale page\n").unwrap();
+    let (code, _, err) = cli_umask(&db, &home, 0o022, &["man", man.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read_to_string(&page).unwrap().contains(".SH NAME"));
+    assert_eq!(sorted_listing(&man), pages);
+    assert_eq!(
+        sorted_listing(&out),
+        ["fresh.db", "fresh.txt", "man", "old-name.txt", "own.txt"],
+        "temp files left"
+    );
+    eprintln!("T21 output files: new export 0600 (umask 022), backup 0600, man pages 0644; own export replaced by a new inode (old inode unchanged), own backup refused (exit 73), own man page replaced");
+}
+
+/// An export or backup killed (SIGKILL) while it writes never leaves a half file at the target:
+/// the target is absent or whole; what remains is at most the private temp file beside it.
+#[test]
+fn t21_an_interrupted_export_or_backup_never_leaves_a_half_file() {
+    let (d, db) = temp_db();
+    // one chat holding a large image: a JSON export of about 9 MB, a database of about 7 MB
+    let png = noise_png(1400, 1200, 7);
+    let mut h = Host::spawn(&db);
+    let r = h.ok(
+        "history.replace",
+        json!({"entries": [
+            {"role": "user", "content": [text_part("a picture"), image_part(&data_url("image/png", &png))]},
+            assistant("seen")
+        ]}),
+    );
+    let id = r["kept"]["sessionId"].as_str().unwrap().to_owned();
+    assert_eq!(h.close().0, Some(0));
+    let (code, whole, err) = cli(&db, &["export", &id, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(whole.len() > 5_000_000, "export only {} bytes", whole.len());
+    let whole: Value = serde_json::from_str(&whole).unwrap();
+
+    let dir = d.path().join("out");
+    std::fs::create_dir(&dir).unwrap();
+    let runs = 6;
+    let (mut killed_mid, mut killed_after, mut finished, mut half) = (0, 0, 0, Vec::new());
+    for (label, name) in [("export", "chat.json"), ("backup", "copy.db")] {
+        for run in 0..runs {
+            let target = dir.join(name);
+            let mut cmd = Command::new(BIN);
+            cmd.arg("--db")
+                .arg(&db)
+                .env("KEEPSAKE_SECRET_STORE", "off")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            if label == "export" {
+                cmd.args(["export", &id, "--format", "json", "--out", target.to_str().unwrap()]);
+            } else {
+                cmd.args(["backup", target.to_str().unwrap()]);
+            }
+            let mut child = cmd.spawn().unwrap();
+            // kill as soon as anything appears in the folder (the temp file, or the target)
+            let deadline = Instant::now() + std::time::Duration::from_secs(120);
+            while sorted_listing(&dir).is_empty() {
+                if child.try_wait().unwrap().is_some() || Instant::now() > deadline {
+                    break;
+                }
+            }
+            // a moment later for half the runs, so the kill lands further inside the write
+            if run % 2 == 1 {
+                let until = Instant::now() + std::time::Duration::from_millis(3 * run as u64);
+                while Instant::now() < until {}
+            }
+            let _ = child.kill();
+            let completed = child.wait().unwrap().code() == Some(0);
+            let temps: Vec<String> = sorted_listing(&dir).into_iter().filter(|n| n != name).collect();
+            for t in &temps {
+                assert!(
+                    t.starts_with(&format!(".{name}.")) && t.ends_with(".tmp"),
+                    "{label}: stray file {t}"
+                );
+                assert_eq!(mode(&dir.join(t)), 0o600, "{label}: a temp file {t} is not private");
+                std::fs::remove_file(dir.join(t)).unwrap();
+            }
+            let present = target.exists();
+            if present {
+                let ok = if label == "export" {
+                    // whole: the same document (only `exportedAt` differs between runs)
+                    serde_json::from_slice::<Value>(&std::fs::read(&target).unwrap()).is_ok_and(|doc| {
+                        doc["sessions"] == whole["sessions"] && doc["images"] == whole["images"]
+                    })
+                } else {
+                    integrity(&target) == "ok"
+                };
+                if !ok {
+                    half.push(format!(
+                        "{label} run {run}: {} bytes at the target",
+                        std::fs::metadata(&target).unwrap().len()
+                    ));
+                }
+                assert_eq!(mode(&target), 0o600, "{label}");
+                std::fs::remove_file(&target).unwrap();
+            }
+            match (completed, present) {
+                (true, _) => finished += 1,
+                (false, false) => killed_mid += 1,
+                (false, true) => killed_after += 1,
+            }
+        }
+    }
+    eprintln!(
+        "T21 output files: {} export/backup runs killed with SIGKILL: {killed_mid} while writing (no target), \
+         {killed_after} after the target was in place (whole), {finished} finished first; half-written targets: {}",
+        2 * runs,
+        half.len()
+    );
+    assert!(half.is_empty(), "{}", half.join("\n"));
+    assert!(killed_mid > 0, "no run was killed while it wrote (machine too fast for this file size?)");
 }
