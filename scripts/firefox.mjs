@@ -17,7 +17,11 @@ import { fileURLToPath } from 'node:url';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const SOURCE = path.join(ROOT, 'extension');
 export const DEFAULT_OUT = path.join(ROOT, 'dist', 'firefox');
-/** The add-on ID (src/cli/browsers.rs FIREFOX_ADDON_ID). */
+/**
+ * The add-on ID: src/cli/browsers.rs FIREFOX_ADDON_ID, the ID the host trusts built in and every
+ * manifest Keepsake writes lists (tests/it/conventions.rs checks they are equal). It is Keepsake's
+ * because Keepsake's signed addons.mozilla.org listing holds it (docs/platform.md §13).
+ */
 export const GECKO_ID = 'keepsake@keepsake.dev';
 /**
  * The oldest Firefox it is meant for: ESR 128 has everything used (MV3 module background

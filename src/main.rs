@@ -4,9 +4,10 @@
 //! A browser launch is checked first (reliability.md §8 "wrong caller", PROTOCOL.md "Caller
 //! check"): a Chromium caller must be `chrome-extension://<id>/` with `<id>` our built-in ID or an
 //! ID listed in a manifest `keepsake-host install` registered (the receipt's manifests, and the
-//! system-wide folders); a Firefox caller's add-on ID (argv[2]) must be `keepsake@keepsake.dev` or
-//! an ID in the `allowed_extensions` of such a manifest. Any other caller is answered
-//! `forbidden_origin` on every request and the database is never opened.
+//! system-wide folders); a Firefox caller's add-on ID (argv[2]) must be `keepsake@keepsake.dev`
+//! (`browsers::FIREFOX_ADDON_ID`, the ID Keepsake's signed addons.mozilla.org listing holds:
+//! platform.md §13) or an ID in the `allowed_extensions` of such a manifest. Any other caller is
+//! answered `forbidden_origin` on every request and the database is never opened.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -18,6 +18,13 @@ pub const DESCRIPTION: &str = "Keepsake storage host";
 pub const EXTENSION_ID: &str = "ejaedcjldiggibmnammkkoekohjgefkk";
 /// The Firefox add-on ID (`browser_specific_settings.gecko.id` of the Firefox build; fixed, so a
 /// Mozilla manifest can name it in `allowed_extensions`). Extra IDs come from `install --extension-id`.
+///
+/// The one place it is chosen (platform.md §13): the host admits it built in, `install` and the
+/// Debian package's manifest (`install --system --package-root`) list it in `allowed_extensions`,
+/// and the Firefox build (`scripts/firefox.mjs` `GECKO_ID`, checked equal by
+/// `tests/it/conventions.rs`) carries it. Firefox release runs only add-ons Mozilla signed, and
+/// addons.mozilla.org signs an ID for the first developer who submits it, so the ID is Keepsake's
+/// because Keepsake's signed listing holds it: a release step (README "Store archives").
 pub const FIREFOX_ADDON_ID: &str = "keepsake@keepsake.dev";
 /// A test hook: prefix for every system-wide path (`/etc/...`, `/usr/bin/...`, `/snap/...`),
 /// so tests can exercise `--system` and the Snap checks without touching the real system.

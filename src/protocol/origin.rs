@@ -87,8 +87,9 @@ pub fn refusal(launch: &Launch, chrome: &[String], firefox: &[String]) -> Option
         )),
         Launch::Firefox { addon_id: Some(id), .. } if firefox.iter().any(|a| a == id) => None,
         Launch::Firefox { addon_id: Some(id), .. } => Some(format!(
-            "Firefox add-on {id:?} is not allowed to use this host (allowed: {}); if this is a Keepsake build, \
-             register it with `keepsake-host install --extension-id {id}`",
+            "Firefox add-on {id:?} is not allowed to use this host (allowed: {}); if this is a Keepsake build you \
+             sign yourself under that ID, register it with `keepsake-host install --extension-id {id}` (an ID \
+             nobody holds on addons.mozilla.org can be signed by anyone)",
             firefox.join(", ")
         )),
         Launch::Firefox { manifest, addon_id: None } => {

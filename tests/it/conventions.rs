@@ -131,6 +131,32 @@ fn changelog_and_docs_exist() {
     }
 }
 
+/// The Firefox add-on ID is chosen in one place (`browsers::FIREFOX_ADDON_ID`, platform.md §13):
+/// the Firefox build carries it, the host trusts it and nothing else built in (the manifests
+/// `install` and the Debian package write list it: tests/it/install/registration.rs), and the
+/// documents say what protects a Firefox user.
+#[test]
+fn the_firefox_add_on_id_is_chosen_in_one_place() {
+    use keepsake_host::cli::browsers::{allowed_addon_ids, FIREFOX_ADDON_ID};
+    let build = read("scripts/firefox.mjs");
+    assert!(
+        build.contains(&format!("export const GECKO_ID = '{FIREFOX_ADDON_ID}';")),
+        "scripts/firefox.mjs GECKO_ID is not {FIREFOX_ADDON_ID}"
+    );
+    // with no manifest registered, the host trusts exactly this ID (what `install` and the package
+    // write is checked against it in tests/it/install/registration.rs)
+    assert_eq!(allowed_addon_ids(&[]), [FIREFOX_ADDON_ID], "the built-in trust");
+    let platform = read("docs/platform.md");
+    let section = platform.split("\n## ").find(|s| s.starts_with("13. ")).expect("docs/platform.md §13");
+    for (doc, text) in [("docs/platform.md §13", section), ("README.md", &read("README.md"))] {
+        for needle in
+            [FIREFOX_ADDON_ID, "addons.mozilla.org", "--extension-id", "xpinstall.signatures.required"]
+        {
+            assert!(text.contains(needle), "{doc} does not say {needle}");
+        }
+    }
+}
+
 /// CHANGELOG.md has one section per version ("## [0.1.0] — …"), and in each a kind of change
 /// ("### Added", "### Fixed", …) at most once, one line per change.
 #[test]

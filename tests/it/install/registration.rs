@@ -177,7 +177,9 @@ fn assert_good_mozilla_manifest(p: &Path, ids: &[&str]) {
     assert_eq!(mode(p), 0o644, "manifests must be readable by the browser");
 }
 
-const FIREFOX_ID: &str = "keepsake@keepsake.dev";
+/// The one Firefox add-on ID Keepsake trusts built in (platform.md §13): what every Mozilla
+/// manifest `install` and the package write must list.
+const FIREFOX_ID: &str = keepsake_host::cli::browsers::FIREFOX_ADDON_ID;
 
 #[test]
 fn firefox_librewolf_and_waterfox_get_mozilla_manifests_doctor_checks_them_uninstall_removes_them() {
@@ -795,7 +797,7 @@ fn package_root_writes_every_system_folder_for_the_installed_path() {
         let v: Value = serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap();
         assert_eq!(v["path"], json!("/usr/bin/keepsake-host"));
         if f.starts_with(stage.join("usr/lib/mozilla")) {
-            assert_eq!(v["allowed_extensions"], json!(["keepsake@keepsake.dev"]));
+            assert_eq!(v["allowed_extensions"], json!([FIREFOX_ID]));
         } else {
             assert_eq!(v["allowed_origins"], json!([format!("chrome-extension://{ID}/")]));
         }
