@@ -211,9 +211,9 @@ fn publish_new(tmp: &Path, target: &Path) -> Result<(), WriteError> {
         match renameat_with(CWD, tmp, CWD, target, RenameFlags::NOREPLACE) {
             Ok(()) => return Ok(()),
             Err(e) if e == Errno::EXIST => return Err(exists()),
-            // a file system (or kernel) without it: a hard link is just as exclusive
-            Err(e) if e == Errno::INVAL || e == Errno::NOSYS || e == Errno::OPNOTSUPP => {}
-            Err(e) => return Err(io_err(target, e.into())),
+            // a file system (or kernel) without it (EINVAL, ENOSYS, ENOTSUP…): a hard link is just
+            // as exclusive; any other error, `link` meets again and reports
+            Err(_) => {}
         }
     }
     match std::fs::hard_link(tmp, target) {
