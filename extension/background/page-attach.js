@@ -3,14 +3,17 @@
 // laid out as Markdown-like text, or the page's main text when it finds none), `history.attach`
 // with a change note when the page changed since its last attach, then the auto-summary when the
 // host plans one (storage-model §9 "Auto-summary"). Pages the browser does not let an extension
-// read are refused before anything is injected, with the reason.
+// read are refused before anything is injected, with the reason. A tab is read as a PDF only when
+// the page itself says it is one (`document.contentType`). Every fetch for the page's content (the
+// PDF, its figures, its caption tracks) goes through lib/page-fetch.js and its rules.
 
 import { attachHeader, isAttachEntry, redactUrl } from '../lib/entries.js';
 import { t } from '../lib/i18n.js';
 import { codeError, errorInfo } from './errors.js';
 import { STREAM_KINDS, pickProvider } from './provider.js';
 import { parseWebVtt, transcriptLines } from '../lib/webvtt.js';
-import { createPdfReader, figuresSection, looksLikePdf, pdfAttachArgs } from './pdf-attach.js';
+import { createPdfReader, figuresSection, pdfAttachArgs } from './pdf-attach.js';
+import { FIGURES_TOTAL_MS, PageFetchError, pageFetch } from '../lib/page-fetch.js';
 import { pageUrl } from './site-cache.js';
 import { pickTurnImages, turnCaps } from '../lib/caps.js';
 
@@ -40,24 +43,30 @@ function formatChangedSince(ts) {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
 }
 
-/** A caption track's text is read up to this size (a feature film's WebVTT is about 100 KB). */
-const MAX_TRACK_BYTES = 4 * 1024 * 1024;
-
 /**
- * A caption track fetched by the worker (no cookies) and read as WebVTT, or `null`.
+ * A caption track fetched by the worker (lib/page-fetch.js: read up to 4 MiB, cut there) and read
+ * as WebVTT, or `null`.
+ * @param {string} src
+ * @param {string} label
+ * @param {{fetchImpl: typeof fetch, tabUrl: string, watch?: object|null}} o
  * @returns {Promise<{label: string, cues: number, text: string, truncated: boolean} | null>}
  */
-async function fetchTranscript(src, label, fetchImpl) {
+async function fetchTranscript(src, label, { fetchImpl, tabUrl, watch }) {
   try {
-    const res = await fetchImpl(src, { credentials: 'omit' });
-    if (!res.ok) return null;
-    const body = await res.text();
-    const { cues, truncated } = parseWebVtt(body.slice(0, MAX_TRACK_BYTES));
+    const got = await pageFetch(src, { kind: 'caption', tabUrl, fetchImpl, watch });
+    const { cues, truncated } = parseWebVtt(new TextDecoder().decode(got.bytes));
     if (!cues.length) return null;
-    return { label, cues: cues.length, text: transcriptLines(cues), truncated: truncated || body.length > MAX_TRACK_BYTES };
-  } catch {
+    return { label, cues: cues.length, text: transcriptLines(cues), truncated: truncated || got.truncated };
+  } catch (e) {
+    notFetched('caption track', src, e); // i18n-ok: worker log
     return null;
   }
+}
+
+/** A fetch that gave nothing: said in the worker's console (the attach goes on without it). */
+function notFetched(what, src, e) {
+  const why = e instanceof PageFetchError ? `${e.reason} ${e.values.join(' ')}` : String(e?.message ?? e);
+  console.info(`keepsake: ${what} not attached (${redactUrl(String(src)).slice(0, 200)}): ${why}`); // i18n-ok: worker log
 }
 
 /** Whether a track's language (`en`, `en-GB`) is the wanted one (`en-US`): the primary tags match. */
@@ -71,11 +80,11 @@ function sameLanguage(a, b) {
  * the default track, else one in the page's language, else the first. `null` when the page has
  * none or the track cannot be read.
  */
-async function readTranscript(page, fetchImpl) {
+async function readTranscript(page, o) {
   const tracks = Array.isArray(page?.tracks) ? page.tracks.filter((t) => typeof t?.src === 'string' && (t.src.startsWith('https:') || t.src.startsWith('http:'))) : [];
   if (!tracks.length) return null;
   const track = tracks.find((t) => t.default) ?? tracks.find((t) => page.lang && t.lang === page.lang) ?? tracks[0];
-  return fetchTranscript(track.src, track.label || track.lang || 'captions', fetchImpl);
+  return fetchTranscript(track.src, track.label || track.lang || 'captions', o);
 }
 
 /** Whether `url` is on YouTube's own hosts over https (the only caption URLs the worker fetches for it). */
@@ -94,9 +103,9 @@ function onYouTube(url) {
  * a track written by people in the reader's language, else any written by people, else the
  * automatic one in the reader's language, else the first; asked for as WebVTT (`fmt=vtt`).
  * @param {{tracks?: Array<{baseUrl: string, lang: string, label: string, asr: boolean}>}|null} player
- * @param {{language?: string, fetchImpl: typeof fetch}} o
+ * @param {{language?: string, fetchImpl: typeof fetch, tabUrl: string, watch?: object|null}} o
  */
-export async function readYouTubeTranscript(player, { language = '', fetchImpl }) {
+export async function readYouTubeTranscript(player, { language = '', fetchImpl, tabUrl, watch = null }) {
   const tracks = (Array.isArray(player?.tracks) ? player.tracks : []).filter((t) => typeof t?.baseUrl === 'string' && onYouTube(t.baseUrl));
   if (!tracks.length) return null;
   const written = tracks.filter((t) => !t.asr);
@@ -105,7 +114,7 @@ export async function readYouTubeTranscript(player, { language = '', fetchImpl }
   const url = new URL(track.baseUrl);
   url.searchParams.set('fmt', 'vtt');
   const label = `${track.label || track.lang || 'captions'}${track.asr ? ' (auto-generated)' : ''}`;
-  return fetchTranscript(url.href, label, fetchImpl);
+  return fetchTranscript(url.href, label, { fetchImpl, tabUrl, watch });
 }
 
 /** `m:ss` or `h:mm:ss` of a length in seconds. */
@@ -115,8 +124,6 @@ function clock(seconds) {
   return s >= 3600 ? `${Math.floor(s / 3600)}:${p(Math.floor(s / 60) % 60)}:${p(s % 60)}` : `${Math.floor(s / 60)}:${p(s % 60)}`;
 }
 
-/** One picture of an article is fetched up to this size (the host's image cap is 32 MiB). */
-const MAX_FIGURE_BYTES = 8 * 1024 * 1024;
 /** Figures attached when the host's per-turn count is not known yet (its default). */
 const DEFAULT_TURN_IMAGES = 8;
 
@@ -128,17 +135,17 @@ function toBase64(bytes) {
   return btoa(bin);
 }
 
-/** An article's picture as a data URL (fetched by the worker, no cookies), or null. SVG is not a picture here. */
-async function fetchFigure(src, fetchImpl) {
+/**
+ * An article's picture as a data URL (lib/page-fetch.js: up to 8 MiB, cookies only when it is on
+ * the tab's own origin), or null. SVG is not a picture here.
+ */
+async function fetchFigure(src, { fetchImpl, tabUrl, watch, signal }) {
   try {
-    const res = await fetchImpl(src, { credentials: 'omit' });
-    if (!res.ok) return null;
-    const type = String(res.headers?.get?.('content-type') || '').split(';')[0].trim().toLowerCase();
-    if (!type.startsWith('image/') || type === 'image/svg+xml') return null;
-    const bytes = new Uint8Array(await res.arrayBuffer());
-    if (!bytes.length || bytes.length > MAX_FIGURE_BYTES) return null;
-    return `data:${type};base64,${toBase64(bytes)}`;
-  } catch {
+    const accept = (type) => type.startsWith('image/') && type !== 'image/svg+xml';
+    const got = await pageFetch(src, { kind: 'figure', tabUrl, fetchImpl, watch, signal, accept });
+    return got.bytes.length ? `data:${got.type};base64,${toBase64(got.bytes)}` : null;
+  } catch (e) {
+    notFetched('figure', src, e);
     return null;
   }
 }
@@ -148,17 +155,21 @@ async function fetchFigure(src, fetchImpl) {
  * worker fetches them in order while the per-turn count allows, keeps those the per-turn caps
  * admit (first fit), numbers them `[Figure 1]`, `[Figure 2]` … where they stood (the host puts each
  * picture after its anchor's line, storage-model §6.6) and writes the `## Figures` section with
- * their captions. A figure not attached keeps its caption as text.
+ * their captions. A figure not attached (refused by a rule of lib/page-fetch.js, over its cap, not
+ * a picture, or not fetched within FIGURES_TOTAL_MS of the first) keeps its caption as text.
+ * @param {object} page `extractReadablePage`'s result
+ * @param {{fetchImpl: typeof fetch, tabUrl: string, watch?: object|null, limits?: object|null}} o
  * @returns {Promise<{text: string, images: string[], section: string}>}
  */
-export async function placeFigures(page, { fetchImpl, limits = null }) {
+export async function placeFigures(page, { fetchImpl, tabUrl = '', watch = null, limits = null }) {
   const figs = Array.isArray(page?.figures) ? page.figures : [];
   const text = typeof page?.text === 'string' ? page.text : '';
   if (!figs.length) return { text, images: [], section: '' };
   const caps = turnCaps(limits);
   const most = caps?.maxImages ?? DEFAULT_TURN_IMAGES;
   const urls = [];
-  for (const f of figs) urls.push(urls.filter(Boolean).length < most ? await fetchFigure(String(f?.src ?? ''), fetchImpl) : null);
+  const signal = AbortSignal.timeout(FIGURES_TOTAL_MS);
+  for (const f of figs) urls.push(urls.filter(Boolean).length < most ? await fetchFigure(String(f?.src ?? ''), { fetchImpl, tabUrl, watch, signal }) : null);
   const fetched = urls.filter(Boolean);
   const picked = pickTurnImages(fetched, { caps: caps ?? { maxImages: most, budget: Number.MAX_SAFE_INTEGER } });
   const number = new Map(); // figure index → its number among the attached
@@ -494,7 +505,8 @@ const TWIN_WINDOW = 16;
  * @param {object} [deps.chrome]              chrome.* APIs (scripting, tabs)
  * @param {() => Promise<object>} deps.readSettings the turn settings (SettingsMemory)
  * @param {(attachId: string, provider: object) => Promise<boolean>} deps.summarize summaries.js
- * @param {typeof fetch} [deps.fetchImpl]       fetches a video's caption track
+ * @param {typeof fetch} [deps.fetchImpl]       fetches figures and caption tracks (through lib/page-fetch.js)
+ * @param {object|null} [deps.watch]            lib/page-fetch.js's request watch (redirect targets, server addresses)
  * @param {object} [deps.siteCache]             site-cache.js: the tab's video and transcript, kept per page
  * @param {() => string} [deps.language]        the reader's language (`navigator.language`)
  * @param {{read: Function}} [deps.pdfReader]    pdf-attach.js (offscreen/pdf.html reads the PDF)
@@ -506,17 +518,22 @@ export function createPageAttach({
   readSettings,
   summarize,
   fetchImpl = globalThis.fetch?.bind(globalThis),
+  watch = null,
   siteCache = null,
   language = () => globalThis.navigator?.language ?? '',
-  pdfReader = createPdfReader({ chrome }),
+  pdfReader = createPdfReader({ chrome, watch }),
   hostLimits = async () => null,
 }) {
-  /** A PDF (a tab showing one, or a link): read by offscreen/pdf.js, attached as a paper. */
-  async function attachPdf(url, tabTitle) {
+  /**
+   * A PDF (a tab showing one, or a link on a tab's page): read by offscreen/pdf.js under
+   * lib/page-fetch.js's rules for a tab on `tabUrl`, attached as a paper under the address its
+   * bytes came from.
+   */
+  async function attachPdf(url, tabTitle, tabUrl) {
     const limits = await hostLimits().catch(() => null);
     const caps = limits?.turnMaxImages;
-    const pdf = await pdfReader.read(url, { maxFigures: Number.isInteger(caps) && caps > 0 ? caps : undefined });
-    const args = pdfAttachArgs(pdf, { url, tabTitle, limits });
+    const pdf = await pdfReader.read(url, { maxFigures: Number.isInteger(caps) && caps > 0 ? caps : undefined, tabUrl });
+    const args = pdfAttachArgs(pdf, { url: typeof pdf?.url === 'string' && pdf.url ? pdf.url : url, tabTitle, limits });
     try {
       const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
       args.unchanged = ch?.changed === false;
@@ -571,9 +588,9 @@ export function createPageAttach({
       } catch {
         video = null; // the page's text is still attached
       }
-      transcript = await readYouTubeTranscript(video, { language: language(), fetchImpl });
+      transcript = await readYouTubeTranscript(video, { language: language(), fetchImpl, tabUrl: url, watch });
     }
-    transcript ??= await readTranscript(page, fetchImpl);
+    transcript ??= await readTranscript(page, { fetchImpl, tabUrl: url, watch });
     const kept = video ? { videoId: video.videoId, title: video.title, author: video.author, lengthSeconds: video.lengthSeconds } : null;
     if (siteCache && transcript) {
       await siteCache.put(tabId, { page: here, video: kept, transcript }, { url }).catch((e) => console.warn('keepsake: site cache put failed', e));
@@ -583,6 +600,15 @@ export function createPageAttach({
 
   async function attachPage({ tabId } = {}) {
     if (!Number.isInteger(tabId)) throw codeError('bad_request', 'chat.attachPage needs a tabId');
+    const release = watch?.hold();
+    try {
+      return await attachTab(tabId);
+    } finally {
+      release?.();
+    }
+  }
+
+  async function attachTab(tabId) {
     let tab = null;
     try {
       tab = await chrome.tabs.get(tabId);
@@ -595,23 +621,22 @@ export function createPageAttach({
       if (why) throw codeError('page_unreadable', why);
     }
     let args = null;
-    if (looksLikePdf(tab?.url)) args = await attachPdf(tab.url, tab.title);
     let page = null;
-    if (!args) {
-      try {
-        await chrome.scripting.executeScript({ target: { tabId }, files: [READABILITY] });
-        const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
-        page = inj?.result;
-      } catch (e) {
-        throw codeError('attach_failed', t('attachCouldNotReadWhy', e?.message ?? e));
-      }
-      if (!page) throw codeError('attach_failed', t('attachCouldNotRead'));
-      // a PDF in the browser's viewer whose address does not say so
-      if (page.contentType === 'application/pdf') args = await attachPdf(tab?.url || page.url, tab?.title);
+    try {
+      await chrome.scripting.executeScript({ target: { tabId }, files: [READABILITY] });
+      const [inj] = await chrome.scripting.executeScript({ target: { tabId }, func: extractReadablePage });
+      page = inj?.result;
+    } catch (e) {
+      throw codeError('attach_failed', t('attachCouldNotReadWhy', e?.message ?? e));
     }
+    if (!page) throw codeError('attach_failed', t('attachCouldNotRead'));
+    const tabUrl = tab?.url || page.url;
+    // a PDF in the browser's viewer, as the page itself says (never because its address ends in .pdf:
+    // an HTML page there is read as the page it is)
+    if (page.contentType === 'application/pdf') args = await attachPdf(tabUrl, tab?.title, tabUrl);
     if (!args) {
-      const { transcript, video } = await videoOf(tabId, tab?.url || page.url, page);
-      const figures = page.figures?.length ? await placeFigures(page, { fetchImpl, limits: await hostLimits().catch(() => null) }) : null;
+      const { transcript, video } = await videoOf(tabId, tabUrl, page);
+      const figures = page.figures?.length ? await placeFigures(page, { fetchImpl, tabUrl, watch, limits: await hostLimits().catch(() => null) }) : null;
       args = attachArgsFor(page, { tabId, tabUrl: tab?.url, tabTitle: tab?.title, transcript, video, figures });
       try {
         const ch = await storage.attach.trackChange({ mode: args.ctx.mode, url: args.ctx.url, text: args.ctx.body });
@@ -634,10 +659,18 @@ export function createPageAttach({
     return finish(args);
   }
 
-  /** A PDF link `{url, title?}` (the context menu's "Attach this PDF", background/selection.js). */
-  async function attachPdfLink({ url, title = '' } = {}) {
+  /**
+   * A PDF link `{url, title?, tabUrl}` (the context menu's "Attach this PDF", background/selection.js):
+   * `tabUrl` is the page the link is on (cookies go only to its origin).
+   */
+  async function attachPdfLink({ url, title = '', tabUrl = '' } = {}) {
     if (!/^https?:\/\//i.test(String(url || ''))) throw codeError('bad_request', 'a PDF link must be an http(s) URL'); // i18n-ok: programming error (the menu matches only http(s) links)
-    return finish(await attachPdf(url, title));
+    const release = watch?.hold();
+    try {
+      return await finish(await attachPdf(url, title, String(tabUrl || '')));
+    } finally {
+      release?.();
+    }
   }
 
   /** Store the attach and run its auto-summary when the host plans one. */

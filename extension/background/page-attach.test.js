@@ -230,23 +230,40 @@ test("a video's caption track: fetched by the worker, its cues stamped [mm:ss] a
     ],
   };
   const fetchImpl = async (url, opts) => {
-    fetched.push([url, opts.credentials]);
-    return { ok: true, text: async () => vtt };
+    fetched.push([url, opts.credentials, opts.redirect]);
+    return new Response(vtt, { headers: { 'content-type': 'text/vtt' } });
   };
   let s = setup({ page, tab: { url: 'https://example.com/film' }, fetchImpl });
   await s.attach();
-  assert.deepEqual(fetched, [['https://example.com/en.vtt', 'omit']], "the track in the page's language");
+  assert.deepEqual(fetched, [['https://example.com/en.vtt', 'include', 'manual']], "the track in the page's language (the tab's own origin: its cookies; no redirect followed by the browser)");
   const ctx = s.attached[0].ctx;
   assert.equal(ctx.body, 'About the film.\n\n## Transcript\n\n[00:00] The lamp room.\n[00:42] All well, light burning.');
   assert.equal(ctx.header, 'Transcript: English (2 cues), lines stamped [mm:ss]\n');
   assert.deepEqual(s.attached[0].videoSrc, { platform: 'html5', url: 'https://example.com/film', tabId: 7 });
 
-  // a track that cannot be read: the page is attached without a transcript
-  for (const bad of [async () => ({ ok: false, text: async () => '' }), async () => ({ ok: true, text: async () => 'not vtt' }), async () => { throw new Error('offline'); }]) {
-    s = setup({ page, tab: { url: 'https://example.com/film' }, fetchImpl: bad });
+  // a track on another origin: no cookies
+  fetched.length = 0;
+  s = setup({ page: { ...page, tracks: [{ ...page.tracks[1], src: 'https://cdn.example/en.vtt' }] }, tab: { url: 'https://example.com/film' }, fetchImpl });
+  await s.attach();
+  assert.deepEqual(fetched, [['https://cdn.example/en.vtt', 'omit', 'manual']]);
+
+  // a track that cannot be read, or one the rules refuse: the page is attached without a transcript
+  let fetchedPrivate = 0;
+  const refusedTrack = { ...page, tracks: [{ ...page.tracks[1], src: 'http://camera.lan/en.vtt' }] };
+  for (const [bad, pg] of [
+    [async () => new Response('', { status: 404 }), page],
+    [async () => new Response('not vtt'), page],
+    [async () => { throw new Error('offline'); }, page],
+    [async () => {
+      fetchedPrivate++;
+      return new Response(vtt);
+    }, refusedTrack],
+  ]) {
+    s = setup({ page: pg, tab: { url: 'https://example.com/film' }, fetchImpl: bad });
     await s.attach();
     assert.deepEqual(s.attached[0].ctx, { url: 'https://example.com/film', title: 'Lamp', mode: 'full', body: 'About the film.' });
   }
+  assert.equal(fetchedPrivate, 0, "a track on the reader's network is never fetched");
 });
 
 /** A site cache with the shape of site-cache.js, in memory. */
@@ -272,7 +289,7 @@ test("YouTube: the player's caption track read as WebVTT (people's track in the 
   const fetched = [];
   const fetchImpl = async (url) => {
     fetched.push(url);
-    return { ok: true, text: async () => vtt };
+    return new Response(vtt);
   };
   const cache = memoryCache();
   const url = 'https://www.youtube.com/watch?v=kpHarbour01';
@@ -353,30 +370,53 @@ test('readYouTubePlayer: the player response for the video in the address bar, n
   assert.equal(run({ href: 'https://www.youtube.com/watch?v=c', player: null, initial: undefined }), null);
 });
 
-test('a PDF: a tab whose path ends in .pdf is read by the PDF reader without injecting anything; one the page says is a PDF, after', async () => {
+test('a PDF: a tab is read by the PDF reader when the page says it is a PDF, never because its address ends in .pdf', async () => {
   const asked = [];
   const pdfReader = {
     read: async (url, o) => {
       asked.push([url, o]);
-      return { numPages: 1, pagesRead: 1, info: { title: 'Paper' }, text: '[Page 1]\nHello.', figures: [], figuresFound: 0 };
+      return { url: `${url}#final`, numPages: 1, pagesRead: 1, info: { title: 'Paper' }, text: '[Page 1]\nHello.', figures: [], figuresFound: 0 };
     },
   };
   const hostLimits = async () => ({ turnMaxImages: 5, turnImageBudget: 1000 });
-  let s = setup({ page: 'no injection', tab: { url: 'https://a.example/p.pdf', title: 'p.pdf' }, pdfReader, hostLimits });
+  let s = setup({ page: { title: '', text: '', contentType: 'application/pdf' }, tab: { url: 'https://a.example/p.pdf', title: 'p.pdf' }, pdfReader, hostLimits });
   const out = await s.attach();
-  assert.deepEqual(asked, [['https://a.example/p.pdf', { maxFigures: 5 }]]);
-  assert.deepEqual(s.attached[0], { ctx: { url: 'https://a.example/p.pdf', title: 'Paper', mode: 'pdf', header: 'Pages: 1\n', body: '[Page 1]\nHello.' }, paper: true });
-  assert.deepEqual(s.tracked, [{ mode: 'pdf', url: 'https://a.example/p.pdf', text: '[Page 1]\nHello.' }]);
+  assert.deepEqual(asked, [['https://a.example/p.pdf', { maxFigures: 5, tabUrl: 'https://a.example/p.pdf' }]]);
+  // the stored URL is the address the reader says the bytes came from
+  assert.deepEqual(s.attached[0], { ctx: { url: 'https://a.example/p.pdf#final', title: 'Paper', mode: 'pdf', header: 'Pages: 1\n', body: '[Page 1]\nHello.' }, paper: true });
+  assert.deepEqual(s.tracked, [{ mode: 'pdf', url: 'https://a.example/p.pdf#final', text: '[Page 1]\nHello.' }]);
   assert.equal(out.title, 'Paper');
 
   s = setup({ page: { title: '', text: '', contentType: 'application/pdf' }, tab: { url: 'https://a.example/download?id=7', title: 'Report' }, pdfReader });
   await s.attach();
   assert.equal(asked[1][0], 'https://a.example/download?id=7');
   assert.equal(s.attached[0].ctx.mode, 'pdf');
+
+  // an HTML page at an address ending in .pdf is the page it is: nothing is fetched again
+  s = setup({ page: { title: 'Article', text: 'The article.', contentType: 'text/html' }, tab: { url: 'https://evil.example/article.pdf', title: 'article.pdf' }, pdfReader });
+  await s.attach();
+  assert.equal(asked.length, 2, 'the PDF reader is not asked');
+  assert.deepEqual(s.attached[0].ctx, { url: 'https://evil.example/article.pdf', title: 'Article', mode: 'full', body: 'The article.' });
+});
+
+test('Attach this PDF: the page the link is on is the tab (cookies to its origin only), the stored URL the address the bytes came from', async () => {
+  const asked = [];
+  const pdfReader = {
+    read: async (url, o) => {
+      asked.push([url, o]);
+      return { url: 'https://papers.example/files/p.pdf', numPages: 1, pagesRead: 1, info: {}, text: 'x', figures: [], figuresFound: 0 };
+    },
+  };
+  const s = setup({ page: 'no injection', pdfReader });
+  const attachPage = createPageAttach({ storage: { attach: { trackChange: async () => ({ changed: true }) }, history: { attach: async (a) => (s.attached.push(a), { attachId: 'a', index: 0, length: 1 }) } }, chrome: {}, readSettings: async () => ({}), summarize: async () => false, pdfReader });
+  const r = await attachPage.pdfLink({ url: 'https://papers.example/p.pdf', tabUrl: 'https://blog.example/post' });
+  assert.deepEqual(asked, [['https://papers.example/p.pdf', { maxFigures: undefined, tabUrl: 'https://blog.example/post' }]]);
+  assert.equal(r.url, 'https://papers.example/files/p.pdf');
+  assert.equal(s.attached[0].ctx.url, 'https://papers.example/files/p.pdf');
 });
 
 function imageResponse(type, bytes) {
-  return { ok: true, headers: { get: (h) => (h.toLowerCase() === 'content-type' ? type : null) }, arrayBuffer: async () => new Uint8Array(bytes).buffer };
+  return new Response(new Uint8Array(bytes), { headers: { 'content-type': type } });
 }
 
 test("an article's figures: fetched in order, numbered where they stood, captions in the Figures section; failures keep their caption as text", async () => {
@@ -391,7 +431,7 @@ test("an article's figures: fetched in order, numbered where they stood, caption
   const fetched = [];
   const fetchImpl = async (url, o) => {
     fetched.push([url, o.credentials]);
-    if (url.includes('broken')) return { ok: false };
+    if (url.includes('broken')) return new Response('', { status: 500 });
     return imageResponse(url.endsWith('.png') ? 'image/png' : 'image/jpeg; charset=binary', [1, 2, 3]);
   };
   const out = await placeFigures(page, { fetchImpl, limits: { turnMaxImages: 8, turnImageBudget: 1000 } });
@@ -409,6 +449,34 @@ test("an article's figures: fetched in order, numbered where they stood, caption
   // not a picture (SVG, HTML): not attached
   const svg = await placeFigures({ text: '\u00010\u0001', figures: [{ src: 'https://a.example/x.svg', caption: 'Logo' }] }, { fetchImpl: async () => imageResponse('image/svg+xml', [1]) });
   assert.deepEqual(svg, { text: '(Picture not attached: Logo)', images: [], section: '' });
+});
+
+test("a figure the rules refuse is never fetched and keeps its caption; one on the tab's own origin goes with its cookies", async () => {
+  const page = {
+    text: '\u00010\u0001\n\n\u00011\u0001\n\n\u00012\u0001',
+    figures: [
+      { src: 'http://camera.lan/snapshot.png', caption: 'The camera' },
+      { src: 'https://news.example/lamp.png', caption: 'Lamp' },
+      { src: 'https://cdn.example/tide.png', caption: 'Tide' },
+    ],
+  };
+  const fetched = [];
+  const fetchImpl = async (url, o) => {
+    fetched.push([url, o.credentials, o.redirect]);
+    return imageResponse('image/png', [1, 2, 3]);
+  };
+  const out = await placeFigures(page, { fetchImpl, tabUrl: 'https://news.example/story', limits: { turnMaxImages: 8, turnImageBudget: 1000 } });
+  assert.deepEqual(fetched, [
+    ['https://news.example/lamp.png', 'include', 'manual'],
+    ['https://cdn.example/tide.png', 'omit', 'manual'],
+  ]);
+  assert.equal(out.text, '(Picture not attached: The camera)\n\n[Figure 1] Lamp\n\n[Figure 2] Tide');
+  assert.equal(out.images.length, 2);
+  // a tab on the reader's own network may attach the pictures there
+  fetched.length = 0;
+  const local = await placeFigures(page, { fetchImpl, tabUrl: 'http://192.168.1.2/wiki', limits: { turnMaxImages: 8, turnImageBudget: 1000 } });
+  assert.equal(local.images.length, 3);
+  assert.equal(fetched[0][0], 'http://camera.lan/snapshot.png');
 });
 
 test('an attached article with figures: the pictures go with it, anchored, the Figures section last', async () => {

@@ -5,13 +5,17 @@
 // PDF's metadata in the header, `paper: true` (its auto-summary keeps headings, numbers and page
 // markers), and the raster figures as images after the text (`placement: "end"`), as many as the
 // host's per-turn caps admit (`host.hello` limits: count and URL-char budget); the host's
-// byte-budget pass then bounds the stored pictures (8 MiB) as for any attach.
+// byte-budget pass then bounds the stored pictures (8 MiB) as for any attach. The fetch follows
+// lib/page-fetch.js's rules: each hop is one request of the offscreen document, the worker follows
+// a redirect only to the same origin and refuses a private address unless the tab is on one; the
+// attach names the address the bytes came from.
 
 import { t, formatNumber } from '../lib/i18n.js';
 import { redactUrl } from '../lib/entries.js';
 import { pickTurnImages, turnCaps } from '../lib/caps.js';
 import { codeError } from './errors.js';
 import { pdfReading } from '../lib/platform.js';
+import { FETCH_LIMITS, PageFetchError, checkTarget, followPage, pageFetchMessage } from '../lib/page-fetch.js';
 
 const OFFSCREEN_URL = 'offscreen/pdf.html';
 /** Figures asked for when the host's caps are not known yet (its default count cap). */
@@ -20,39 +24,43 @@ const DEFAULT_MAX_FIGURES = 8;
 const MAX_PDF_CHARS = 3_000_000;
 
 /**
- * Whether `url` names a PDF by its path (`….pdf`), the cheap test before anything is injected.
- * @param {string} url
+ * The reader: opens the offscreen document, asks it for each hop of the fetch (lib/page-fetch.js
+ * `followPage` decides about redirects and the server's address), closes it.
+ * @param {{chrome?: any, watch?: object|null}} [deps] `watch`: page-fetch.js's request watch
+ * @returns {{read: (url: string, o?: {maxFigures?: number, tabUrl?: string}) => Promise<object>}}
+ *   the reader's result with `url`, the address the bytes came from
  */
-export function looksLikePdf(url) {
-  try {
-    const u = new URL(url);
-    return (u.protocol === 'https:' || u.protocol === 'http:') && u.pathname.toLowerCase().endsWith('.pdf');
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The reader: opens the offscreen document, asks it, closes it.
- * @param {{chrome?: any}} [deps]
- * @returns {{read: (url: string, o?: {maxFigures?: number}) => Promise<object>}}
- */
-export function createPdfReader({ chrome = globalThis.chrome } = {}) {
+export function createPdfReader({ chrome = globalThis.chrome, watch = null } = {}) {
   let busy = Promise.resolve();
+  const worded = (e) => (e instanceof PageFetchError ? codeError(e.code, pdfErrorMessage(e)) : e);
 
-  async function readOnce(url, maxFigures) {
+  async function readOnce(url, maxFigures, tabUrl) {
     const how = pdfReading(chrome);
     if (!how.how) throw codeError('pdf_unreadable', how.reasonKey === 'attachPdfNotInFirefox' ? t('attachPdfNotInFirefox') : t('attachNoOffscreen'));
+    try {
+      checkTarget(url, tabUrl); // refused before any document opens
+    } catch (e) {
+      throw worded(e);
+    }
     if (await chrome.offscreen.hasDocument?.()) await chrome.offscreen.closeDocument().catch(() => {});
     await chrome.offscreen.createDocument({
       url: OFFSCREEN_URL,
       reasons: ['WORKERS'],
       justification: 'PDF.js reads the PDF the reader attaches, in a worker of its own.', // i18n-ok: for the browser's review, never shown
     });
+    const deadline = Date.now() + FETCH_LIMITS.pdf.timeoutMs;
     try {
-      const reply = await chrome.runtime.sendMessage({ kind: 'pdf.read', url, maxFigures });
-      if (!reply?.ok) throw codeError(reply?.error?.code ?? 'pdf_unreadable', pdfErrorMessage(reply?.error));
-      return reply.result;
+      return await followPage(url, {
+        tabUrl,
+        watch,
+        hop: async (u, { credentials, redirect }) => {
+          const reply = await chrome.runtime.sendMessage({ kind: 'pdf.read', url: u, credentials, redirect, deadline, maxFigures });
+          if (!reply?.ok) throw codeError(reply?.error?.code ?? 'pdf_unreadable', pdfErrorMessage(reply?.error));
+          return reply.result;
+        },
+      });
+    } catch (e) {
+      throw worded(e);
     } finally {
       await chrome.offscreen.closeDocument().catch(() => {});
     }
@@ -60,8 +68,8 @@ export function createPdfReader({ chrome = globalThis.chrome } = {}) {
 
   return {
     /** One read at a time (one offscreen document per extension). */
-    read(url, { maxFigures = DEFAULT_MAX_FIGURES } = {}) {
-      const run = busy.then(() => readOnce(url, maxFigures));
+    read(url, { maxFigures = DEFAULT_MAX_FIGURES, tabUrl = '' } = {}) {
+      const run = busy.then(() => readOnce(url, maxFigures, tabUrl));
       busy = run.catch(() => {});
       return run;
     },
@@ -87,8 +95,12 @@ export function pdfErrorMessage(error) {
       return t('attachPdfTooLarge', num(v[0]));
     case 'not_pdf':
       return t('attachPdfNotPdf', String(v[0] ?? ''));
-    default:
+    case undefined:
+    case null:
+    case '':
       return error?.message ?? t('attachPdfNoAnswer');
+    default:
+      return pageFetchMessage(error); // a rule of lib/page-fetch.js refused it, or the time ran out
   }
 }
 

@@ -156,7 +156,7 @@ export function createSelectionActions({ storage, broadcast, attachPage, chrome 
   async function pdfLink(info, tab) {
     const opened = openPanel(tab);
     try {
-      return await attached(() => attachPage.pdfLink({ url: String(info.linkUrl || ''), title: '' }));
+      return await attached(() => attachPage.pdfLink({ url: String(info.linkUrl || ''), title: '', tabUrl: String(tab?.url || info.pageUrl || '') }));
     } finally {
       await opened;
     }

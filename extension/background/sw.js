@@ -17,6 +17,7 @@ import { installTurnHandlers } from './turns.js';
 import { createSelectionActions } from './selection.js';
 import { createPdfReader } from './pdf-attach.js';
 import { actionOpensPanel } from '../lib/platform.js';
+import { createRequestWatch } from '../lib/page-fetch.js';
 
 /** This worker instance; pages use it to tell a restarted worker from the one they talk to. */
 const INSTANCE = crypto.randomUUID();
@@ -68,8 +69,10 @@ function senderPageUrl(sender) {
 
 // ---- handlers -----------------------------------------------------------------------------------
 
-const pdfReader = createPdfReader();
-const turns = installTurnHandlers(registerHandler, { port, storage, broadcast, siteCache }, { pdfReader });
+// what the browser reports about the page fetches (redirect targets, server addresses): lib/page-fetch.js
+const watch = createRequestWatch();
+const pdfReader = createPdfReader({ watch });
+const turns = installTurnHandlers(registerHandler, { port, storage, broadcast, siteCache }, { pdfReader, watch });
 // a page's host call; a settings write relayed here also forgets the worker's turn settings
 registerHandler('host', (msg) => {
   const done = port.request(msg.op, msg.args ?? {}, { timeoutMs: msg.opts?.timeoutMs });
@@ -154,5 +157,5 @@ openPanelOnActionClick();
 chrome.runtime.sendMessage({ kind: WORKER_AWAKE, instance: INSTANCE }).catch(() => {});
 
 // For e2e tests: poll `self.__keepsakeReady` before evaluating anything else in the worker.
-self.__keepsake = { instance: INSTANCE, port, storage, siteCache, broadcast, hostState, selection, pdfReader };
+self.__keepsake = { instance: INSTANCE, port, storage, siteCache, broadcast, hostState, selection, pdfReader, watch };
 self.__keepsakeReady = true;

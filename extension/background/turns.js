@@ -85,6 +85,7 @@ function mayRescue(e, { kind, rescued, text }) {
  * @param {() => string} [deps.newId]
  * @param {object} [deps.siteCache]  site-cache.js (page-attach keeps a video's transcript there)
  * @param {object} [deps.pdfReader]  pdf-attach.js's reader (default: the offscreen document)
+ * @param {object|null} [deps.watch]  lib/page-fetch.js's request watch, for page-attach.js's fetches
  */
 export function createTurns(deps) {
   const {
@@ -127,6 +128,7 @@ export function createTurns(deps) {
     readSettings,
     summarize,
     siteCache: deps.siteCache ?? null,
+    watch: deps.watch ?? null,
     ...(deps.pdfReader ? { pdfReader: deps.pdfReader } : {}),
     hostLimits: async () => (events?.hello ?? (await events?.open?.()))?.limits ?? null,
   });

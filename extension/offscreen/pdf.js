@@ -1,81 +1,37 @@
 // The offscreen document that reads PDFs (README "Reading PDFs"): Mozilla's PDF.js (pinned in
 // vendor/package.json, copied into extension/vendor/pdfjs/) parses the file in its own worker.
 // The service worker cannot run PDF.js (no workers, no dynamic import there), so it opens this
-// page with chrome.offscreen (reason WORKERS), asks `{kind: 'pdf.read', url, maxFigures}` and
-// closes it again (background/pdf-attach.js). The document is never visible, so nothing here may
-// wait for requestAnimationFrame (pages are rendered with intent 'print').
+// page with chrome.offscreen (reason WORKERS), asks `{kind: 'pdf.read', url, credentials,
+// redirect, deadline, maxFigures}` for each hop of the fetch and closes it again
+// (background/pdf-attach.js). The bytes are fetched here by lib/page-fetch.js's `fetchOnce` with
+// what the worker chose (cookies only for the tab's own origin, never following a redirect); the
+// worker runs the other rules (redirects, the server's address: `followPage`). The document is
+// never visible, so nothing here may wait for requestAnimationFrame (pages are rendered with
+// intent 'print').
 //
 // Answer: `{ok: true, result}` with
-//   result = {numPages, pagesRead, info: {title, author, subject, keywords, created},
+//   result = {url,                       the address the bytes came from
+//             numPages, pagesRead, info: {title, author, subject, keywords, created},
 //             text,                      every page's text in reading order, `[Page N]` before each
 //             figures: [{page, dataUrl, width, height}],   raster figures, in page order, as JPEG
 //             figuresFound, truncated}
-// or `{ok: false, error: {code, message, reason, values}}` (`pdf_unreadable`, `too_large`): `reason`
-// and `values` say what went wrong and the worker words it in the UI language
-// (background/pdf-attach.js `pdfErrorMessage`; an offscreen document has no chrome.i18n), `message`
-// is the same without words, for logs.
+//   or result = {redirect: string|null}  a redirect answer (null: its target is hidden, opaqueredirect)
+// or `{ok: false, error: {code, message, reason, values}}` (`pdf_unreadable`, `fetch_too_large`,
+// `fetch_failed`, `fetch_refused`): `reason` and `values` say what went wrong and the worker words
+// it in the UI language (background/pdf-attach.js `pdfErrorMessage`; an offscreen document has no
+// chrome.i18n), `message` is the same without words, for logs.
 
 import { getDocument, GlobalWorkerOptions, OPS, Util } from '../vendor/pdfjs/pdf.min.mjs';
+import { FETCH_LIMITS, fetchOnce, PageFetchError } from '../lib/page-fetch.js';
 
 GlobalWorkerOptions.workerSrc = chrome.runtime.getURL('vendor/pdfjs/pdf.worker.min.mjs');
 
-/** PDFs are read up to this size (a 300-page scanned book is about this). */
-export const MAX_PDF_BYTES = 96 * 1024 * 1024;
 /** Text stops growing at this many characters (the attach text is cut there anyway). */
 const MAX_TEXT_CHARS = 3_000_000;
 /** Images smaller than this (PDF points, 1/72 in) on either side are icons, rules or bullets. */
 const MIN_FIGURE_POINTS = 48;
 /** A figure is rendered with its longest side at most this many pixels. */
 const FIGURE_MAX_PX = 1024;
-
-class PdfError extends Error {
-  /**
-   * @param {string} code the wire code
-   * @param {string} reason what went wrong, for the worker's message: `download_failed`,
-   *   `download_http`, `too_large_declared`, `too_large`, `not_pdf`
-   * @param {Array<string|number>} values the message's substitutions
-   */
-  constructor(code, reason, values = []) {
-    super(values.length ? `${reason}: ${values.join(', ')}` : reason);
-    this.code = code;
-    this.reason = reason;
-    this.values = values;
-  }
-}
-
-/** The PDF's bytes, refusing one over MAX_PDF_BYTES before reading it all. */
-async function fetchPdf(url) {
-  let res;
-  try {
-    // the reader's own copy of the file: the cookies of the site it came from go along
-    res = await fetch(url, { credentials: 'include' });
-  } catch (e) {
-    throw new PdfError('pdf_unreadable', 'download_failed', [String(e?.message ?? e)]);
-  }
-  if (!res.ok) throw new PdfError('pdf_unreadable', 'download_http', [res.status]);
-  const declared = Number(res.headers.get('content-length'));
-  if (declared > MAX_PDF_BYTES) throw new PdfError('too_large', 'too_large_declared', [Math.round(declared / 1048576), MAX_PDF_BYTES / 1048576]);
-  const reader = res.body.getReader();
-  const parts = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > MAX_PDF_BYTES) {
-      await reader.cancel();
-      throw new PdfError('too_large', 'too_large', [MAX_PDF_BYTES / 1048576]);
-    }
-    parts.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const p of parts) {
-    bytes.set(p, at);
-    at += p.byteLength;
-  }
-  return bytes;
-}
 
 /** A page's text in reading order: PDF.js's items, a line break where it ends a line or the baseline moves. */
 function pageText(content) {
@@ -168,18 +124,22 @@ function pdfDate(s) {
 }
 
 /**
- * Read the PDF at `url`.
- * @param {{url: string, maxFigures?: number}} req
+ * One request for the PDF at `url` (lib/page-fetch.js `fetchOnce`: the credentials and redirect
+ * mode the worker chose, the 96 MiB cap, the time left until `deadline`), then read. A redirect
+ * answer is handed back as it is (`{redirect}`): the worker decides whether to follow it.
+ * @param {{url: string, credentials?: 'include'|'omit', redirect?: 'manual'|'follow', deadline?: number, maxFigures?: number}} req
  */
-export async function readPdf({ url, maxFigures = 8 }) {
-  const data = await fetchPdf(url);
+export async function readPdf({ url, credentials = 'omit', redirect = 'manual', deadline = Date.now() + FETCH_LIMITS.pdf.timeoutMs, maxFigures = 8 }) {
+  const got = await fetchOnce(url, { kind: 'pdf', credentials, redirect, signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
+  if ('redirect' in got) return { redirect: got.redirect };
+  const data = got.bytes;
   const task = getDocument({ data, verbosity: 0 });
   let doc;
   try {
     doc = await task.promise;
   } catch (e) {
     await task.destroy().catch(() => {});
-    throw new PdfError('pdf_unreadable', 'not_pdf', [String(e?.message ?? e)]);
+    throw new PageFetchError('pdf_unreadable', 'not_pdf', [String(e?.message ?? e)]);
   }
   try {
     const meta = await doc.getMetadata().catch(() => null);
@@ -208,6 +168,7 @@ export async function readPdf({ url, maxFigures = 8 }) {
       page.cleanup();
     }
     return {
+      url: got.url,
       numPages: doc.numPages,
       pagesRead: pages.length,
       info: { title: str(info.Title), author: str(info.Author), subject: str(info.Subject), keywords: str(info.Keywords), created: pdfDate(info.CreationDate) },
@@ -232,9 +193,9 @@ chrome.runtime.onMessage.addListener((msg, sender, sendResponse) => {
         error: {
           code: e?.code ?? 'pdf_unreadable',
           message: String(e?.message ?? e),
-          // an error of PDF.js itself (not a PdfError) is `not_pdf` with its own message
-          reason: e instanceof PdfError ? e.reason : 'not_pdf',
-          values: e instanceof PdfError ? e.values : [String(e?.message ?? e)],
+          // an error of PDF.js itself (not a PageFetchError) is `not_pdf` with its own message
+          reason: e instanceof PageFetchError ? e.reason : 'not_pdf',
+          values: e instanceof PageFetchError ? e.values : [String(e?.message ?? e)],
         },
       }),
   );
