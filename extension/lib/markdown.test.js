@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 
 import { installFakeDom } from '../test-support/fake-dom.js';
 import { HIGHLIGHT_LANGUAGES, highlightCode, hljsToNodes } from './highlight.js';
-import { MATH_MAX, renderMath } from './math.js';
+import { MATH_MAX, loadKatex, renderMath } from './math.js';
 
 import {
   ALLOWED_ATTRIBUTES,
@@ -722,6 +722,9 @@ function withDom(fn) {
   }
 }
 
+// These tests call the libraries directly (as the rich worker does), on this thread: lib/rich.test.js covers
+// the worker, its budget and the page's rebuilding of what it answers.
+await loadKatex();
 const HOOKS = { highlight: highlightCode, math: renderMath };
 
 function renderRich(doc, text, opts = {}) {
