@@ -166,9 +166,10 @@ const isList = (x) => Array.isArray(x) && x.length % 2 === 0;
  * @param {any} plain
  * @param {Document} doc
  * @param {{elements: Set<string>, attributes: Set<string>, styles?: Set<string>, maxNodes: number}} policy
+ * @param {{nodes?: number}} [count] gets the number of nodes built
  * @returns {Node|null} an element, a text node or a DocumentFragment (a `#fragment` root)
  */
-export function fromPlain(plain, doc, policy) {
+export function fromPlain(plain, doc, policy, count = {}) {
   let nodes = 0;
   const build = (p, root) => {
     if (++nodes > policy.maxNodes) return null;
@@ -209,5 +210,6 @@ export function fromPlain(plain, doc, policy) {
       if (typeof c !== 'string') stack.push([c, child]);
     }
   }
+  count.nodes = nodes;
   return top;
 }

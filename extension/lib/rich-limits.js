@@ -1,7 +1,9 @@
 // The limits on highlighting and math in replies, in one place: the page's side (lib/rich.js: what is
 // sent to the rich worker, its time budget, what one reply may hold) and the worker's side
 // (lib/highlight.js, lib/math.js, lib/rich-worker.js: what each library is handed and what it may
-// answer). The figures behind each value are in extension/README.md ("Highlighting and math").
+// answer). The figures behind each value are in extension/README.md ("Highlighting and math"), measured
+// by tests/e2e/freeze.e2e.mjs: what the page's thread does with an answer (building, cloning, checking
+// and laying out its nodes) grows with the characters of code and the nodes of math in one reply.
 
 /** A job (one code block or one formula) the worker has not answered within this long is cut: the worker
  *  is terminated (the only way to stop a runaway regex) and replaced, and that block or formula stays
@@ -27,4 +29,4 @@ export const MATH_NODES_MAX = 10_000;
 /** Formulas one reply may render; the ones after show as their source. */
 export const MATH_REPLY_MAX = 400;
 /** Nodes all of one reply's formulas may have together; a formula that would pass it shows as its source. */
-export const MATH_REPLY_NODES = 20_000;
+export const MATH_REPLY_NODES = 15_000;

@@ -7,6 +7,8 @@
 // Messages: the worker says `{type: 'ready'}` once its modules have loaded. The page sends
 //   {id, kind: 'code', code, lang}  → {id, tree: plain | null, nodes, language}   (null: stays plain)
 //   {id, kind: 'math', tex, display} → {id, tree: plain, nodes} | {id, error: 'refused'}
+// The first formula loads KaTeX first (lib/math.js loadKatex); then the worker says
+// `{type: 'started', id}` and the page starts that job's budget (it waits up to STARTUP_MS for that).
 // A job's answer carries no HTML: highlight.js's string goes through the strict converter (hljsToNodes)
 // into the recording document here; KaTeX's toNode() writes into the same recording document (the
 // worker's global `document`, which a worker otherwise lacks).
@@ -24,8 +26,14 @@ function codeJob({ id, code, lang }) {
   return out ? { id, tree: out.plain, nodes: out.nodes, language: r.language } : { id, tree: null, nodes: 0 };
 }
 
-async function mathJob({ id, tex, display }) {
-  await loadKatex();
+let katexLoaded = false;
+
+async function mathJob({ id, tex, display }, started) {
+  if (!katexLoaded) {
+    await loadKatex();
+    katexLoaded = true;
+    started?.(id); // loading KaTeX is not this formula's time: the page starts its budget now
+  }
   const before = globalThis.document;
   globalThis.document = doc; // KaTeX's toNode() builds in the global document
   try {
@@ -42,13 +50,14 @@ async function mathJob({ id, tex, display }) {
 /**
  * One job from the page → its answer (never throws).
  * @param {any} job
+ * @param {(id: any) => void} [started] told when the job starts after a module had to load first
  * @returns {Promise<object>}
  */
-export async function handleJob(job) {
+export async function handleJob(job, started) {
   const id = job?.id;
   try {
     if (job?.kind === 'code' && typeof job.code === 'string') return codeJob(job);
-    if (job?.kind === 'math' && typeof job.tex === 'string') return await mathJob(job);
+    if (job?.kind === 'math' && typeof job.tex === 'string') return await mathJob(job, started);
   } catch {
     // a library failing on one input: that block stays plain / that formula shows its source
   }
@@ -57,6 +66,7 @@ export async function handleJob(job) {
 
 // In a worker (not when a test imports this module): answer the page.
 if (typeof WorkerGlobalScope !== 'undefined' && globalThis instanceof WorkerGlobalScope) {
-  globalThis.onmessage = async (e) => globalThis.postMessage(await handleJob(e.data));
+  const started = (id) => globalThis.postMessage({ type: 'started', id });
+  globalThis.onmessage = async (e) => globalThis.postMessage(await handleJob(e.data, started));
   globalThis.postMessage({ type: 'ready' });
 }

@@ -12,13 +12,17 @@
 // Nothing here parses HTML, and the page's thread never runs highlight.js or KaTeX.
 //
 // The time budget: the worker runs one job at a time; a job that has not answered RICH_BUDGET_MS after
-// it was posted is cut — the worker is terminated (the only way to stop a runaway regex) and a new one
-// starts for the next job — and that block stays plain (that formula shows its source) for good: the
-// result is cached, and the key's hash is kept under the chrome.storage.session key `richRefused` (at
+// it was posted (the first formula's: after the worker said it started, as it loads KaTeX first, within
+// STARTUP_MS; a timer that fires late because the page itself was busy waits LATE_MS more, once, for an
+// answer queued behind it) is cut — the worker is terminated (the only way to stop a runaway regex) and a
+// new one starts for the next job — and that block stays plain (that formula shows its source) for good:
+// the result is cached, and the key's hash is kept under the chrome.storage.session key `richRefused` (at
 // most REFUSED_MAX), so later renders and panel re-opens in this browser session do not send it again.
 // The caps (lib/rich-limits.js): a block longer than HIGHLIGHT_MAX is not sent; per reply, code blocks
 // past HIGHLIGHT_REPLY_MAX characters or HIGHLIGHT_REPLY_BLOCKS blocks, formulas past MATH_REPLY_MAX or
-// past MATH_REPLY_NODES nodes, stay plain. The results cache holds several replies at those caps. A worker that cannot start (no Worker, a load error) leaves every reply plain.
+// past MATH_REPLY_NODES nodes (counted as the page builds them), stay plain. The results cache holds
+// several replies at those caps. A worker that cannot start (no Worker, a load error) leaves every reply
+// plain.
 // KaTeX's stylesheet (lib/math.js ensureStylesheet, which loads no KaTeX code) is added to the page before
 // the first formula is shown.
 
@@ -45,6 +49,8 @@ export const RESULTS_WEIGHT = 8_000_000;
 export const PROGRESS_MS = 300;
 /** How long the worker may take to load its modules before replies stay plain. */
 export const STARTUP_MS = 20_000;
+/** A budget timer that fires this late (the page's own thread was busy) waits this much more, once. */
+export const LATE_MS = 100;
 
 const CODE_POLICY = { elements: CODE_ELEMENTS, attributes: CODE_ATTRIBUTES, maxNodes: HIGHLIGHT_NODES_MAX };
 const MATH_POLICY = { elements: MATH_ELEMENTS, attributes: MATH_ATTRIBUTES, styles: MATH_STYLES, maxNodes: MATH_NODES_MAX };
@@ -84,7 +90,8 @@ export function createRich({
   ensureCss = defaultCss,
   startupMs = STARTUP_MS,
 } = {}) {
-  /** key → {kind, tree, nodes, language, error, template, templateDoc} */
+  /** key → {kind, tree, nodes, language, error, template, templateDoc}; `nodes` is the worker's count
+   *  until the page builds the tree, then the page's own */
   const results = new Map();
   /** key → {id, key, kind, hash, msg, groups} for every job queued or running */
   const jobs = new Map();
@@ -97,6 +104,7 @@ export function createRich({
   let pumping = false;
   let refused = null;
   let cssReady = null;
+  let katexReady = false; // whether the current worker has loaded KaTeX (it says `started` once it has)
   let nextId = 1;
   const stats = { workers: 0, jobs: 0, overruns: 0 };
 
@@ -121,17 +129,17 @@ export function createRich({
   }
 
   let weight = 0;
-  const weightOf = (key, result) => key.length + (result.nodes || 0);
 
   function store(key, result) {
-    if (results.has(key)) weight -= weightOf(key, results.get(key));
+    if (results.has(key)) weight -= results.get(key).weight;
     results.delete(key);
+    result.weight ??= key.length + (result.nodes || 0);
     results.set(key, result);
-    weight += weightOf(key, result);
+    weight += result.weight;
     while (results.size > RESULTS_MAX || (weight > RESULTS_WEIGHT && results.size > 1)) {
       const [oldKey, old] = results.entries().next().value;
       results.delete(oldKey);
-      weight -= weightOf(oldKey, old);
+      weight -= old.weight;
     }
   }
 
@@ -168,13 +176,15 @@ export function createRich({
     stats.workers++;
     const w = makeWorker();
     worker = w;
+    katexReady = false;
     ready = new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error('the rich worker did not start')), startupMs); // i18n-ok: console only
       w.onmessage = (e) => {
         if (e.data?.type === 'ready') {
           clearTimeout(t);
           resolve();
-        } else answered(w, e.data);
+        } else if (e.data?.type === 'started') restart(w, e.data.id);
+        else answered(w, e.data);
       };
       w.onerror = (e) => {
         clearTimeout(t);
@@ -195,11 +205,23 @@ export function createRich({
     pump();
   }
 
+  /** KaTeX did not load within STARTUP_MS: this formula shows its source (not remembered), a new worker
+   *  tries again for the next one. */
+  function loadFailed(job) {
+    if (current !== job) return;
+    console.error('KaTeX did not load in the rich worker'); // i18n-ok: console only
+    current = null;
+    stopWorker();
+    settle(job, plainResult(job));
+    pump();
+  }
+
   function answered(w, d) {
     if (w !== worker || !current || d?.id !== current.id) return;
     clearTimeout(timer);
     const job = current;
     current = null;
+    if (job.kind === 'math') katexReady = true;
     let result;
     if (job.kind === 'code') {
       result = d.tree ? { kind: 'code', tree: d.tree, nodes: d.nodes | 0, language: String(d.language || '') } : { kind: 'code', tree: null };
@@ -208,6 +230,31 @@ export function createRich({
     }
     settle(job, result);
     pump();
+  }
+
+  /** Start the budget of `job`: a timer, which on a page that was itself busy past the due time waits
+   *  LATE_MS more once (the worker's answer may be queued behind it). */
+  function arm(job) {
+    clearTimeout(timer);
+    const due = performance.now() + budgetMs;
+    let graced = false;
+    const check = () => {
+      if (current !== job) return;
+      if (!graced && performance.now() - due > LATE_MS) {
+        graced = true;
+        timer = setTimeout(check, LATE_MS);
+        return;
+      }
+      overrun(job);
+    };
+    timer = setTimeout(check, budgetMs);
+  }
+
+  /** The worker has loaded KaTeX and started `id`: its budget starts now. */
+  function restart(w, id) {
+    if (w !== worker) return;
+    katexReady = true;
+    if (current && current.id === id) arm(current);
   }
 
   function overrun(job) {
@@ -227,6 +274,7 @@ export function createRich({
       while (!current && queue.length) {
         const seen = await loadRefused();
         const job = queue.shift();
+        if (!job) break; // closed meanwhile
         if (seen.has(job.hash)) {
           settle(job, plainResult(job));
           continue;
@@ -247,7 +295,10 @@ export function createRich({
         current = job;
         stats.jobs++;
         worker.postMessage(job.msg);
-        timer = setTimeout(() => overrun(job), budgetMs);
+        if (job.kind === 'math' && !katexReady) {
+          // the worker loads KaTeX first and says `started`; loading it is no formula's time
+          timer = setTimeout(() => loadFailed(job), startupMs);
+        } else arm(job);
       }
     } finally {
       pumping = false;
@@ -273,13 +324,16 @@ export function createRich({
     return PENDING;
   }
 
-  /** The result's nodes in `doc`: built from its plain tree once (null when the policy refuses it), then cloned. */
-  function nodesOf(result, doc, policy) {
+  /** The result's nodes in `doc`, built from its plain tree once (null when the policy refuses it); its
+   *  `nodes` become the count built here, whatever the worker said. Hooks hand out clones of it. */
+  function templateOf(result, doc, policy) {
     if (result.templateDoc !== doc) {
+      const count = {};
       result.templateDoc = doc;
-      result.template = fromPlain(result.tree, doc, policy);
+      result.template = fromPlain(result.tree, doc, policy, count);
+      result.nodes = count.nodes || 0;
     }
-    return result.template ? result.template.cloneNode(true) : null;
+    return result.template;
   }
 
   /** The jobs one render waits for, and when to tell it: see hooks(). */
@@ -343,20 +397,19 @@ export function createRich({
         const name = typeof lang === 'string' ? lang : '';
         const r = lookup(`c${name}\u0000${code}`, 'code', { code, lang: name }, group);
         if (r === PENDING || !r.tree) return r === PENDING ? PENDING : null;
-        const nodes = nodesOf(r, doc, CODE_POLICY);
-        return nodes ? { nodes, language: r.language } : null;
+        const template = templateOf(r, doc, CODE_POLICY);
+        return template ? { nodes: template.cloneNode(true), language: r.language } : null;
       },
       math(tex, display, doc = globalThis.document) {
         formulas++;
         if (typeof tex !== 'string' || tex.length > MATH_MAX || formulas > MATH_REPLY_MAX) throw new Error('formula over the limits'); // i18n-ok: caught by markdown.js, which shows the source
         const r = lookup(`${display ? 'D' : 'I'}${tex}`, 'math', { tex, display: !!display }, group);
         if (r === PENDING) return PENDING;
-        if (r.error || !r.tree) throw new Error('formula refused'); // i18n-ok: caught by markdown.js, which shows the source
+        const template = r.error || !r.tree ? null : templateOf(r, doc, MATH_POLICY);
+        if (!template) throw new Error('formula refused'); // i18n-ok: caught by markdown.js, which shows the source
         if (mathNodes + r.nodes > MATH_REPLY_NODES) throw new Error('the reply has too much math'); // i18n-ok: caught by markdown.js, which shows the source
         mathNodes += r.nodes;
-        const node = nodesOf(r, doc, MATH_POLICY);
-        if (!node) throw new Error('formula refused'); // i18n-ok: caught by markdown.js, which shows the source
-        return node;
+        return template.cloneNode(true);
       },
     };
   }

@@ -17,7 +17,7 @@ import { memoryArea } from './platform.js';
 import { contentHash, createRich, PENDING, PROGRESS_MS, REFUSED_KEY, REFUSED_MAX } from './rich.js';
 import { handleJob } from './rich-worker.js';
 import {
-  HIGHLIGHT_MAX, HIGHLIGHT_REPLY_MAX, MATH_REPLY_MAX, MATH_REPLY_NODES, RICH_BUDGET_MS,
+  HIGHLIGHT_MAX, HIGHLIGHT_REPLY_BLOCKS, HIGHLIGHT_REPLY_MAX, MATH_NODES_MAX, MATH_REPLY_MAX, MATH_REPLY_NODES, RICH_BUDGET_MS,
 } from './rich-limits.js';
 
 const WORKER_URL = new URL('./rich-worker.js', import.meta.url);
@@ -44,18 +44,24 @@ function threads() {
   };
 }
 
-/** A scripted worker: says ready, then answers each job with `answer(job)` (undefined: never answers). */
+/** A scripted worker: says ready, then answers each job with `answer(job)` (undefined: never answers);
+ *  like the real one it says `started` at its first formula (when it has loaded KaTeX). */
 function scripted(answer) {
   const made = [];
   return {
     made,
     makeWorker: () => {
+      let katex = false;
       const w = {
         posted: [],
         terminated: false,
         onmessage: null,
         postMessage(job) {
           w.posted.push(job);
+          if (job.kind === 'math' && !katex) {
+            katex = true;
+            setTimeout(() => !w.terminated && w.onmessage?.({ data: { type: 'started', id: job.id } }), 0);
+          }
           const a = answer(job);
           if (a !== undefined) setTimeout(() => !w.terminated && w.onmessage?.({ data: a }), 0);
         },
@@ -231,6 +237,110 @@ test('a job that never answers is cut at the budget; the worker is terminated an
   }
 }));
 
+test('loading KaTeX is not the first formula\'s time: the worker\'s "started" starts the budget again', () => withDom(async (doc) => {
+  const budgetMs = 200;
+  const made = [];
+  const makeWorker = () => {
+    const w = {
+      posted: [],
+      terminated: false,
+      postMessage(job) {
+        w.posted.push(job);
+        // "loading" takes 1.5 budgets, then the job itself half of one
+        setTimeout(() => !w.terminated && w.onmessage?.({ data: { type: 'started', id: job.id } }), budgetMs * 1.5);
+        setTimeout(() => !w.terminated && w.onmessage?.({ data: { id: job.id, tree: ['span', 0, ['class', 'katex'], [], [job.tex]], nodes: 2 } }), budgetMs * 2);
+      },
+      terminate() {
+        w.terminated = true;
+      },
+    };
+    setTimeout(() => w.onmessage?.({ data: { type: 'ready' } }), 0);
+    made.push(w);
+    return w;
+  };
+  const rich = createRich({ makeWorker, area: memoryArea(), budgetMs, ensureCss: async () => {} });
+  try {
+    const frames = await renderSettled(rich, doc, '$x$');
+    assert.deepEqual(byClass(frames.at(-1), 'katex').map((k) => k.textContent), ['x']);
+    assert.equal(rich.stats.overruns, 0);
+    assert.equal(made.length, 1);
+  } finally {
+    rich.close();
+  }
+}));
+
+test('KaTeX that does not load within STARTUP_MS: that formula shows its source, not remembered; a new worker tries the next', () => withDom(async (doc) => {
+  const made = [];
+  const makeWorker = () => {
+    const n = made.length;
+    const w = {
+      posted: [],
+      terminated: false,
+      postMessage(job) {
+        w.posted.push(job);
+        if (n === 0) return; // the first worker never gets KaTeX loaded
+        setTimeout(() => w.onmessage?.({ data: { type: 'started', id: job.id } }), 0);
+        setTimeout(() => w.onmessage?.({ data: { id: job.id, tree: ['span', 0, ['class', 'katex'], [], [job.tex]], nodes: 2 } }), 0);
+      },
+      terminate() {
+        w.terminated = true;
+      },
+    };
+    setTimeout(() => w.onmessage?.({ data: { type: 'ready' } }), 0);
+    made.push(w);
+    return w;
+  };
+  const area = memoryArea();
+  const errors = [];
+  const orig = console.error;
+  console.error = (...a) => errors.push(a.join(' '));
+  const rich = createRich({ makeWorker, area, budgetMs: 50, startupMs: 300, ensureCss: async () => {} });
+  try {
+    const frames = await renderSettled(rich, doc, '$a$ and $b$');
+    const last = frames.at(-1);
+    assert.deepEqual(byClass(last, 'md-math-src').map((s) => s.textContent), ['$a$']);
+    assert.deepEqual(byClass(last, 'katex').map((s) => s.textContent), ['b']);
+    assert.equal(made.length, 2);
+    assert.ok(made[0].terminated);
+    assert.equal(rich.stats.overruns, 0);
+    assert.equal((await area.get(REFUSED_KEY))[REFUSED_KEY], undefined, 'not remembered');
+    assert.ok(errors.some((e) => /KaTeX did not load/.test(e)));
+  } finally {
+    console.error = orig;
+    rich.close();
+  }
+}));
+
+test('a budget timer that fires late (the page itself was busy) waits once more for an answer queued behind it', () => withDom(async (doc) => {
+  const budgetMs = 100;
+  const w = scripted((job) => ({ id: job.id, tree: ['#fragment', 0, [], [], [['span', 0, ['class', 'hljs-x'], [], [job.code]]]], nodes: 3, language: 'x' }));
+  const make = () => {
+    const x = w.makeWorker();
+    const post = x.postMessage.bind(x);
+    x.postMessage = (job) => {
+      x.posted.push(job);
+      setTimeout(() => !x.terminated && x.onmessage?.({ data: { id: job.id, tree: ['#fragment', 0, [], [], [['span', 0, ['class', 'hljs-x'], [], [job.code]]]], nodes: 3, language: 'x' } }), budgetMs + 20);
+    };
+    void post;
+    return x;
+  };
+  const rich = createRich({ makeWorker: make, area: memoryArea(), budgetMs, ensureCss: async () => {} });
+  try {
+    let settled;
+    const told = new Promise((r) => (settled = r));
+    renderMarkdown('```x\nbusy\n```', doc, { ...rich.hooks(settled) });
+    await new Promise((r) => setTimeout(r, 10)); // the job is posted
+    const until = Date.now() + budgetMs * 3;
+    while (Date.now() < until); // the page's own thread is busy past the due time
+    await told;
+    const again = renderMarkdown('```x\nbusy\n```', doc, { ...rich.hooks() });
+    assert.equal(hljsSpans(again).length, 1, 'the answer was taken');
+    assert.equal(rich.stats.overruns, 0);
+  } finally {
+    rich.close();
+  }
+}));
+
 test('a formula that never answers is cut at the budget too and shows its source, titled', () => withDom(async (doc) => {
   const w = scripted((job) => (job.tex === 'slow' ? undefined : { id: job.id, tree: ['span', 0, ['class', 'katex'], [], [job.tex]], nodes: 2 }));
   const rich = createRich({ makeWorker: w.makeWorker, area: memoryArea(), budgetMs: 100, ensureCss: async () => {} });
@@ -308,7 +418,7 @@ test('answers that all leave their blocks plain say so (changed: false): the pag
   }
 }));
 
-test('caps: a block over HIGHLIGHT_MAX and the code past HIGHLIGHT_REPLY_MAX in a reply are not sent', () => withDom(async (doc) => {
+test('caps: a block over HIGHLIGHT_MAX, and the code past HIGHLIGHT_REPLY_MAX or HIGHLIGHT_REPLY_BLOCKS in a reply, are not sent', () => withDom(async (doc) => {
   const w = scripted((job) => ({ id: job.id, tree: ['#fragment', 0, [], [], [['span', 0, ['class', 'hljs-x'], [], [job.code]]]], nodes: 3, language: 'x' }));
   const rich = createRich({ makeWorker: w.makeWorker, area: memoryArea(), ensureCss: async () => {} });
   try {
@@ -324,6 +434,12 @@ test('caps: a block over HIGHLIGHT_MAX and the code past HIGHLIGHT_REPLY_MAX in 
     const codes = elements(frames.at(-1)).filter((e) => e.localName === 'code');
     assert.deepEqual(codes.map((e) => hljsSpans(e).length), [0, 1, 1, 0], 'the block past the reply cap stays plain');
     assert.deepEqual(w.made.flatMap((x) => x.posted).map((j) => j.code.length), [part, part]);
+    // and at most HIGHLIGHT_REPLY_BLOCKS blocks per reply
+    const many = Array.from({ length: HIGHLIGHT_REPLY_BLOCKS + 2 }, (_, i) => '```x\nb' + i + '\n```').join('\n');
+    const manyFrames = await renderSettled(rich, doc, many, { rounds: 50 });
+    const lit = elements(manyFrames.at(-1)).filter((e) => e.localName === 'code').map((c) => hljsSpans(c).length);
+    assert.deepEqual(lit.slice(-3), [1, 0, 0]);
+    assert.equal(lit.filter(Boolean).length, HIGHLIGHT_REPLY_BLOCKS);
     // the same block alone in another reply is within that reply's cap
     const alone = await renderSettled(rich, doc, '```x\n' + c + '\n```');
     assert.equal(hljsSpans(alone.at(-1)).length, 1);
@@ -333,7 +449,14 @@ test('caps: a block over HIGHLIGHT_MAX and the code past HIGHLIGHT_REPLY_MAX in 
 }));
 
 test('caps: formulas past MATH_REPLY_MAX, or past MATH_REPLY_NODES nodes, show their source', () => withDom(async (doc) => {
-  const w = scripted((job) => ({ id: job.id, tree: ['span', 0, ['class', 'katex'], [], [job.tex]], nodes: job.tex.startsWith('big') ? Math.floor(MATH_REPLY_NODES / 2) + 1 : 2 }));
+  // a big formula's tree has just over half the reply's nodes (the worker's own count says 0: the page counts)
+  const bigKids = Math.floor(MATH_REPLY_NODES / 2) + 1;
+  assert.ok(bigKids + 1 <= MATH_NODES_MAX);
+  const w = scripted((job) => ({
+    id: job.id,
+    tree: ['span', 0, ['class', 'katex'], [], job.tex.startsWith('big') ? Array.from({ length: bigKids }, () => 'x') : [job.tex]],
+    nodes: 0,
+  }));
   const rich = createRich({ makeWorker: w.makeWorker, area: memoryArea(), ensureCss: async () => {} });
   try {
     const many = Array.from({ length: MATH_REPLY_MAX + 5 }, (_, i) => `$x_{${i}}$`).join(' ');
@@ -343,7 +466,8 @@ test('caps: formulas past MATH_REPLY_MAX, or past MATH_REPLY_NODES nodes, show t
     assert.equal(byClass(last, 'md-math-src').length, 5);
     assert.equal(w.made.flatMap((x) => x.posted).length, MATH_REPLY_MAX, 'the formulas past the cap are not sent');
     const big = await renderSettled(rich, doc, '$big1$ $big2$ $small$');
-    assert.deepEqual(byClass(big.at(-1), 'katex').map((k) => k.textContent), ['big1', 'small']);
+    assert.deepEqual(byClass(big.at(-1), 'katex').map((k) => k.textContent.length), [bigKids, 'small'.length]);
+    assert.deepEqual(byClass(big.at(-1), 'md-math-src').map((k) => k.textContent), ['$big2$']);
   } finally {
     rich.close();
   }
