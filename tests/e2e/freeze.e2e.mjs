@@ -17,6 +17,7 @@
 // at the caps — a 100,000-character python block (highlighted) and a second one (past the reply's cap:
 // plain); (e) hostile math — a reply with formulas near MATH_MAX and macro bombs, and (f) one with 400
 // ordinary formulas (rendered up to the reply's node cap, the rest as their source).
+// KEEPSAKE_E2E_FREEZE_TASKS=1 also prints every long task and long animation frame ([start, ms]).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
