@@ -847,6 +847,25 @@ test('a highlighter that returns anything but spans, or other text, leaves the c
   }
 }));
 
+test('a hook still waiting ({pending: true}): the block plain and marked data-md-pending, the formula its source untitled', () => withDom((doc) => {
+  const pending = () => ({ pending: true });
+  const frag = renderRich(doc, '```python\nx = 1\n```\n\nand $x^2$', { highlight: pending, math: pending });
+  const block = byClass(frag, 'md-codeblock')[0];
+  assert.equal(block.getAttribute('data-md-pending'), '');
+  assert.equal(elements(byTag(block, 'code')[0]).length, 0);
+  assert.equal(byTag(block, 'code')[0].textContent, 'x = 1');
+  assert.equal(byTag(block, 'code')[0].getAttribute('class'), 'language-python');
+  const math = byClass(frag, 'md-math')[0];
+  assert.equal(math.getAttribute('data-md-pending'), '');
+  const src = byClass(math, 'md-math-src')[0];
+  assert.equal(src.textContent, '$x^2$');
+  assert.equal(src.getAttribute('title'), null);
+  assertRichSafe(frag);
+  // an answer: no mark
+  const done = renderRich(doc, '```python\nx = 1\n```');
+  assert.equal(byClass(done, 'md-codeblock')[0].getAttribute('data-md-pending'), null);
+}));
+
 test('formulas render as KaTeX: MathML inside .katex, display math as .katex-display', () => withDom((doc) => {
   const frag = renderRich(doc, 'Euler $e^{i\\pi}+1=0$, \\(x\\), $5 and $10.\n\n$$\n\\int_0^1 x\\,dx\n$$\n\n\\[\\sqrt{2}\\]');
   assertRichSafe(frag);
