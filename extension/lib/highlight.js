@@ -1,15 +1,21 @@
 // Syntax highlighting for code blocks in replies: highlight.js (extension/vendor/highlight/, pinned in
-// vendor/package.json) with a subset of its languages. Loaded on first use (lib/rich.js imports this
-// module dynamically when a reply has a closed code fence), never on the panel's first paint.
+// vendor/package.json) with a subset of its languages. It runs only in the rich worker
+// (lib/rich-worker.js, started by lib/rich.js the first time a reply has a closed code fence), never on
+// the panel's thread: highlight.js is quadratic on some inputs (a `java` block of 99,000 underscores took
+// 53 s), so the page gives each block a time budget and terminates the worker that overruns it.
 //
 // highlight.js returns an HTML string. It never reaches an HTML parser: `hljsToNodes` reads it with a
 // strict converter that accepts only `<span class="hljs-…">` / `<span class="language-…">`, `</span>`
 // and text with highlight.js's five escapes (&amp; &lt; &gt; &quot; &#x27;), and answers null on
 // anything else — then the block stays plain text. The converted text must also equal the code it was
-// given, character for character.
+// given, character for character. In the worker the nodes are built in lib/plain-tree.js's recording
+// document and sent to the page as a plain tree; the page builds them again through the same allow-list
+// (only <span class>, the same text).
 //
-// Replies stream: a partial message is re-rendered every frame. markdown.js asks only for closed fences,
-// and results are cached by (language, code), so a finished block is highlighted once.
+// Blocks longer than HIGHLIGHT_MAX (lib/rich-limits.js) stay plain. Auto-detection reads AUTO_SAMPLE
+// characters. Results are cached here by (language, code) for the worker's life, and on the page
+// (lib/rich.js) by (language, code) and by in-flight job, so a streaming reply re-rendered every frame
+// sends a finished block once.
 
 import hljs from '../vendor/highlight/core.min.js';
 import bash from '../vendor/highlight/languages/bash.min.js';
@@ -41,6 +47,9 @@ import swift from '../vendor/highlight/languages/swift.min.js';
 import typescript from '../vendor/highlight/languages/typescript.min.js';
 import xml from '../vendor/highlight/languages/xml.min.js';
 import yaml from '../vendor/highlight/languages/yaml.min.js';
+import { HIGHLIGHT_MAX } from './rich-limits.js';
+
+export { HIGHLIGHT_MAX };
 
 const LANGUAGES = {
   bash, c, cpp, csharp, css, diff, dockerfile, go, ini, java, javascript, json, kotlin, lua, makefile, markdown,
@@ -60,8 +69,6 @@ engine.registerAliases(['text', 'txt'], { languageName: 'plaintext' });
 /** Languages auto-detection may pick (plaintext never wins it). */
 const AUTO = Object.keys(LANGUAGES).filter((l) => l !== 'plaintext');
 
-/** Longer code stays plain (one block's cost is bounded); auto-detection only runs below AUTO_MAX. */
-export const HIGHLIGHT_MAX = 100_000;
 /** Auto-detection reads this much of the code (it runs every grammar: ~15 ms for 2 KB), then the whole
  *  block is highlighted in the language it picked. */
 export const AUTO_SAMPLE = 2_000;

@@ -31,16 +31,18 @@
 // class="language-js">…</code></pre></div> (words from i18n.js: codeCopy, codeCopyTitle); the page wires one
 // delegated click listener on `[data-md-copy]` and copies the block's <pre><code> textContent. An unclosed
 // fence adds `data-md-partial`.
-// Highlighting and math come from hooks, so this module loads neither library (lib/rich.js loads them on
-// demand): `opts.highlight(code, lang, doc)` for a CLOSED fence only (lib/highlight.js: highlight.js, whose
-// HTML string a strict converter turns into <span class="hljs-…"> and text nodes; the <code> then also has
-// class `hljs`), `opts.math(tex, display)` for each formula (lib/math.js: KaTeX's node tree → DOM nodes, no HTML
-// string). Whatever a hook returns is walked before it joins the reply: highlighting may hold only <span class>
-// and text with exactly the code's text; a formula only MATH_ELEMENTS with MATH_ATTRIBUTES (no links, images,
-// `data-*`, `on*`). A missing hook, a throw or a refused tree: plain code, or the formula's source in
-// <code class="md-math-src"> (with the mathError title when KaTeX refused it). Formulas are wrapped in
-// <span class="md-math"> or, as blocks, <div class="md-math md-math-block">. `opts.onNeed('code'|'math')`
-// says a missing hook was wanted.
+// Highlighting and math come from hooks, so this module loads neither library (lib/rich.js runs them in a
+// worker): `opts.highlight(code, lang, doc)` for a CLOSED fence only (highlight.js, whose HTML string a strict
+// converter turns into <span class="hljs-…"> and text nodes; the <code> then also has class `hljs`),
+// `opts.math(tex, display, doc)` for each formula (KaTeX's node tree → DOM nodes, no HTML string). A hook
+// still waiting for its worker answers `{pending: true}`: the block stays plain (the formula shows its
+// source) for now and its wrapper has `data-md-pending`; the page renders again when the answer comes.
+// Whatever a hook returns is walked before it joins the reply: highlighting may hold only CODE_ELEMENTS with
+// CODE_ATTRIBUTES (<span class>) and text with exactly the code's text; a formula only MATH_ELEMENTS with
+// MATH_ATTRIBUTES (no links, images, `data-*`, `on*`). A missing hook, a throw or a refused tree: plain
+// code, or the formula's source in <code class="md-math-src"> (with the mathError title when KaTeX refused
+// it). Formulas are wrapped in <span class="md-math"> or, as blocks, <div class="md-math md-math-block">.
+// `opts.onNeed('code'|'math')` says a missing hook was wanted.
 // Pills: <button class="md-pill" data-seconds="65" [data-end="90"] title="Jump to 1:05">01:05</button>.
 
 import { formatTimestamp, splitPills } from './pills.js';
@@ -76,6 +78,17 @@ export const MATH_ATTRIBUTES = new Set([
   'mathbackground', 'minsize', 'maxsize', 'columnalign', 'rowspacing', 'columnspacing', 'columnlines', 'rowlines',
   'linethickness', 'accent', 'accentunder', 'scriptlevel', 'displaystyle', 'largeop', 'notation', 'linebreak',
   'viewbox', 'preserveaspectratio', 'd', 'x1', 'x2', 'y1', 'y2', 'stroke-width',
+]);
+
+/**
+ * Every CSSOM style property a formula may set (what KaTeX writes), for the page that builds a formula
+ * again from the rich worker's plain tree (lib/plain-tree.js also checks each value: lengths, colours,
+ * `calc(…)`, never `url(`).
+ */
+export const MATH_STYLES = new Set([
+  'backgroundColor', 'borderBottomWidth', 'borderColor', 'borderRightStyle', 'borderRightWidth', 'borderStyle',
+  'borderTopWidth', 'borderWidth', 'bottom', 'color', 'height', 'left', 'margin', 'marginLeft', 'marginRight',
+  'marginTop', 'minWidth', 'paddingLeft', 'position', 'textShadow', 'top', 'verticalAlign', 'width',
 ]);
 
 const MAX_BLOCK_DEPTH = 16;
@@ -1350,8 +1363,9 @@ function treeAllowed(root, elements, attributes, max = 200_000) {
   return true;
 }
 
-const CODE_ELEMENTS = new Set(['span']);
-const CODE_ATTRIBUTES = new Set(['class']);
+/** Every element and attribute a highlighted code block may hold (highlight.js's token spans). */
+export const CODE_ELEMENTS = new Set(['span']);
+export const CODE_ATTRIBUTES = new Set(['class']);
 
 function renderCode(doc, parent, b, ctx) {
   const wrap = el(doc, 'div', {
@@ -1384,6 +1398,10 @@ function renderCode(doc, parent, b, ctx) {
       } catch {
         lit = null;
       }
+      if (lit && lit.pending === true) {
+        wrap.setAttribute('data-md-pending', ''); // the highlighter is still at it: plain for now
+        lit = null;
+      }
       if (lit && !(lit.nodes && treeAllowed(lit.nodes, CODE_ELEMENTS, CODE_ATTRIBUTES) && lit.nodes.textContent === b.text)) lit = null;
     } else ctx.need('code');
   }
@@ -1399,18 +1417,26 @@ function renderCode(doc, parent, b, ctx) {
 /** A formula: KaTeX's nodes through `ctx.math`, else (not loaded, refused, an error) its source as code. */
 function renderMath(doc, parent, n, ctx, block) {
   let node = null;
+  let pending = false;
   if (ctx.math) {
     try {
-      node = ctx.math(n.tex, block || !!n.display);
+      node = ctx.math(n.tex, block || !!n.display, doc);
     } catch {
+      node = null;
+    }
+    if (node && node.pending === true) {
+      pending = true; // KaTeX is still at it: the source for now
       node = null;
     }
     if (node && !treeAllowed(node, MATH_ELEMENTS, MATH_ATTRIBUTES)) node = null;
   } else ctx.need('math');
-  const wrap = el(doc, block ? 'div' : 'span', { class: block ? 'md-math md-math-block' : 'md-math' });
+  const wrap = el(doc, block ? 'div' : 'span', {
+    class: block ? 'md-math md-math-block' : 'md-math',
+    'data-md-pending': pending ? '' : undefined,
+  });
   if (node) wrap.appendChild(node);
   else {
-    const src = el(doc, 'code', { class: 'md-math-src', title: ctx.math ? t('mathError') : undefined });
+    const src = el(doc, 'code', { class: 'md-math-src', title: ctx.math && !pending ? t('mathError') : undefined });
     src.appendChild(doc.createTextNode(n.raw));
     wrap.appendChild(src);
   }
@@ -1500,16 +1526,17 @@ function renderBlocks(doc, parent, blocks, ctx, tight) {
  * @param {string} text model output
  * @param {Document} [doc=globalThis.document] document used to create nodes (tests pass a shim)
  * @param {{pills?: boolean, breaks?: boolean, copyButton?: boolean, throwOnError?: boolean,
- *   highlight?: (code: string, lang: string, doc: Document) => ({nodes: DocumentFragment, language: string}|null),
- *   math?: (tex: string, display: boolean) => Node, onNeed?: (kind: 'code'|'math') => void}} [opts]
+ *   highlight?: (code: string, lang: string, doc: Document) => ({nodes: DocumentFragment, language: string}|{pending: true}|null),
+ *   math?: (tex: string, display: boolean, doc: Document) => Node|{pending: true}, onNeed?: (kind: 'code'|'math') => void}} [opts]
  *   pills: turn `[mm:ss]` stamps outside code and links into seek buttons (default false);
  *   breaks: single newlines inside a paragraph become <br> (default true);
  *   copyButton: add the copy button to code blocks (default true);
  *   throwOnError: rethrow internal errors instead of the plain-text fallback (tests);
- *   highlight: highlights a closed code fence (lib/highlight.js); null or a throw: plain text;
- *   math: renders a formula (lib/math.js); a throw: the source as code;
+ *   highlight: highlights a closed code fence (lib/rich.js: highlight.js in the rich worker); null or a
+ *   throw: plain text; `{pending: true}`: plain text for now, the block marked `data-md-pending`;
+ *   math: renders a formula (lib/rich.js: KaTeX in the rich worker); a throw: the source as code (titled
+ *   mathError); `{pending: true}`: the source for now, untitled, the formula marked `data-md-pending`;
  *   onNeed: told 'code' / 'math' when the text has a closed fence / a formula and that hook is missing
- *   (lib/rich.js loads it; the page renders again)
  * @returns {DocumentFragment}
  */
 export function renderMarkdown(text, doc = globalThis.document, opts = {}) {

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 
 import { installFakeDom } from '../test-support/fake-dom.js';
 import { HIGHLIGHT_LANGUAGES, highlightCode, hljsToNodes } from './highlight.js';
-import { MATH_MAX, renderMath } from './math.js';
+import { MATH_MAX, loadKatex, renderMath } from './math.js';
 
 import {
   ALLOWED_ATTRIBUTES,
@@ -722,6 +722,9 @@ function withDom(fn) {
   }
 }
 
+// These tests call the libraries directly (as the rich worker does), on this thread: lib/rich.test.js covers
+// the worker, its budget and the page's rebuilding of what it answers.
+await loadKatex();
 const HOOKS = { highlight: highlightCode, math: renderMath };
 
 function renderRich(doc, text, opts = {}) {
@@ -842,6 +845,25 @@ test('a highlighter that returns anything but spans, or other text, leaves the c
     assert.equal(el.textContent, code);
     assert.equal(elements(el).length, 0);
   }
+}));
+
+test('a hook still waiting ({pending: true}): the block plain and marked data-md-pending, the formula its source untitled', () => withDom((doc) => {
+  const pending = () => ({ pending: true });
+  const frag = renderRich(doc, '```python\nx = 1\n```\n\nand $x^2$', { highlight: pending, math: pending });
+  const block = byClass(frag, 'md-codeblock')[0];
+  assert.equal(block.getAttribute('data-md-pending'), '');
+  assert.equal(elements(byTag(block, 'code')[0]).length, 0);
+  assert.equal(byTag(block, 'code')[0].textContent, 'x = 1');
+  assert.equal(byTag(block, 'code')[0].getAttribute('class'), 'language-python');
+  const math = byClass(frag, 'md-math')[0];
+  assert.equal(math.getAttribute('data-md-pending'), '');
+  const src = byClass(math, 'md-math-src')[0];
+  assert.equal(src.textContent, '$x^2$');
+  assert.equal(src.getAttribute('title'), null);
+  assertRichSafe(frag);
+  // an answer: no mark
+  const done = renderRich(doc, '```python\nx = 1\n```');
+  assert.equal(byClass(done, 'md-codeblock')[0].getAttribute('data-md-pending'), null);
 }));
 
 test('formulas render as KaTeX: MathML inside .katex, display math as .katex-display', () => withDom((doc) => {

@@ -1,23 +1,37 @@
-// TeX math in replies: KaTeX (extension/vendor/katex/, pinned in vendor/package.json). Loaded on first
-// use (lib/rich.js imports this module dynamically when a reply has math), never on the panel's first
-// paint; its stylesheet is added to the page then (a <link> to the extension's own file: CSP
-// `style-src 'self'`), its fonts load from extension/vendor/katex/fonts/ (`font-src 'self'`).
+// TeX math in replies: KaTeX (extension/vendor/katex/, pinned in vendor/package.json). KaTeX runs only in
+// the rich worker (lib/rich-worker.js calls `loadKatex()` before its first formula), never on the panel's
+// thread: a formula under MATH_MAX can still take seconds (a \def whose body holds a few hundred
+// \frac, used a few hundred times: 2,000,000 nodes), so the page gives each formula a time budget and
+// terminates the worker that overruns it (lib/rich.js). The page imports this module only for
+// `ensureStylesheet` (a <link> to KaTeX's own file: CSP `style-src 'self'`; its fonts load from
+// extension/vendor/katex/fonts/, `font-src 'self'`), which loads no KaTeX code.
 //
 // No HTML string: KaTeX's `__renderToDomTree(tex, opts)` builds its own node tree and `.toNode()`
-// turns it into DOM nodes with createElement / createElementNS / setAttribute and CSSOM styles.
+// turns it into nodes with createElement / createElementNS / setAttribute and CSSOM styles — in the
+// worker, into lib/plain-tree.js's recording document (the global `document` there), sent to the page as
+// a plain tree and built again through markdown.js's MATH_ELEMENTS / MATH_ATTRIBUTES / MATH_STYLES.
 // Options: `trust: false` (\href, \url, \includegraphics, \htmlClass, \htmlData, … are refused and render
 // as error text, never as links or attributes), `maxSize` and `maxExpand` (huge \rule / \kern sizes are
 // capped, macro bombs stop), `strict: 'ignore'`. Errors throw: markdown.js then shows the source as code.
-// Formulas longer than MATH_MAX or nested deeper than MATH_DEPTH are refused before KaTeX sees them
-// (its parser is recursive). markdown.js checks every node the tree makes against its allow-lists.
+// Formulas longer than MATH_MAX or nested deeper than MATH_DEPTH (lib/rich-limits.js) are refused before
+// KaTeX sees them (its parser is recursive).
 
-import katex from '../vendor/katex/katex.mjs';
+import { MATH_DEPTH, MATH_MAX } from './rich-limits.js';
 
-/** Longest formula handed to KaTeX, in UTF-16 units; longer ones show as their source. */
-export const MATH_MAX = 4000;
-/** Deepest brace / \left nesting handed to KaTeX. */
-export const MATH_DEPTH = 48;
+export { MATH_DEPTH, MATH_MAX };
 const CACHE_MAX = 128;
+
+/** KaTeX, once loadKatex() has resolved. */
+let katex = null;
+
+/**
+ * Load KaTeX (once). The worker awaits this before its first formula; renderMath throws until then.
+ * @returns {Promise<object>} KaTeX's module object
+ */
+export async function loadKatex() {
+  katex ??= (await import('../vendor/katex/katex.mjs')).default;
+  return katex;
+}
 
 export const KATEX_OPTIONS = Object.freeze({
   throwOnError: true,
@@ -68,8 +82,9 @@ function treeFor(tex, display) {
 }
 
 /**
- * Render TeX to DOM nodes (in the global document, which is where KaTeX creates them). Throws when the
- * formula is refused or KaTeX cannot parse it (markdown.js shows the source instead).
+ * Render TeX to DOM nodes (in the global document, which is where KaTeX creates them: the recording
+ * document in the worker). Throws when KaTeX is not loaded, the formula is refused or KaTeX cannot parse
+ * it (markdown.js shows the source instead).
  * @param {string} tex the formula without its delimiters
  * @param {boolean} display display style (`$$…$$`, `\[…\]`) or inline
  * @returns {Node} `<span class="katex">` (inline) or `<span class="katex-display">`
@@ -78,13 +93,11 @@ export function renderMath(tex, display) {
   if (typeof tex !== 'string' || !tex.trim()) throw new Error('empty formula'); // i18n-ok: caught by markdown.js, which shows the source
   if (tex.length > MATH_MAX) throw new Error('formula too long'); // i18n-ok: caught by markdown.js, which shows the source
   if (nestingDepth(tex) > MATH_DEPTH) throw new Error('formula nested too deeply'); // i18n-ok: caught by markdown.js, which shows the source
+  if (!katex) throw new Error('KaTeX is not loaded'); // i18n-ok: a programming error (loadKatex first)
   const { tree, error } = treeFor(tex, !!display);
   if (error) throw error;
   return tree.toNode();
 }
-
-/** KaTeX's version (the vendored one). */
-export const KATEX_VERSION = katex.version;
 
 const STYLESHEET = new URL('../vendor/katex/katex.min.css', import.meta.url).href;
 

@@ -4,7 +4,7 @@
 
 import { t } from '../lib/i18n.js';
 import { renderMarkdown } from '../lib/markdown.js';
-import { loadRich, richHooks } from '../lib/rich.js';
+import { richHooks } from '../lib/rich.js';
 import { h, icon, iconButton, replaceChildren } from '../lib/ui/dom.js';
 import { entryKey, planReconcile } from './mirror.js';
 import { displayParts, describeAttach, attachSize, lastAssistantIndex } from './entries.js';
@@ -22,24 +22,25 @@ function providerText(entry) {
   return '';
 }
 
-/** What each element last rendered, so it can render again once the highlighter or KaTeX has loaded. */
+/** What each element last rendered, so it can render again once its highlighting or math has come. */
 const rendered = new WeakMap();
 
 function markdownInto(el, text, pills) {
-  const needs = new Set();
   rendered.set(el, { text, pills });
+  // highlighting and math run in the rich worker: a block or formula not answered yet shows plain, and
+  // this element renders again (if it still shows the same text) when the answers have come — unless they
+  // all left their blocks plain: then only the pending marks go (a huge block is not laid out again)
+  const again = ({ changed = true } = {}) => {
+    const last = rendered.get(el);
+    if (!el.isConnected || !last || last.text !== text) return;
+    if (changed) markdownInto(el, last.text, last.pills);
+    else for (const n of el.querySelectorAll('[data-md-pending]')) n.removeAttribute('data-md-pending');
+  };
   try {
-    replaceChildren(el, renderMarkdown(text, document, { pills, ...richHooks(), onNeed: (kind) => needs.add(kind) }));
+    replaceChildren(el, renderMarkdown(text, document, { pills, ...richHooks(again) }));
   } catch (err) {
     console.error('renderMarkdown failed', err);
     replaceChildren(el, h('div', { class: 'msg-text', text }));
-  }
-  // a closed code fence or a formula, and its renderer not loaded yet: load it (once), then draw again
-  for (const kind of needs) {
-    loadRich(kind).then((ok) => {
-      const last = rendered.get(el);
-      if (ok && el.isConnected && last && last.text === text) markdownInto(el, last.text, last.pills);
-    });
   }
 }
 

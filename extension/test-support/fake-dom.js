@@ -86,6 +86,20 @@ class FakeNode {
     if (node.parentNode) node.parentNode.removeChild(node);
     return [node];
   }
+  /** A copy of this node (and, with `deep`, its subtree): attributes, style and text; no listeners. */
+  cloneNode(deep = false) {
+    const doc = this.ownerDocument;
+    let copy;
+    if (this.nodeType === 3) return doc.createTextNode(this.data);
+    if (this.nodeType === 1) {
+      copy = this.namespaceURI ? doc.createElementNS(this.namespaceURI, this.localName) : doc.createElement(this.localName);
+      for (const [k, v] of this.attrs) copy.setAttribute(k, v);
+      Object.assign(copy.style, this.style);
+    } else if (this.nodeType === 11) copy = doc.createDocumentFragment();
+    else throw new Error(`cloneNode: node type ${this.nodeType}`);
+    if (deep) for (const c of this.childNodes) copy.appendChild(c.cloneNode(true));
+    return copy;
+  }
   appendChild(node) {
     for (const n of this.#adopt(node)) {
       n.parentNode = this;

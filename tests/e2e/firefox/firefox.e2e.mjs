@@ -4,8 +4,9 @@
 // the test's HOME holds ~/.mozilla/firefox, so install detects Firefox there).
 //
 //   1. the side panel page sends a message, the mock LLM streams the reply, the SQLite file holds
-//      the turn; a 1.25 MiB reply is stored and read back although it arrives chunked (host →
-//      browser frames are capped at 1 MiB);
+//      the turn; a reply with code and math is highlighted and typeset (the rich worker runs there),
+//      a hostile code block is cut at its time budget and the panel keeps answering; a 1.25 MiB reply
+//      is stored and read back although it arrives chunked (host → browser frames are capped at 1 MiB);
 //   2. one SQLite file used from Chromium and Firefox: a chat saved in one is listed, searched
 //      and loaded in the other, both ways;
 //   3. an add-on whose ID Keepsake did not register: Firefox starts the host (a hand-written
@@ -165,7 +166,13 @@ test('Firefox: registered by install, a streamed reply stored in SQLite, a 1.25 
   const h = prepareHome({ dataDir });
   const addon = buildAddon();
   const mock = await startMockLlm({
-    script: (req) => (/very long/.test(req.lastUserText ?? '') ? { huge: Math.round(1.25 * MiB), chunkSize: 64 * 1024 } : { text: 'Firefox hears you, lighthouse keeper.', chunkSize: 4, delayMs: 5 }),
+    script: (req) => {
+      const q = req.lastUserText ?? '';
+      if (/very long/.test(q)) return { huge: Math.round(1.25 * MiB), chunkSize: 64 * 1024 };
+      if (/Code and math/.test(q)) return { text: 'Here:\n\n```python\ndef area(r):\n    return 3.14159 * r ** 2\n```\n\nso $A = \\pi r^2$.', chunkSize: 16 };
+      if (/hostile/.test(q)) return { text: '```java\n' + '_'.repeat(60_000) + '\n```', chunkSize: 4_000 };
+      return { text: 'Firefox hears you, lighthouse keeper.', chunkSize: 4, delayMs: 5 };
+    },
   });
   let ff = null;
   try {
@@ -217,6 +224,36 @@ test('Firefox: registered by install, a streamed reply stored in SQLite, a 1.25 
     );
     const [session] = sqlFile(h.dbPath, 'SELECT count(*) AS n FROM sessions');
     assert.ok(session.n >= 1, 'the live chat is kept in a session');
+
+    // code and math (issue 30): highlight.js and KaTeX run in the rich worker, a module Worker (Firefox
+    // 128+); a block highlight.js would take tens of seconds on is cut at the time budget and stays plain
+    // while the panel keeps answering
+    const lastReply = () => panel.evaluate(() => {
+      const r = [...document.querySelectorAll('[data-testid="bubble"][data-role="assistant"]:not([data-streaming]) .msg-body')].pop();
+      const code = r?.querySelector('.md-codeblock code');
+      return r && code ? {
+        chars: code.textContent.length,
+        lit: !!r.querySelector('code.hljs .hljs-keyword'),
+        pending: !!r.querySelector('[data-md-pending]'),
+        katex: r.querySelectorAll('.md-math .katex math').length,
+      } : null;
+    });
+    await send(panel, 'Code and math please');
+    await waitFor(async () => {
+      const s = await lastReply();
+      return s && s.lit && s.katex === 1 && !s.pending;
+    }, { timeoutMs: 60_000, what: 'hljs token spans and KaTeX in the Firefox panel' });
+    await send(panel, 'Something hostile');
+    const t1 = Date.now();
+    let slowest = 0;
+    await waitFor(async () => {
+      const a = Date.now();
+      const s = await withTimeout(lastReply(), 10_000, 'the Firefox panel answering');
+      slowest = Math.max(slowest, Date.now() - a);
+      return s && s.chars === 60_000 && !s.pending && !s.lit;
+    }, { timeoutMs: 90_000, what: 'the hostile block settled, plain' });
+    t.diagnostic(`Firefox: a streamed 60,000-underscore java block settled plain in ${Date.now() - t1} ms; the panel's slowest answer meanwhile ${slowest} ms`);
+    assert.ok(slowest < 5_000, `the panel answered within ${slowest} ms`);
 
     // a reply over 1 MiB: streamed, stored whole, read back through chunked host replies
     await send(panel, 'Write a very long answer');
