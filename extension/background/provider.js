@@ -26,7 +26,10 @@ function isObject(v) {
 /**
  * The active provider card and the labels stamped on its replies.
  * `activeProvider` names a card by id (or by name); a stale id falls back to the first card.
- * @returns {{provider: {kind, baseUrl, apiKey, model}, label: string, key: {name, model}}}
+ * `key` is the reply's `providerKey` (storage-model §2.2): `{name, model, id}`, `id` being the card's
+ * id. Only a reply that carries the id of one of the person's cards may switch the panel back to its
+ * provider when its chat is loaded (sidepanel/switcher.js chatModel); a name alone is only offered.
+ * @returns {{provider: {kind, baseUrl, apiKey, model}, label: string, key: {name: string, model: string, id?: string}}}
  */
 export function pickProvider(settings = {}) {
   const cards = Array.isArray(settings.providers) ? settings.providers.filter(isObject) : [];
@@ -53,7 +56,7 @@ export function pickProvider(settings = {}) {
   return {
     provider: { kind, baseUrl: card.baseUrl, apiKey: card.apiKey ?? '', model },
     label: model ? `${name} · ${model}` : name,
-    key: { name, model },
+    key: typeof card.id === 'string' && card.id ? { name, model, id: card.id } : { name, model },
   };
 }
 

@@ -19,7 +19,8 @@ test('pickProvider: active card, model override, labels; errors', () => {
   const p = pickProvider({ ...PROVIDERS, activeProvider: 'p2', activeModel: 'c-4' });
   assert.deepEqual(p.provider, { kind: 'anthropic', baseUrl: 'https://api.anthropic.example', apiKey: 'k2', model: 'c-4' });
   assert.equal(p.label, 'Claude · c-4');
-  assert.deepEqual(p.key, { name: 'Claude', model: 'c-4' });
+  assert.deepEqual(p.key, { name: 'Claude', model: 'c-4', id: 'p2' }, "the reply is stamped with the card's id (what lets loading its chat switch back)");
+  assert.deepEqual(pickProvider({ providers: [{ name: 'Old', kind: 'chat', baseUrl: 'http://x/v1', model: 'm' }] }).key, { name: 'Old', model: 'm' }, 'a card without an id: no id');
   assert.equal(pickProvider({ ...PROVIDERS, activeProvider: 'gone', activeModel: '' }).provider.model, 'gpt-x');
   assert.throws(() => pickProvider({}), { code: 'no_provider' });
   assert.throws(() => pickProvider({ providers: [{ id: 'a', kind: 'telepathy', baseUrl: 'x' }] }), { code: 'unsupported' });

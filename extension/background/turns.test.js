@@ -710,7 +710,7 @@ describe('chat.send', () => {
       role: 'assistant',
       content: 'Hello',
       providerLabel: 'OpenAI · gpt-x',
-      providerKey: { name: 'OpenAI', model: 'gpt-x' },
+      providerKey: { name: 'OpenAI', model: 'gpt-x', id: 'p1' },
       videoSrc: { platform: 'youtube', url: 'v', tabId: 3 },
     });
     assert.equal(host.ops('history.append').length, 1, 'the user entry');
@@ -935,7 +935,7 @@ describe('abort salvage', () => {
       content: 'Partial text',
       interrupted: true,
       providerLabel: 'OpenAI · gpt-x',
-      providerKey: { name: 'OpenAI', model: 'gpt-x' },
+      providerKey: { name: 'OpenAI', model: 'gpt-x', id: 'p1' },
     });
     const salvage = host.ops('history.append').at(-1).args;
     assert.equal(salvage.markImagesSeen, undefined, 'never stamped after an abort');

@@ -17,8 +17,8 @@
 //           Never inside code spans or blocks; `\$` is a dollar. Unclosed (mid-stream): text.
 //   Not supported (shown as text): raw HTML, setext headings (`---` under text is a rule), indented code
 //   blocks, link reference definitions, footnotes.
-// Links: only http:, https: and mailto: destinations become <a href> (the href is the WHATWG-serialised URL,
-// after decoding entities and escapes); any other destination (javascript:, data:, vbscript:, relative, …)
+// Links: only http:, https: and mailto: destinations become <a href> (lib/links.js, the extension's one link
+// rule: the href is the WHATWG-serialised URL, after decoding entities and escapes); any other destination (javascript:, data:, vbscript:, relative, …)
 // means the construct is not a link and its source shows as plain text. Links get rel="noopener noreferrer"
 // and target="_blank".
 // Emphasis flanking is relaxed next to CJK text so `**粗体：**后文` works.
@@ -47,6 +47,7 @@
 
 import { formatTimestamp, splitPills } from './pills.js';
 import { t } from './i18n.js';
+import { safeHref as linkHref, setLink } from './links.js';
 
 /** Every element renderMarkdown may create. */
 export const ALLOWED_ELEMENTS = new Set([
@@ -94,7 +95,6 @@ export const MATH_STYLES = new Set([
 const MAX_BLOCK_DEPTH = 16;
 const MAX_INLINE_DEPTH = 24;
 const MAX_DEST = 4096;
-const ALLOWED_PROTOCOLS = new Set(['http:', 'https:', 'mailto:']);
 
 // ---------------------------------------------------------------------------------------------------------
 // Characters
@@ -175,10 +175,10 @@ function unescapeString(s) {
 }
 
 /**
- * The href to use for a link destination, or null when it must not be a link. Decodes entities and backslash
- * escapes, refuses control characters, parses with the WHATWG URL parser (no base: relative URLs are refused)
- * and keeps only http:, https: (with a host) and mailto:. Returns the parser's serialisation, which is exactly
- * what a browser would follow.
+ * The href to use for a link destination, or null when it must not be a link: entities and backslash
+ * escapes decoded, then the extension's one link rule (lib/links.js `safeHref`: http:, https: with a
+ * host and mailto: only, no control characters, no relative URLs; the WHATWG parser's serialisation,
+ * which is exactly what a browser would follow).
  * @param {string} raw destination as written
  * @returns {string|null}
  */
@@ -186,17 +186,7 @@ export function safeHref(raw) {
   if (typeof raw !== 'string') return null;
   const s = unescapeString(raw).trim();
   if (!s || s.length > MAX_DEST) return null;
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(s)) return null;
-  let u;
-  try {
-    u = new URL(s);
-  } catch {
-    return null;
-  }
-  if (!ALLOWED_PROTOCOLS.has(u.protocol)) return null;
-  if (u.protocol !== 'mailto:' && !u.hostname) return null;
-  return u.href;
+  return linkHref(s);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1246,7 +1236,13 @@ export function parse(text) {
 
 function el(doc, tag, attrs) {
   const e = doc.createElement(tag);
-  if (attrs) for (const k of Object.keys(attrs)) if (attrs[k] !== undefined && attrs[k] !== null) e.setAttribute(k, String(attrs[k]));
+  if (attrs) {
+    for (const k of Object.keys(attrs)) {
+      if (attrs[k] === undefined || attrs[k] === null) continue;
+      if (k === 'href') setLink(e, attrs[k]); // the one link rule (lib/links.js)
+      else e.setAttribute(k, String(attrs[k]));
+    }
+  }
   return e;
 }
 

@@ -10,6 +10,7 @@
 //                     Firefox has no offscreen documents: attaching a PDF says so (pdfReading())
 //   captureVisibleTab the same call in both (tabs.captureVisibleTab; Firefox needs <all_urls>,
 //                     which both manifests hold)
+//   operating system  runtime.getPlatformInfo in both (operatingSystem(): advice that differs by OS)
 //
 // Everything takes an injectable `chrome` (and Firefox's `browser`) so node tests can drive it.
 
@@ -136,4 +137,25 @@ export function sessionArea(c = globalThis.chrome) {
 export function pdfReading(c = globalThis.chrome) {
   if (c?.offscreen?.createDocument) return { how: 'offscreen' };
   return { how: null, reasonKey: isFirefox(c) ? 'attachPdfNotInFirefox' : 'attachNoOffscreen' };
+}
+
+/**
+ * The operating system the browser runs on, for advice that differs by platform (where a secret
+ * store comes from: Options at Save). `runtime.getPlatformInfo` in both browsers (Firefox's
+ * `browser.` promise API first). `'linux'` also for the BSDs (the host uses the Secret Service
+ * there too); `''` when it cannot be told (ChromeOS, Android, no API).
+ * @param {{chrome?: any, browser?: any}} [deps]
+ * @returns {Promise<'linux'|'mac'|'win'|''>}
+ */
+export async function operatingSystem({ chrome: c = globalThis.chrome, browser: b = globalThis.browser } = {}) {
+  try {
+    const runtime = b?.runtime?.getPlatformInfo ? b.runtime : c?.runtime;
+    const info = runtime?.getPlatformInfo ? await runtime.getPlatformInfo() : null;
+    const os = String(info?.os ?? '');
+    if (os === 'mac' || os === 'win') return os;
+    if (os === 'linux' || os === 'openbsd' || os === 'freebsd') return 'linux';
+  } catch {
+    /* unknown */
+  }
+  return '';
 }

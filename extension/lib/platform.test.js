@@ -2,7 +2,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 
-import { actionOpensPanel, browserFamily, memoryArea, openPanel, pdfReading, sessionArea } from './platform.js';
+import { actionOpensPanel, browserFamily, memoryArea, openPanel, operatingSystem, pdfReading, sessionArea } from './platform.js';
 
 const chromium = (extra = {}) => ({ runtime: { getURL: (p) => `chrome-extension://abc/${p}` }, ...extra });
 const firefox = (extra = {}) => ({ runtime: { getURL: (p) => `moz-extension://1234/${p}` }, ...extra });
@@ -81,4 +81,15 @@ test('pdfReading: the offscreen document in Chromium; Firefox and others say why
   assert.deepEqual(pdfReading(chromium({ offscreen: { createDocument() {} } })), { how: 'offscreen' });
   assert.deepEqual(pdfReading(firefox()), { how: null, reasonKey: 'attachPdfNotInFirefox' });
   assert.deepEqual(pdfReading(chromium()), { how: null, reasonKey: 'attachNoOffscreen' });
+});
+
+test('operatingSystem: from runtime.getPlatformInfo (Firefox\'s browser. first); the BSDs read as linux; unknown is empty', async () => {
+  const with_ = (os) => chromium({ runtime: { getURL: () => '', getPlatformInfo: async () => ({ os, arch: 'x86-64' }) } });
+  for (const [os, want] of [['linux', 'linux'], ['openbsd', 'linux'], ['mac', 'mac'], ['win', 'win'], ['cros', ''], ['android', '']]) {
+    assert.equal(await operatingSystem({ chrome: with_(os), browser: undefined }), want, os);
+  }
+  const b = { runtime: { getPlatformInfo: async () => ({ os: 'mac' }) } };
+  assert.equal(await operatingSystem({ chrome: with_('linux'), browser: b }), 'mac', 'browser.runtime first');
+  assert.equal(await operatingSystem({ chrome: { runtime: {} }, browser: undefined }), '');
+  assert.equal(await operatingSystem({ chrome: { runtime: { getPlatformInfo: async () => { throw new Error('no'); } } }, browser: undefined }), '');
 });

@@ -148,12 +148,14 @@ const AUDIT = {
   'lib/llm.js': {
     '/^\\d{1,3}$/': CASE('providers.insecureBaseUrlWarning'),
   },
+  'lib/links.js': {
+    '/[\\u0000-\\u001f\\u007f-\\u009f]/': CASE('links.safeHref'),
+  },
   'lib/markdown.js': {
     '/^\\s$/u': CASE('markdown.parseInline'),
     '/^[\\p{P}\\p{S}]$/u': CASE('markdown.parseInline'),
     '/^[\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\\p{Script=Hangul}\\u3000-\\u303f\\uff00-\\uffef]$/u': CASE('markdown.parseInline'),
     '/&(?:#[xX]([0-9a-fA-F]{1,6})|#([0-9]{1,7})|([A-Za-z][A-Za-z0-9]{1,31}));/y': CASE('markdown.parseInline'),
-    '/[\\u0000-\\u001f\\u007f-\\u009f]/': CASE('markdown.safeHref'),
     '/^:?-+:?$/': CASE('markdown.renderMarkdown'),
     '/[ \\t]/': CASE('markdown.renderMarkdown'),
     '/[^A-Za-z0-9_+#.-]/g': CASE('markdown.renderMarkdown'),

@@ -14,7 +14,9 @@ import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import {
   KINDS, PRESETS, OPTION_KEYS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
   parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, insecureBaseUrlWarning, keyPlaceholder,
+  secretStoreReason, keyInFileNote,
 } from './providers.js';
+import { operatingSystem } from '../lib/platform.js';
 import { saveSettings } from './settings-save.js';
 import { t, localize, formatNumber } from '../lib/i18n.js';
 
@@ -66,6 +68,8 @@ function setStatus(el, text, kind = '') {
 // ===================================================================================================
 
 let config = withDefaults({});
+/** The operating system, for the advice on where a secret store comes from (asked once). */
+const platformOs = operatingSystem();
 /** Cards on screen: id → {card (last saved or new), el, dirty, isNew} */
 const cards = new Map();
 
@@ -254,12 +258,15 @@ async function saveCard(v, button) {
       map.activeProvider = card.id;
       map.activeModel = card.model;
     }
-    await storage.settings.set({ map });
+    const saved = await storage.settings.set({ map });
     v.card = card;
     v.dirty = false;
     v.isNew = false;
     config = withDefaults({ ...fresh, ...map, providers });
-    setCardStatus(v, t('optSaved'), 'ok');
+    // a new or changed key the host kept in the database (no secret store reachable): said at
+    // Save, from the reply of the write itself (PROTOCOL.md "API keys")
+    const inFile = keyInFileNote(saved, card.id, await platformOs);
+    setCardStatus(v, inFile || t('optSaved'), inFile ? 'warn' : 'ok');
     renderProviders();
   } catch (err) {
     setCardStatus(v, t('optNotSaved', explainLine(err)), 'error');
@@ -568,14 +575,6 @@ function apiKeysText(k) {
   return t('optApiKeysNone', store);
 }
 
-/** The host's usual reasons no secret store is reachable (src/secrets/mod.rs), in the UI language; others as given. */
-function secretStoreReason(why) {
-  switch (why) {
-    case 'turned off by KEEPSAKE_SECRET_STORE=off': return t('optSecretStoreOff'); // i18n-ok: host text matched, not shown
-    case 'this platform has no secret store keepsake-host can use': return t('optSecretStoreNoPlatform'); // i18n-ok: host text matched, not shown
-    default: return why;
-  }
-}
 
 
 async function loadHost() {

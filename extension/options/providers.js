@@ -201,3 +201,39 @@ export function summarizeBrowserDump(dump) {
   const settings = keys.filter((k) => k !== 'history' && k !== 'savedSessions' && k !== 'activeSessionId' && !k.startsWith('session_')).length;
   return { keys: keys.length, sessions, history, bodies, settings, empty: keys.length === 0 };
 }
+
+/** The host's words when the secret store is off on purpose (src/secrets/mod.rs). */
+const STORE_OFF = 'turned off by KEEPSAKE_SECRET_STORE=off'; // i18n-ok: host text matched, not shown
+
+/** The host's usual reasons no secret store is reachable (src/secrets/mod.rs), in the UI language; others as given. */
+export function secretStoreReason(why) {
+  switch (why) {
+    case STORE_OFF: return t('optSecretStoreOff');
+    case 'this platform has no secret store keepsake-host can use': return t('optSecretStoreNoPlatform'); // i18n-ok: host text matched, not shown
+    default: return why;
+  }
+}
+
+/**
+ * What Save says when the host kept a card's new or changed API key as text in the database
+ * because no secret store is reachable: the `keysInFile` of the settings.set reply (PROTOCOL.md
+ * "API keys") names the card. '' otherwise (the key went to the secret store, or no new key).
+ * "Saved — but …", why, and how to get a secret store on this platform (`os`: lib/platform.js
+ * operatingSystem).
+ * @param {any} reply the settings.set result
+ * @param {string} cardId the card saved
+ * @param {'linux'|'mac'|'win'|''} os
+ * @returns {string}
+ */
+export function keyInFileNote(reply, cardId, os) {
+  const k = reply?.keysInFile;
+  if (!k || typeof k !== 'object' || !Array.isArray(k.ids) || !k.ids.includes(cardId)) return '';
+  const reason = typeof k.reason === 'string' ? k.reason : '';
+  const hint =
+    reason === STORE_OFF ? t('optKeyStoreHintOff')
+      : os === 'linux' ? t('optKeyStoreHintLinux')
+        : os === 'mac' ? t('optKeyStoreHintMac')
+          : os === 'win' ? t('optKeyStoreHintWindows')
+            : t('optKeyStoreHintOther');
+  return t('optSavedKeyInFile', reason ? secretStoreReason(reason) : t('optSecretStoreUnreachable'), hint);
+}

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import {
   KINDS, PRESETS, cardFromPreset, normalizeCard, validateCard, upsertCard, afterDelete,
   insecureBaseUrlWarning,
-  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS, keyPlaceholder } from './providers.js';
+  parseWholeNumber, parsePositiveWholeNumber, withDefaults, summarizeBrowserDump, OPTION_KEYS, keyPlaceholder,
+  keyInFileNote, secretStoreReason } from './providers.js';
 
 let n = 0;
 const newId = () => `id-${++n}`;
@@ -135,4 +136,28 @@ test('agent presets and kinds: Hermes Agent (runs) and opencode (agent); their m
   const labels = Object.fromEntries(KINDS.map((k) => [k.value, k.label]));
   assert.equal(labels.runs, 'Hermes Agent runs (/v1/runs)');
   assert.equal(labels.agent, 'opencode server (agent sessions)');
+});
+
+test('keyInFileNote: Save says when the host kept the card\'s key in the database, why, and how to get a secret store here', () => {
+  const reply = (reason, ids = ['c1']) => ({ keysInFile: { ids, secretStore: 'the Secret Service (D-Bus)', reason } });
+  const dbus = 'no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is not set and $XDG_RUNTIME_DIR/bus does not exist';
+  const linux = keyInFileNote(reply(dbus), 'c1', 'linux');
+  assert.ok(linux.startsWith('Saved — but its API key is stored in the database file as plain text'), linux);
+  assert.ok(linux.includes(`(${dbus})`), 'the host\'s reason');
+  assert.match(linux, /GNOME Keyring/);
+  assert.match(linux, /KeePassXC/);
+  assert.match(linux, /unlocked in your desktop session/);
+  assert.match(keyInFileNote(reply('x'), 'c1', 'mac'), /macOS Keychain is normally always there/);
+  assert.match(keyInFileNote(reply('x'), 'c1', 'win'), /Windows Credential Manager is normally always there/);
+  assert.match(keyInFileNote(reply('x'), 'c1', ''), /GNOME Keyring or KeePassXC on Linux, in the macOS Keychain and in the Windows Credential Manager/);
+  const off = keyInFileNote(reply('turned off by KEEPSAKE_SECRET_STORE=off'), 'c1', 'linux');
+  assert.match(off, /\(turned off by KEEPSAKE_SECRET_STORE=off\)\. keepsake-host was started with KEEPSAKE_SECRET_STORE=off: start the browser without it/);
+  assert.match(keyInFileNote(reply(null), 'c1', 'linux'), /no secret store is reachable \(not reachable\)/);
+  // nothing to say: the key went to the secret store, no new key, or another card's key
+  assert.equal(keyInFileNote({}, 'c1', 'linux'), '');
+  assert.equal(keyInFileNote(undefined, 'c1', 'linux'), '');
+  assert.equal(keyInFileNote(reply(dbus, ['other']), 'c1', 'linux'), '');
+  assert.equal(keyInFileNote({ keysInFile: { ids: 'c1' } }, 'c1', 'linux'), '');
+  assert.equal(secretStoreReason('this platform has no secret store keepsake-host can use'), 'this platform has no secret store keepsake-host can use');
+  assert.equal(secretStoreReason('anything else'), 'anything else');
 });

@@ -10,6 +10,7 @@ import { entryKey, planReconcile } from './mirror.js';
 import { displayParts, describeAttach, attachSize, lastAssistantIndex } from './entries.js';
 import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
 import { formatChars, shortUrl } from '../lib/ui/format.js';
+import { safeHref } from '../lib/links.js';
 import { DISPLAY_BATCH } from './images.js';
 import {
   forksByIndex, stepVersion, versionLabel, keptAsVersionText, failedOf, failedText, lastUserIndex, earlierText,
@@ -123,7 +124,11 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     return images.display(url).then((d) => {
       wrap.classList.remove('loading');
       if (d.link) {
-        wrap.replaceWith(h('a', { class: 'msg-image-link', href: d.link, target: '_blank', rel: 'noreferrer noopener', text: t('msgImageLink', n, shortUrl(d.link)) }));
+        // the one link rule (lib/links.js): an address it refuses is shown as text
+        const text = t('msgImageLink', n, shortUrl(d.link));
+        wrap.replaceWith(safeHref(d.link)
+          ? h('a', { class: 'msg-image-link', href: d.link, target: '_blank', rel: 'noreferrer noopener', text })
+          : h('span', { class: 'msg-image-link', text }));
       } else {
         if (!isReversed() && nearBottom()) img.addEventListener('load', toBottom, { once: true });
         img.src = d.src;
@@ -204,9 +209,11 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     const undo = readOnly ? null : a.attachId
       ? iconButton('x', t('msgRemoveAttached'), { class: 'icon-btn chip-x', testid: 'attach-undo', on: { click: () => actions.onUndoAttach(a.attachId, row.index, undo) } })
       : iconButton('x', t('msgRemoveEntry'), { class: 'icon-btn chip-x', testid: 'attach-delete', on: { click: () => actions.onDelete(row.index, undo) } });
-    const title = a.url
+    // the page's address is data (an imported file can say anything): a link only when the one
+    // link rule admits it (lib/links.js: http, https, mailto), else the title as text
+    const title = safeHref(a.url)
       ? h('a', { class: 'chip-title', href: a.url, target: '_blank', rel: 'noreferrer noopener', title: a.url, text: label })
-      : h('span', { class: 'chip-title', text: label });
+      : h('span', { class: 'chip-title', title: typeof a.url === 'string' && a.url ? a.url : undefined, text: label });
     return h('div', {
       class: `chip${readOnly ? ' msg-earlier' : ''}`, testid: readOnly ? 'earlier-chip' : 'attach-chip', role: 'group', 'aria-label': t('msgAttachedLabel', label),
       dataset: readOnly ? { position: row.position, role: 'user', kind: 'attach' } : { index: row.index, role: 'user', kind: 'attach', attachId: a.attachId || undefined },

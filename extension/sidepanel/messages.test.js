@@ -122,3 +122,38 @@ test('earlier messages: a button with the count, then read-only bubbles above th
   messages.setEarlier({ entries: [], from: 0, remaining: 0 });
   assert.equal(earlierHost.hidden, true);
 });
+
+test('an attach chip links only to an http(s) page; any other address is shown as text (issue 30)', () => {
+  const { messages, list } = setup();
+  const attach = (id, url) => ({ role: 'user', content: `[Page context attached by Keepsake]\nURL: ${url}\nTitle: Page ${id}\nMode: readable\n---\n\nbody`, attachId: `at-${id}`, entryId: id });
+  const urls = {
+    ok: 'https://example.com/article?x=1',
+    js: 'javascript:alert(document.cookie)',
+    jsCase: 'JaVaScRiPt:alert(1)',
+    file: 'file:///etc/passwd',
+    data: 'data:text/html,<script>alert(1)</script>',
+    vb: 'vbscript:msgbox(1)',
+    chrome: 'chrome://settings/passwords',
+    ext: 'chrome-extension://abcdefghijklmnop/options.html',
+    blob: 'blob:https://evil.example/2b7f1c1e-0000-4000-8000-000000000000',
+    tab: 'java\tscript:alert(1)',
+  };
+  const ids = Object.keys(urls);
+  messages.render(ids.flatMap((id) => [attach(id, urls[id]), a(`r-${id}`, 'ok')]));
+  const chips = allByTestId(list, 'attach-chip');
+  assert.equal(chips.length, ids.length);
+  chips.forEach((chip, i) => {
+    const id = ids[i];
+    const title = chip.querySelector('.chip-title');
+    assert.equal(title.textContent, `Page ${id}`, id);
+    if (id === 'ok') {
+      assert.equal(title.localName, 'a');
+      assert.equal(title.getAttribute('href'), urls.ok);
+      assert.equal(title.getAttribute('rel'), 'noreferrer noopener');
+    } else {
+      assert.equal(title.localName, 'span', `${id}: shown as text`);
+      assert.equal(title.getAttribute('href'), null, `${id}: no href`);
+      assert.equal(chip.querySelector('a'), null, `${id}: no link in the chip`);
+    }
+  });
+});

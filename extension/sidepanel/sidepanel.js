@@ -23,7 +23,7 @@ import { createEarlier } from './earlier.js';
 import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import { unplacedForks } from '../lib/ui/keeps.js';
 import { createTurnActions } from './turn-actions.js';
-import { createSwitcher, chatModel } from './switcher.js';
+import { createSwitcher, chatModel, chatModelOffer } from './switcher.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -637,18 +637,35 @@ async function loadSession(id) {
   await useChatModel();
 }
 
-/** A loaded chat goes on with the provider and model its newest reply was written with (switcher.js chatModel). */
+/**
+ * A loaded chat goes on with the provider and model its newest reply was written with, when this
+ * installation wrote that reply with one of the provider cards (switcher.js chatModel `switch`).
+ * Any other chat (an imported one, a reply named only by its provider's name) at most offers the
+ * switch: stored data never changes the provider or model by itself (issue 30).
+ */
 async function useChatModel() {
   try {
     const s = await storage.settings.get({ keys: ['providers', 'activeProvider', 'activeModel'] });
     const pick = chatModel(live.entries, s?.providers);
     if (!pick || (pick.providerId === s.activeProvider && pick.model === s.activeModel)) return;
-    await storage.settings.set({ map: { activeProvider: pick.providerId, activeModel: pick.model } });
-    await loadConfig();
+    if (pick.action === 'offer') {
+      messages.addNotice(chatModelOffer(pick, { onUse: () => switchChatModel(pick) }));
+      return;
+    }
+    await switchChatModel(pick);
     composer.showNote(t('panelChatModel', `${pick.name} · ${pick.model}`));
   } catch (err) {
-    report(err, t('panelChatModelFailed'));
+    noticeFor(err, t('panelChatModelFailed'));
   }
+}
+
+/** Store a chat's provider and model as the active ones (its card must still be there) and show them. */
+async function switchChatModel(pick) {
+  const s = await storage.settings.get({ keys: ['providers'] });
+  const cards = Array.isArray(s?.providers) ? s.providers : [];
+  if (!cards.some((p) => p && p.id === pick.providerId)) throw new Error(t('panelChatModelGone', pick.name));
+  await storage.settings.set({ map: { activeProvider: pick.providerId, activeModel: pick.model } });
+  await loadConfig();
 }
 
 // ---- configuration (provider label) ---------------------------------------------------------------

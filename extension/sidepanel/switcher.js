@@ -5,7 +5,7 @@
 // next message (its SettingsMemory hears the settings change), and the label shows them.
 
 import { t, formatNumber } from '../lib/i18n.js';
-import { h, replaceChildren } from '../lib/ui/dom.js';
+import { h, iconButton, replaceChildren } from '../lib/ui/dom.js';
 
 /** lib/llm.js's listModels, loaded when the switcher first lists models (not at panel start). */
 async function defaultListModels(card) {
@@ -137,21 +137,70 @@ export function createSwitcher({ button, anchor, storage, onChanged, openOptions
 }
 
 /**
- * The provider and model a chat was answered with: its newest reply's `providerKey` ({name,
- * model}, storage-model §2.2), when a provider card of that name still exists. Loading the chat
- * switches to it, so each chat keeps its model.
+ * The provider and model a chat was answered with, and what loading it may do about them. Stored
+ * data never picks the provider by itself (issue 30): its newest reply's `providerKey` (storage-model
+ * §2.2) is `{id, name, model}` when this installation's worker wrote the reply, `id` being the
+ * provider card it used.
+ * - `switch`: `id` names one of the provider cards and `model` is not empty. Loading the chat goes
+ *   on with that card and model, so each chat keeps its model.
+ * - `offer`: no such `id` (a reply written before the stamp, a chat from an imported file, an id that
+ *   is not one of the cards), but a card has that `name` and `model` is not empty. The panel only
+ *   offers the switch (`chatModelOffer`); nothing changes until the person says so.
+ * - `null`: no reply, no model, or no card of that id or name.
+ * An `id` takes precedence over a `name`: a card renamed since still matches by id.
  * @param {object[]} entries the chat's entries (newest last)
  * @param {object[]} providers the provider cards
- * @returns {{providerId: string, name: string, model: string} | null}
+ * @returns {{action: 'switch' | 'offer', providerId: string, name: string, model: string} | null}
  */
 export function chatModel(entries, providers) {
+  const cards = (Array.isArray(providers) ? providers : []).filter((p) => p && typeof p.id === 'string' && p.id);
   for (let i = (Array.isArray(entries) ? entries.length : 0) - 1; i >= 0; i--) {
     const e = entries[i];
     if (e?.role !== 'assistant') continue;
     const key = e.providerKey;
-    if (!key || typeof key.name !== 'string' || typeof key.model !== 'string' || !key.model) return null;
-    const card = (Array.isArray(providers) ? providers : []).find((p) => p && p.name === key.name);
-    return card ? { providerId: card.id, name: card.name, model: key.model } : null;
+    if (!key || typeof key !== 'object' || typeof key.model !== 'string' || !key.model.trim()) return null;
+    const model = key.model.trim();
+    const byId = typeof key.id === 'string' && key.id ? cards.find((p) => p.id === key.id) : null;
+    if (byId) return { action: 'switch', providerId: byId.id, name: String(byId.name || byId.id), model };
+    const byName = typeof key.name === 'string' && key.name ? cards.find((p) => p.name === key.name) : null;
+    return byName ? { action: 'offer', providerId: byName.id, name: String(byName.name), model } : null;
   }
   return null;
+}
+
+/**
+ * The offer of a chat's provider and model (`chatModel` said `offer`): a notice "This chat was
+ * answered with X · m." with a "Use it" button (data-testid `chat-model-use`) and Dismiss. Nothing
+ * happens until the button is pressed; then `onUse()` runs (it stores the choice) and the notice
+ * says the chat goes on with it, or why it could not.
+ * @param {{name: string, model: string}} pick
+ * @param {{onUse: () => Promise<void>}} deps
+ * @returns {HTMLElement}
+ */
+export function chatModelOffer(pick, { onUse }) {
+  const what = `${pick.name} · ${pick.model}`;
+  const text = h('strong', { testid: 'chat-model-offer-text', text: t('panelChatModelOffer', what) });
+  const detail = h('div', { class: 'notice-detail', text: t('panelChatModelOfferDetail') });
+  const use = h('button', { type: 'button', class: 'btn btn-small', testid: 'chat-model-use', text: t('panelChatModelUse') });
+  const el = h('div', { class: 'notice notice-info chat-model-offer', testid: 'chat-model-offer', role: 'status' },
+    h('div', { class: 'notice-text' }, text, detail),
+    use,
+    iconButton('x', t('msgDismiss'), { testid: 'notice-dismiss', on: { click: () => el.remove() } }));
+  use.addEventListener('click', async () => {
+    use.disabled = true;
+    use.setAttribute('aria-busy', 'true');
+    try {
+      await onUse();
+      use.remove();
+      replaceChildren(text, t('panelChatModel', what));
+      detail.remove();
+      el.dataset.used = 'true';
+    } catch (err) {
+      use.disabled = false;
+      replaceChildren(detail, t('panelChatModelFailedWhy', err?.message ?? String(err)));
+    } finally {
+      use.removeAttribute('aria-busy');
+    }
+  });
+  return el;
 }

@@ -253,6 +253,12 @@ export const CASES = [
     load: async () => (await import('../lib/markdown.js')).safeHref,
   },
   {
+    name: 'links.safeHref',
+    shapes: uniq(SHORT, URLS),
+    where: 'lib/links.js: every link the extension draws (chips, picture links, Markdown; capped at 8192 chars)',
+    load: async () => (await import('../lib/links.js')).safeHref,
+  },
+  {
     name: 'pills.splitPills',
     shapes: uniq(WS, PILLS),
     where: 'lib/pills.js: [mm:ss] stamps in replies',

@@ -209,7 +209,8 @@ pub struct Original {
     pub extra: Map<String, Value>,
 }
 
-/// `providerKey`: who replied.
+/// `providerKey`: who replied. `id`: the provider card the extension used (only a reply stamped
+/// with the id of one of the person's cards may switch the panel back to it, storage-model §2.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProviderKey {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
@@ -218,6 +219,9 @@ pub struct ProviderKey {
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     #[schemars(with = "String")]
     pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[schemars(with = "String")]
+    pub id: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -307,7 +311,7 @@ mod tests {
                 null
             ],
             "zeta": {"nested": [1, {"b": null}]},
-            "providerKey": {"name": "p", "model": "m", "extra": true},
+            "providerKey": {"name": "p", "model": "m", "id": "card-1", "extra": true},
             "videoSrc": {"platform": "youtube", "url": "u", "tabId": 12},
             "big": 18446744073709551615_u64,
             "float": 0.1
@@ -316,6 +320,7 @@ mod tests {
         assert_eq!(e.role, Role::User);
         assert!(matches!(&e.content, Content::Parts(p) if p.len() == 7));
         assert_eq!(e.provider_key.as_ref().unwrap().model.as_deref(), Some("m"));
+        assert_eq!(e.provider_key.as_ref().unwrap().id.as_deref(), Some("card-1"));
         assert_eq!(e.extra.keys().collect::<Vec<_>>(), ["zeta", "big", "float"]);
         assert_eq!(e.into_value(), sent);
         let plain = json!({"role": "assistant", "content": "hi", "interrupted": true});
@@ -337,6 +342,8 @@ mod tests {
             Some("imagesSeen")
         );
         assert!(err(json!({"role": "user", "content": "x", "interrupted": null})).starts_with("interrupted"));
+        let e = err(json!({"role": "assistant", "content": "x", "providerKey": {"name": "p", "id": 5}}));
+        assert!(e.starts_with("providerKey.id"), "{e}");
         assert!(err(json!(["user", "x"])).contains("an entry object"));
     }
 }

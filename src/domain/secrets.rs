@@ -105,6 +105,22 @@ pub fn label_for(card: &Value, db: &str) -> String {
     format!("Keepsake API key: {name} ({db})")
 }
 
+/// The ids of the cards whose key `new` holds as text in the file and `old` did not hold as that
+/// same text for that card: a new or changed key a write kept in the database (no secret store
+/// reachable), which `settings.set` reports (`keysInFile`) so Options can say so at Save. A card
+/// without an id is named `""`.
+pub fn new_plaintext_ids(old: Option<&Value>, new: &Value) -> Vec<String> {
+    cards(new)
+        .filter_map(|c| {
+            let Key::Plain(k) = key_of(c) else { return None };
+            let id = card_id(c).unwrap_or_default();
+            let before = old.and_then(|o| cards(o).find(|o| card_id(o).unwrap_or_default() == id));
+            let same = before.is_some_and(|o| key_of(o) == Key::Plain(k));
+            (!same).then(|| id.to_owned())
+        })
+        .collect()
+}
+
 /// What `settings.get` shows for a card whose reference could not be resolved.
 pub fn unavailable_card(card: &Map<String, Value>, why: &str) -> Map<String, Value> {
     let mut c = card.clone();
@@ -144,6 +160,28 @@ mod tests {
         assert_eq!(stored_key_for(Some(&v), "c"), None);
         assert_eq!(stored_key_for(None, "a"), None);
         assert_eq!(plaintext_count(&json!({"apiKey": "x"})), 0, "only an array of cards counts");
+    }
+
+    #[test]
+    fn new_or_changed_keys_kept_as_text_are_named() {
+        let old = json!([
+            {"id": "a", "apiKey": "sk-a"},
+            {"id": "b", "apiKey": {"keyring": "acct-b"}},
+            {"id": "c", "apiKey": "sk-c"}
+        ]);
+        let new = json!([
+            {"id": "a", "apiKey": "sk-a"},
+            {"id": "b", "apiKey": "sk-b-typed-again"},
+            {"id": "c", "apiKey": "sk-c-changed"},
+            {"id": "d", "apiKey": "sk-d-new"},
+            {"id": "e", "apiKey": ""},
+            {"id": "f", "apiKey": {"keyring": "acct-f"}},
+            {"apiKey": "sk-no-id"}
+        ]);
+        assert_eq!(new_plaintext_ids(Some(&old), &new), ["b", "c", "d", ""]);
+        assert_eq!(new_plaintext_ids(None, &json!([{"id": "a", "apiKey": "sk-a"}])), ["a"]);
+        assert!(new_plaintext_ids(Some(&old), &old).is_empty(), "saved again unchanged: nothing new");
+        assert!(new_plaintext_ids(Some(&old), &json!({"apiKey": "x"})).is_empty());
     }
 
     #[test]

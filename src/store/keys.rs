@@ -36,6 +36,8 @@ pub(crate) struct Prepared {
     /// References the caller sent itself: kept only when the stored value has them (a document
     /// cannot point at another database's secrets).
     sent: Vec<(usize, String)>,
+    /// Why no secret store was reachable, when keys sent as text stay text for that reason.
+    pub(crate) unreachable: Option<String>,
 }
 
 /// What [`Prepared::finish`] decided.
@@ -282,8 +284,10 @@ impl Store {
                             continue;
                         }
                     }
-                    if reachable.get_or_insert_with(|| store.probe()).is_err() {
-                        continue; // no store: the key stays in the file, as before
+                    if let Err(why) = reachable.get_or_insert_with(|| store.probe()) {
+                        // no store: the key stays in the file, as before (settings.set says so)
+                        prep.unreachable = Some(why.clone());
+                        continue;
                     }
                     let account = new_account();
                     if let Err(e) = put_verified(&*store, &account, &label_for(&view, &db), k) {
@@ -490,7 +494,8 @@ pub(super) mod tests {
         let mem = Arc::new(MemoryStore::new());
         let (dir, mut s) = open(&mem);
         let sent = cards("sk-unit-aaaa-1111", "");
-        s.settings_set(&map(json!({"providers": sent})), None).unwrap();
+        let r = s.settings_set(&map(json!({"providers": sent})), None).unwrap();
+        assert_eq!(r.result.get("keysInFile"), None, "a key in the secret store: nothing to say at Save");
         assert_eq!(get(&mut s), sent, "settings.get returns what was sent");
         let stored = raw(&mut s);
         assert!(stored[0]["apiKey"]["keyring"].is_string(), "{stored}");
@@ -575,8 +580,22 @@ pub(super) mod tests {
         let mem = Arc::new(MemoryStore::new());
         *mem.down.lock().unwrap() = Some("no D-Bus session bus (test)".into());
         let (dir, mut s) = open(&mem);
-        s.settings_set(&map(json!({"providers": cards("sk-file-aaaa", "sk-file-bbbb")})), None).unwrap();
+        let r =
+            s.settings_set(&map(json!({"providers": cards("sk-file-aaaa", "sk-file-bbbb")})), None).unwrap();
         assert_eq!(raw(&mut s), cards("sk-file-aaaa", "sk-file-bbbb"), "kept as text, as before");
+        // the reply of the write says which keys went to the file, and why
+        assert_eq!(
+            r.result["keysInFile"],
+            json!({"ids": ["a", "b"], "secretStore": "the test store", "reason": "no D-Bus session bus (test)"})
+        );
+        // saved again unchanged: nothing new went to the file; a changed key is named again
+        let r =
+            s.settings_set(&map(json!({"providers": cards("sk-file-aaaa", "sk-file-bbbb")})), None).unwrap();
+        assert_eq!(r.result.get("keysInFile"), None, "{}", r.result);
+        let r =
+            s.settings_set(&map(json!({"providers": cards("sk-file-aaaa", "sk-file-b2")})), None).unwrap();
+        assert_eq!(r.result["keysInFile"]["ids"], json!(["b"]));
+        s.settings_set(&map(json!({"providers": cards("sk-file-aaaa", "sk-file-bbbb")})), None).unwrap();
         let k = s.api_keys(true).unwrap();
         let (_, text) = k.summary();
         assert!(

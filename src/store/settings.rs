@@ -7,7 +7,7 @@ use super::connection::{Store, WriteOutcome};
 use super::keys::{dropped, with_providers, Finish, Prepared};
 use super::salvage::marker::content_damage;
 use super::tx::setting_value;
-use crate::domain::secrets::{plaintext_count, PROVIDERS};
+use crate::domain::secrets::{new_plaintext_ids, plaintext_count, PROVIDERS};
 use crate::domain::settings::{check_key, check_value};
 use crate::protocol::{HostError, HostResult};
 
@@ -89,12 +89,14 @@ impl Store {
     ) -> HostResult<Option<WriteOutcome>> {
         let mut retry = false;
         let mut ran = false;
+        let store_name = self.secrets.name();
         let mut dropped_refs = Default::default();
         let mut had_text = false;
         let was = prep.map(|_| self.secure_delete_on());
         let r = self.write("settings.set", crid, |w| {
             ran = true;
             let mut providers = None;
+            let mut in_file = Vec::new();
             if let Some(prep) = prep {
                 let stored = setting_value(&w.tx, PROVIDERS)?;
                 match prep.finish(stored.as_ref()) {
@@ -104,6 +106,7 @@ impl Store {
                     }
                     Finish::Value(v) => {
                         dropped_refs = dropped(stored.as_ref(), Some(&v));
+                        in_file = new_plaintext_ids(stored.as_ref(), &v);
                         had_text = stored.as_ref().is_some_and(|s| plaintext_count(s) > 0);
                         providers = Some(v);
                     }
@@ -125,6 +128,15 @@ impl Store {
                 had_text &= plaintext_count(p) == 0;
             }
             let mut r = Map::new();
+            // a new or changed key kept as text because no secret store is reachable: said in
+            // the reply of the write itself, so Options can say so at Save (PROTOCOL.md "API keys")
+            if !in_file.is_empty() {
+                let reason = prep.and_then(|p| p.unreachable.clone());
+                r.insert(
+                    "keysInFile".into(),
+                    serde_json::json!({"ids": in_file, "secretStore": store_name, "reason": reason}),
+                );
+            }
             // a lower cap moves the oldest unpinned sessions to the trash at once (the panel
             // asks first: sessions.evictionPlan); the reply lists them so they can be restored
             if map.contains_key("maxSessions") {

@@ -3,8 +3,9 @@
 // launches see that bus): a key typed into Options is found in the keyring, under a label naming
 // the provider, and in no byte of any file under the host's data folder — database, -wal, -shm,
 // log, a `keepsake-host backup`, a JSON export — while the host runs; a chat turn still sends it to
-// the provider. Without one (a bus address that leads nowhere): the key stays in the database
-// file, nothing is lost, and Options' Host panel says so.
+// the provider, and Save says plain "Saved.". Without one (a bus address that leads nowhere, or
+// KEEPSAKE_SECRET_STORE=off): the key stays in the database file, nothing is lost, Save says so at
+// once with the reason and how to get a secret store (issue 30), and Options' Host panel says so.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -37,6 +38,29 @@ function grep(dir, needle) {
   return { hits, seen };
 }
 
+/** A provider card's Save status: `{text, kind}`. */
+async function cardStatus(opt, id) {
+  const el = opt.locator(`${tid('provider-card')}[data-id="${id}"] ${tid('provider-status')}`);
+  return { text: await el.innerText(), kind: await el.getAttribute('data-kind') };
+}
+
+/** Type `key` into a saved card's API key field, Save, and wait for the status to say so. */
+async function saveKey(opt, id, key) {
+  const card = opt.locator(`${tid('provider-card')}[data-id="${id}"]`);
+  await card.locator(tid('provider-api-key')).fill(key);
+  await opt.evaluate((cid) => {
+    const el = document.querySelector(`[data-testid="provider-card"][data-id="${cid}"] [data-testid="provider-status"]`);
+    el.textContent = '';
+  }, id);
+  await card.locator(tid('provider-save')).click();
+  return waitFor(async () => {
+    const st = await cardStatus(opt, id);
+    return /^Saved/.test(st.text) ? st : null;
+  }, { timeoutMs: 15_000, what: 'the card saved' });
+}
+
+const KEY_IN_FILE = /^Saved — but its API key is stored in the database file as plain text \(and in every backup of it\): no secret store is reachable \(/;
+
 const hostText = async (opt, what, re) =>
   waitFor(async () => {
     const text = await opt.innerText(tid('host-api-keys'));
@@ -59,6 +83,8 @@ test('an API key set in Options lives in the keyring and in no file under the da
       const key = `sk-e2e-keyring-${crypto.randomUUID()}`;
       const opt = await k.openOptions();
       const id = await addProvider(opt, { name: 'Keyring Mock', kind: 'chat', baseUrl: `${mock.url}/v1`, apiKey: key, model: 'mock-model' });
+      // Save says nothing about the database file: the key went to the keyring (issue 30)
+      assert.deepEqual(await cardStatus(opt, id), { text: 'Saved.', kind: 'ok' });
       if (setting(k, 'activeProvider') !== id) await activateProvider(opt, id);
 
       // the file holds a reference; the keyring holds the key, labelled with the provider's name
@@ -124,6 +150,21 @@ test('with no Secret Service reachable the key stays in the database file and Op
     const key = `sk-e2e-file-${crypto.randomUUID()}`;
     const opt = await k.openOptions();
     const id = await addProvider(opt, { name: 'File Mock', kind: 'chat', baseUrl: 'http://127.0.0.1:9/v1', apiKey: key, model: 'mock-model' });
+    // Save says at once that the key went to the database file, why, and how to get a secret
+    // store on this platform (issue 30; the reply of the write itself: settings.set keysInFile)
+    const st = await cardStatus(opt, id);
+    assert.match(st.text, KEY_IN_FILE);
+    assert.match(st.text, /GNOME Keyring, or KeePassXC with its Secret Service integration on — unlocked in your desktop session/);
+    assert.equal(st.kind, 'warn');
+    assert.ok(!st.text.includes(key), 'never the key itself');
+    t.diagnostic(`Save status: ${st.text}`);
+    // saved again with the same key: nothing new went to the file, plain "Saved."
+    assert.deepEqual(await saveKey(opt, id, key), { text: 'Saved.', kind: 'ok' });
+    // a changed key: said again
+    const key2 = `sk-e2e-file2-${crypto.randomUUID()}`;
+    assert.match((await saveKey(opt, id, key2)).text, KEY_IN_FILE);
+    assert.equal(setting(k, 'providers').find((c) => c.id === id)?.apiKey, key2);
+    await saveKey(opt, id, key);
     // kept where it always was: nothing lost
     assert.equal(setting(k, 'providers').find((c) => c.id === id)?.apiKey, key);
     const text = await hostText(opt, 'Host → API keys says the file holds them', /^API keys are stored in the database file: no secret store reachable/);
@@ -134,5 +175,20 @@ test('with no Secret Service reachable the key stays in the database file and Op
       timeoutMs: 15_000,
       what: 'the reloaded card shows the key',
     });
+  });
+});
+
+test('with KEEPSAKE_SECRET_STORE=off, Save names the setting as the reason and how to undo it', { timeout: 120_000 }, async (t) => {
+  // the harness default: every other e2e test runs so
+  await withKeepsake(t, { env: { KEEPSAKE_SECRET_STORE: 'off' } }, async (k) => {
+    const opt = await k.openOptions();
+    const key = `sk-e2e-off-${crypto.randomUUID()}`;
+    const id = await addProvider(opt, { name: 'Off Mock', kind: 'chat', baseUrl: 'http://127.0.0.1:9/v1', apiKey: key, model: 'm' });
+    const st = await cardStatus(opt, id);
+    assert.match(st.text, KEY_IN_FILE);
+    assert.match(st.text, /\(turned off by KEEPSAKE_SECRET_STORE=off\)\. keepsake-host was started with KEEPSAKE_SECRET_STORE=off: start the browser without it/);
+    // a card with no key: nothing to say
+    const local = await addProvider(opt, { name: 'Local', kind: 'chat', baseUrl: 'http://127.0.0.1:9/v1', model: 'm' });
+    assert.deepEqual(await cardStatus(opt, local), { text: 'Saved.', kind: 'ok' });
   });
 });

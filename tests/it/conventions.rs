@@ -426,6 +426,67 @@ fn the_extension_never_parses_html_strings() {
     }
 }
 
+#[test]
+fn every_link_the_extension_draws_goes_through_the_one_link_rule() {
+    // issue 30: an address from a page, a reply or an imported file becomes an `href` only through
+    // extension/lib/links.js `setLink` (h() and renderMarkdown call it). Any other way of setting one
+    // — `setAttribute('href', …)` / `setAttributeNS(…, 'href', …)` in any case, `.href = …`,
+    // `['href'] = …` — fails here, except the two lines named below.
+    let allowed: [(&str, &str, &str); 2] = [
+        (
+            "lib/links.js",
+            "el.setAttribute('href', href);",
+            "the rule itself: `href` is what safeHref returned",
+        ),
+        (
+            "lib/math.js",
+            "link.setAttribute('href', STYLESHEET);",
+            "the packaged KaTeX stylesheet's <link>, made from import.meta.url, never from data",
+        ),
+    ];
+    let ext = Path::new(env!("CARGO_MANIFEST_DIR")).join("extension");
+    let vendor = ext.join("vendor");
+    let mut seen = vec![0usize; allowed.len()];
+    let mut bad = Vec::new();
+    for p in extension_sources() {
+        let name = p.to_string_lossy();
+        if p.starts_with(&vendor) || !(name.ends_with(".js") || name.ends_with(".mjs")) {
+            continue;
+        }
+        let rel = p.strip_prefix(&ext).unwrap().to_string_lossy().replace('\\', "/");
+        for (n, line) in fs::read_to_string(&p).unwrap().lines().enumerate() {
+            let code = line.trim();
+            if code.starts_with("//") || code.starts_with("/*") || code.starts_with('*') {
+                continue;
+            }
+            let flat: String = code.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_lowercase();
+            let assigns = |needle: &str| {
+                flat.match_indices(needle).any(|(i, _)| !flat[i + needle.len()..].starts_with('='))
+            };
+            let sets = (flat.contains("setattribute") && flat.contains("href"))
+                || assigns(".href=")
+                || assigns("['href']=")
+                || assigns("[\"href\"]=")
+                || assigns("[`href`]=");
+            if !sets {
+                continue;
+            }
+            match allowed.iter().position(|(file, text, _)| rel == *file && code == *text) {
+                Some(i) => seen[i] += 1,
+                None => bad.push(format!("extension/{rel}:{}: {code}", n + 1)),
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "an href set outside lib/links.js setLink (use h('a', {{href}}) or setLink):\n{}",
+        bad.join("\n")
+    );
+    for (i, (file, text, why)) in allowed.iter().enumerate() {
+        assert_eq!(seen[i], 1, "extension/{file} should hold `{text}` once ({why})");
+    }
+}
+
 /// The top-level argument names of one `{…}` shape from a PROTOCOL.md Args cell (`a?: t`,
 /// `b`, `c \| d` → a, b, c, d; nested shapes are skipped).
 fn shape_names(shape: &str) -> Vec<String> {

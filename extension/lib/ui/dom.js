@@ -2,6 +2,7 @@
 // textContent / text nodes: model output and user text never become HTML.
 
 import { t } from '../i18n.js';
+import { setLink, ownObjectUrl, revokeOwnObjectUrl } from '../links.js';
 
 const ATTRS = new Set(['role', 'for', 'tabindex', 'spellcheck', 'autocomplete', 'inputmode']);
 
@@ -9,13 +10,18 @@ const ATTRS = new Set(['role', 'for', 'tabindex', 'spellcheck', 'autocomplete', 
  * h('button', {class: 'x', text: 'Go', testid: 'send', on: {click}}, ...children)
  * Props: class, text, testid (→ data-testid), dataset, on (event map), style (object),
  * aria-* / data-* / role / for / other attributes (set as attributes), anything else as a property.
+ * `href` (any case, or `…:href`) always goes through lib/links.js `setLink`: an address it refuses
+ * (`javascript:`, `file:`, `data:`, …) leaves the element without a link; with a `download` prop
+ * the page's own object URLs (`ownObjectUrl`) are admitted too.
  */
 export function h(tag, props, ...children) {
   const el = document.createElement(tag);
   if (props) {
     for (const [key, value] of Object.entries(props)) {
       if (value === undefined || value === null || value === false) continue;
-      if (key === 'class') el.className = value;
+      const lower = key.toLowerCase();
+      if (lower === 'href' || lower.endsWith(':href')) setLink(el, value, { download: typeof props.download === 'string' });
+      else if (key === 'class') el.className = value;
       else if (key === 'text') el.textContent = String(value);
       else if (key === 'testid') el.setAttribute('data-testid', value);
       else if (key === 'dataset') for (const [k, v] of Object.entries(value)) { if (v !== undefined && v !== null) el.dataset[k] = String(v); }
@@ -111,12 +117,12 @@ export async function copyText(text) {
 /** Save text as a file through a Blob URL and an <a download>. */
 export function downloadText(filename, text, mime) {
   const blob = new Blob([text], { type: mime || 'application/octet-stream' });
-  const url = URL.createObjectURL(blob);
+  const url = ownObjectUrl(blob);
   const a = h('a', { href: url, download: filename, style: { display: 'none' } });
   document.body.append(a);
   a.click();
   a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  setTimeout(() => revokeOwnObjectUrl(url), 60_000);
 }
 
 /** Read a File as a data URL. */

@@ -322,7 +322,8 @@ fn keys_set_through_the_host_live_in_the_keyring_and_in_no_file() {
     let sent = json!([card("a", "Alpha", &key_a), card("b", "Beta", &key_b), card("c", "Local", "")]);
 
     let mut h = Host::spawn_with(&db, &[ORIGIN], &env_refs(&env));
-    h.ok("settings.set", json!({"map": {"providers": sent, "activeProvider": "a"}}));
+    let r = h.ok("settings.set", json!({"map": {"providers": sent, "activeProvider": "a"}}));
+    assert_eq!(r, json!({}), "keys in the keyring: the reply says nothing about the file");
     assert_eq!(
         h.ok("settings.get", json!({"keys": ["providers"]}))["providers"],
         sent,
@@ -524,7 +525,17 @@ fn kept_in_the_file(env: &[(String, String)], reason: &str) {
     let key = unique_key("headless");
     let sent = json!([card("a", "Alpha", &key)]);
     let mut h = Host::spawn_with(&db, &[ORIGIN], &env_refs(env));
-    h.ok("settings.set", json!({"map": {"providers": sent}}));
+    let r = h.ok("settings.set", json!({"map": {"providers": sent}}));
+    // the write's own reply says the key went to the file, and why (Options says so at Save)
+    assert_eq!(r["keysInFile"]["ids"], json!(["a"]), "{r}");
+    assert!(r["keysInFile"]["secretStore"].as_str().is_some_and(|n| !n.is_empty()), "the store's name: {r}");
+    assert!(r["keysInFile"]["reason"].as_str().is_some_and(|w| w.contains(reason)), "{r}");
+    assert!(!r.to_string().contains(&key), "the reply never holds a key: {r}");
+    assert_eq!(
+        h.ok("settings.set", json!({"map": {"providers": sent}})),
+        json!({}),
+        "saved again: nothing new"
+    );
     assert_eq!(h.ok("settings.get", json!({"keys": ["providers"]}))["providers"], sent);
     assert_eq!(stored_providers(&db), sent, "the key stays in the file, as before");
     let status = h.ok("host.status", json!({}));
