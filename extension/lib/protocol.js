@@ -30,6 +30,7 @@ export const READ_OPS = Object.freeze([
   'sessions.evictionPlan',
   'trash.list',
   'storage.importPreview',
+  'backups.list',
   'changes.since',
 ]);
 
@@ -64,6 +65,8 @@ export const WRITE_OPS = Object.freeze([
   'trash.restore',
   'trash.purge',
   'storage.import',
+  'backups.create',
+  'backups.restore',
 ]);
 
 /** Every operation name. */
@@ -118,6 +121,9 @@ export const OP_ARGS = Object.freeze({
   'trash.purge': Object.freeze(['id', 'all']),
   'storage.import': Object.freeze(['document', 'settings']),
   'storage.importPreview': Object.freeze(['document']),
+  'backups.list': Object.freeze([]),
+  'backups.create': Object.freeze([]),
+  'backups.restore': Object.freeze(['id']),
   'changes.since': Object.freeze(['seq']),
   'request.isContextOverflow': Object.freeze(['message']),
   'request.build': Object.freeze(['kind', 'turn', 'systemPrompt', 'bodyFields', 'source', 'upTo', 'pass', 'rescue', 'backfill', 'aging', 'imageRefs', 'since', 'retry']),
@@ -244,6 +250,10 @@ export class HostError extends Error {
 //   request.build, history.attach, history.boundImages, images.thumbnail, images.display
 //   storage.import, sessions.export
 //                          120 s   image decoding, thumbnailing, whole-database documents
+//   backups.list            30 s   reads every copy's chat count (cached by file)
+//   backups.create, backups.restore
+//                          600 s   a whole-database copy, checked; a restore makes one, may migrate
+//                                  an older copy, and rewrites every table
 // ---------------------------------------------------------------------------------------------
 
 /** Default timeout of a read (ms). */
@@ -254,6 +264,8 @@ export const WRITE_TIMEOUT_MS = 30_000;
 export const LARGE_TIMEOUT_MS = 30_000;
 /** Timeout of image and whole-document work (ms). */
 export const SLOW_TIMEOUT_MS = 120_000;
+/** Timeout of whole-database copies: `backups.create`, `backups.restore` (ms). */
+export const BACKUP_TIMEOUT_MS = 600_000;
 /** Timeout of the `host.hello` handshake (ms). */
 export const HELLO_TIMEOUT_MS = 15_000;
 
@@ -273,6 +285,9 @@ export const OP_TIMEOUTS_MS = Object.freeze({
   'storage.import': SLOW_TIMEOUT_MS,
   'storage.importPreview': SLOW_TIMEOUT_MS,
   'sessions.export': SLOW_TIMEOUT_MS,
+  'backups.list': LARGE_TIMEOUT_MS,
+  'backups.create': BACKUP_TIMEOUT_MS,
+  'backups.restore': BACKUP_TIMEOUT_MS,
 });
 
 /**
