@@ -253,7 +253,9 @@ fn backups(r: &mut Report, store: &mut Store) {
     use crate::domain::backups::{OUTCOME_MADE, OUTCOME_RUNNING};
     let (settings, last) = match store.backup_settings().and_then(|s| Ok((s, store.backups_last()?))) {
         Ok(x) => x,
-        Err(e) => return r.add("backups", Status::Warn, format!("cannot read the backup settings: {}", e.message)),
+        Err(e) => {
+            return r.add("backups", Status::Warn, format!("cannot read the backup settings: {}", e.message))
+        }
     };
     let folder = settings.folder.display().to_string();
     let extra = json!({"backups": {

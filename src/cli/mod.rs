@@ -603,7 +603,10 @@ fn print_backups(v: &Value) {
     if copies.is_empty() {
         println!("(no copies yet)");
     } else {
-        println!("{:<40} {:<13} {:<16} {:>6} {:>6} {:>10}", "ID", "KIND", "CREATED", "SCHEMA", "CHATS", "SIZE");
+        println!(
+            "{:<40} {:<13} {:<16} {:>6} {:>6} {:>10}",
+            "ID", "KIND", "CREATED", "SCHEMA", "CHATS", "SIZE"
+        );
         for c in &copies {
             let chats = c["sessions"].as_u64().map_or_else(|| "?".to_owned(), |n| n.to_string());
             println!(
@@ -629,11 +632,7 @@ fn print_backups(v: &Value) {
             "last daily backup: {} {}{}",
             l["day"].as_str().unwrap_or_default(),
             l["outcome"].as_str().unwrap_or_default(),
-            l["id"]
-                .as_str()
-                .or(l["message"].as_str())
-                .map(|t| format!(" ({t})"))
-                .unwrap_or_default()
+            l["id"].as_str().or(l["message"].as_str()).map(|t| format!(" ({t})")).unwrap_or_default()
         ),
     }
     if let Some(id) = v["undo"]["id"].as_str() {

@@ -376,7 +376,9 @@ fn daily_backups(db: &Path, origin: String, stopping: Arc<AtomicBool>, stop: mps
     let every = Duration::from_millis(crate::domain::backups::CHECK_EVERY_MS as u64);
     loop {
         match store.daily_backup(&|| stopping.load(Ordering::SeqCst)) {
-            Ok(Daily::Ran(row)) => tracing::debug!(outcome = row.outcome(), day = %row.day, "daily backup ran"),
+            Ok(Daily::Ran(row)) => {
+                tracing::debug!(outcome = row.outcome(), day = %row.day, "daily backup ran")
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "the daily backup failed"),
         }
