@@ -326,19 +326,12 @@ impl Store {
             Some(s) => s.path.display().to_string(),
             None => file_uri(&path, "immutable=1"),
         };
-        let big = std::fs::metadata(&path).map_or(0, |m| m.len()) > 64 * 1024 * 1024;
-        if big {
-            self.conn.execute_batch("PRAGMA cache_size=-262144;")?;
-        }
         let r = self
             .conn
             .execute("ATTACH DATABASE ?1 AS restored", [&attach])
             .map_err(|e| HostError::internal(format!("cannot read the copy {id}: {e}")))
             .and_then(|_| self.restore_attached(&id, version, crid));
         let _ = self.conn.execute_batch("DETACH DATABASE restored");
-        if big {
-            let _ = self.conn.execute_batch("PRAGMA cache_size=-16384;");
-        }
         drop(scratch);
         let out = r?;
         let s = self.backup_settings()?;
