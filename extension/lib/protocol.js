@@ -31,6 +31,7 @@ export const READ_OPS = Object.freeze([
   'trash.list',
   'storage.importPreview',
   'changes.since',
+  'backups.list',
 ]);
 
 /** Write operations (PROTOCOL.md §7 rows marked "W"): accept `clientRequestId`, may emit `changed`. */
@@ -64,6 +65,8 @@ export const WRITE_OPS = Object.freeze([
   'trash.restore',
   'trash.purge',
   'storage.import',
+  'backups.create',
+  'backups.restore',
 ]);
 
 /** Every operation name. */
@@ -122,6 +125,9 @@ export const OP_ARGS = Object.freeze({
   'request.isContextOverflow': Object.freeze(['message']),
   'request.build': Object.freeze(['kind', 'turn', 'systemPrompt', 'bodyFields', 'source', 'upTo', 'pass', 'rescue', 'backfill', 'aging', 'imageRefs', 'since', 'retry']),
   'request.commitRescue': Object.freeze(['attachIds', 'sessionId']),
+  'backups.list': Object.freeze([]),
+  'backups.create': Object.freeze([]),
+  'backups.restore': Object.freeze(['id']),
 });
 
 const WRITE_SET = new Set(WRITE_OPS);
@@ -133,6 +139,23 @@ const WRITE_SET = new Set(WRITE_OPS);
  */
 export function isWriteOp(op) {
   return WRITE_SET.has(op);
+}
+
+/**
+ * The areas of a `changed` event (PROTOCOL.md §4) as the worker and the pages act on them.
+ * `restored: true` (a backup was put back in place of the database, `backups.restore`) means
+ * everything may have changed: the live chat, its binding, every session, the trash and the
+ * settings. So it names every area, and whatever re-reads on one of them re-reads on a restore;
+ * `restored` stays set for what must also forget more (the worker's body memory, the panel's
+ * earlier messages).
+ * @param {{areas?: object}|null|undefined} event
+ * @returns {{settings?: any, history?: any, binding?: any, sessions?: any, trash?: any, restored?: boolean}}
+ */
+export function changeAreas(event) {
+  const a = event?.areas && typeof event.areas === 'object' ? event.areas : {};
+  if (a.restored !== true) return a;
+  const sessions = a.sessions && typeof a.sessions === 'object' ? a.sessions : {};
+  return { ...a, settings: true, history: true, binding: true, sessions: { ...sessions, index: true }, trash: true, restored: true };
 }
 
 /** Host error codes (PROTOCOL.md §5, append-only). */
@@ -238,12 +261,17 @@ export class HostError extends Error {
 //   host.hello              15 s   the host opens and migrates the database before it answers
 //   other reads             10 s   one read transaction, small results
 //   other writes            30 s   the write lock may take the host's 10 s busy timeout first
-//   history.get, sessions.get, images.get, sessions.list, host.status (integrity check, doctor)
-//                           30 s   may return many MiB (inline images; full-text search), chunked
-//                                  at ~20 ms per MiB, or run a full-text scan
+//   history.get, sessions.get, images.get, sessions.list, host.status (integrity check, doctor),
+//   backups.list            30 s   may return many MiB (inline images; full-text search), chunked
+//                                  at ~20 ms per MiB, or run a full-text scan (backups.list opens
+//                                  each copy to count its chats)
 //   request.build, history.attach, history.boundImages, images.thumbnail, images.display
 //   storage.import, sessions.export
 //                          120 s   image decoding, thumbnailing, whole-database documents
+//   backups.create, backups.restore
+//                          600 s   whole-database copies, each checked with integrity_check (a
+//                                  restore makes two and may migrate one); a timeout would retry
+//                                  the write, so it is set far above the time the work takes
 // ---------------------------------------------------------------------------------------------
 
 /** Default timeout of a read (ms). */
@@ -254,6 +282,8 @@ export const WRITE_TIMEOUT_MS = 30_000;
 export const LARGE_TIMEOUT_MS = 30_000;
 /** Timeout of image and whole-document work (ms). */
 export const SLOW_TIMEOUT_MS = 120_000;
+/** Timeout of a backup or a restore (ms): copies of the whole database (issue 36). */
+export const BACKUP_TIMEOUT_MS = 600_000;
 /** Timeout of the `host.hello` handshake (ms). */
 export const HELLO_TIMEOUT_MS = 15_000;
 
@@ -273,6 +303,9 @@ export const OP_TIMEOUTS_MS = Object.freeze({
   'storage.import': SLOW_TIMEOUT_MS,
   'storage.importPreview': SLOW_TIMEOUT_MS,
   'sessions.export': SLOW_TIMEOUT_MS,
+  'backups.list': LARGE_TIMEOUT_MS,
+  'backups.create': BACKUP_TIMEOUT_MS,
+  'backups.restore': BACKUP_TIMEOUT_MS,
 });
 
 /**
