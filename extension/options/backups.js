@@ -339,15 +339,15 @@ export function createBackups({ el, storage, explain, onRestored = () => {} }) {
 
   function buildRow(copy) {
     const f = copyFacts(copy);
-    const restore = h('button', { type: 'button', class: 'btn btn-small', testid: 'backup-restore', text: t('optBackupRestore'), 'aria-label': t('optBackupRestoreLabel', f.when), disabled: busy });
+    const restoreButton = h('button', { type: 'button', class: 'btn btn-small', testid: 'backup-restore', text: t('optBackupRestore'), 'aria-label': t('optBackupRestoreLabel', f.when), disabled: busy });
     const tr = h('tr', { testid: 'backup-row', dataset: { id: copy.id, kind: copy.kind } },
       h('td', { testid: 'backup-kind', text: f.kind }),
       h('td', { testid: 'backup-time', text: f.when }),
       h('td', { testid: 'backup-schema', text: f.schema }),
       h('td', { class: 'num', testid: 'backup-chats', text: f.chats }),
       h('td', { class: 'num', testid: 'backup-size', text: f.size }),
-      h('td', {}, restore));
-    restore.addEventListener('click', () => confirmRestore(copy, tr, restore));
+      h('td', {}, restoreButton));
+    restoreButton.addEventListener('click', () => confirmRestore(copy, tr, restoreButton));
     return tr;
   }
 

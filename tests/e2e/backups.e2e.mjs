@@ -227,6 +227,7 @@ test('(b) removing and re-adding the extension, and clearing the browser\'s data
         await chrome.storage.session.clear();
       });
       assert.equal(await site.evaluate(() => localStorage.length), 0, 'the site\'s storage is cleared');
+      assert.equal(await panel.evaluate(() => localStorage.length), 0, 'the extension\'s web storage is cleared');
       assert.deepEqual(await panel.evaluate(() => chrome.storage.local.get(null)), {}, 'the extension\'s storage is empty');
       // the worker's memory goes too
       await k.stopWorker();
