@@ -30,8 +30,8 @@ export const READ_OPS = Object.freeze([
   'sessions.evictionPlan',
   'trash.list',
   'storage.importPreview',
-  'changes.since',
   'backups.list',
+  'changes.since',
 ]);
 
 /** Write operations (PROTOCOL.md §7 rows marked "W"): accept `clientRequestId`, may emit `changed`. */
@@ -121,13 +121,13 @@ export const OP_ARGS = Object.freeze({
   'trash.purge': Object.freeze(['id', 'all']),
   'storage.import': Object.freeze(['document', 'settings']),
   'storage.importPreview': Object.freeze(['document']),
+  'backups.list': Object.freeze([]),
+  'backups.create': Object.freeze([]),
+  'backups.restore': Object.freeze(['id']),
   'changes.since': Object.freeze(['seq']),
   'request.isContextOverflow': Object.freeze(['message']),
   'request.build': Object.freeze(['kind', 'turn', 'systemPrompt', 'bodyFields', 'source', 'upTo', 'pass', 'rescue', 'backfill', 'aging', 'imageRefs', 'since', 'retry']),
   'request.commitRescue': Object.freeze(['attachIds', 'sessionId']),
-  'backups.list': Object.freeze([]),
-  'backups.create': Object.freeze([]),
-  'backups.restore': Object.freeze(['id']),
 });
 
 const WRITE_SET = new Set(WRITE_OPS);
@@ -261,17 +261,16 @@ export class HostError extends Error {
 //   host.hello              15 s   the host opens and migrates the database before it answers
 //   other reads             10 s   one read transaction, small results
 //   other writes            30 s   the write lock may take the host's 10 s busy timeout first
-//   history.get, sessions.get, images.get, sessions.list, host.status (integrity check, doctor),
-//   backups.list            30 s   may return many MiB (inline images; full-text search), chunked
-//                                  at ~20 ms per MiB, or run a full-text scan (backups.list opens
-//                                  each copy to count its chats)
+//   history.get, sessions.get, images.get, sessions.list, host.status (integrity check, doctor)
+//                           30 s   may return many MiB (inline images; full-text search), chunked
+//                                  at ~20 ms per MiB, or run a full-text scan
 //   request.build, history.attach, history.boundImages, images.thumbnail, images.display
 //   storage.import, sessions.export
 //                          120 s   image decoding, thumbnailing, whole-database documents
+//   backups.list            30 s   reads every copy's chat count (cached by file)
 //   backups.create, backups.restore
-//                          600 s   whole-database copies, each checked with integrity_check (a
-//                                  restore makes two and may migrate one); a timeout would retry
-//                                  the write, so it is set far above the time the work takes
+//                          600 s   a whole-database copy, checked; a restore makes one, may migrate
+//                                  an older copy, and rewrites every table
 // ---------------------------------------------------------------------------------------------
 
 /** Default timeout of a read (ms). */
@@ -282,7 +281,7 @@ export const WRITE_TIMEOUT_MS = 30_000;
 export const LARGE_TIMEOUT_MS = 30_000;
 /** Timeout of image and whole-document work (ms). */
 export const SLOW_TIMEOUT_MS = 120_000;
-/** Timeout of a backup or a restore (ms): copies of the whole database (issue 36). */
+/** Timeout of whole-database copies: `backups.create`, `backups.restore` (ms). */
 export const BACKUP_TIMEOUT_MS = 600_000;
 /** Timeout of the `host.hello` handshake (ms). */
 export const HELLO_TIMEOUT_MS = 15_000;

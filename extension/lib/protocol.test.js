@@ -109,6 +109,8 @@ test('timeouts: small ops 10 s, writes above the 10 s busy timeout, heavy ops 12
     assert.equal(timeoutFor(op), 120_000, op);
   }
   for (const op of OPS) assert.ok(timeoutFor(op) > 0, op);
+  // a whole-database copy (and a restore, which makes one first) may take minutes on a big database
+  for (const op of ['backups.create', 'backups.restore']) assert.equal(timeoutFor(op), 600_000, op);
 });
 
 test('platform.md §7 browser messages map to codes', () => {

@@ -208,6 +208,7 @@ fn collect(db: &Path) -> Report {
                 None => {}
             }
             api_keys(&mut r, &mut store);
+            backups(&mut r, &mut store);
         }
         Err(e) => {
             let status = Status::Fail;
@@ -243,6 +244,68 @@ fn api_keys(r: &mut Report, store: &mut Store) {
             r.add("api keys", Status::Warn, format!("cannot read the providers setting: {}", e.message))
         }
     }
+}
+
+/// The daily backup's last outcome (reliability.md §7 "Copies and backups"): made is ok; off, none
+/// yet, running, or a failure or skip of the last two days is information (the host tries again
+/// every hour); a failure or skip older than that is a warning.
+fn backups(r: &mut Report, store: &mut Store) {
+    use crate::domain::backups::{OUTCOME_MADE, OUTCOME_RUNNING};
+    let (settings, last) = match store.backup_settings().and_then(|s| Ok((s, store.backups_last()?))) {
+        Ok(x) => x,
+        Err(e) => {
+            return r.add("backups", Status::Warn, format!("cannot read the backup settings: {}", e.message))
+        }
+    };
+    let folder = settings.folder.display().to_string();
+    let extra = json!({"backups": {
+        "folder": folder,
+        "enabled": settings.enabled,
+        "last": last.as_ref().map(|l| serde_json::to_value(l).unwrap_or_default()),
+    }});
+    let today = crate::util::time::local_date();
+    let days_ago = |day: &str| -> i64 {
+        let parse = |d: &str| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
+        match (parse(&today), parse(day)) {
+            (Some(t), Some(d)) => (t - d).num_days(),
+            _ => i64::MAX,
+        }
+    };
+    let (status, detail) = match (&last, settings.enabled) {
+        (_, false) => (
+            Status::Info,
+            format!("daily backups are off (Options → Backups, setting backupsEnabled); copies in {folder}: keepsake-host backups"),
+        ),
+        (None, true) => (
+            Status::Info,
+            format!("no daily backup yet: the host makes one in {folder} when it next runs"),
+        ),
+        (Some(l), true) if l.outcome() == OUTCOME_MADE => (
+            Status::Ok,
+            format!("last daily backup {} ({}) in {folder}", l.day, l.id.as_deref().unwrap_or("?")),
+        ),
+        (Some(l), true) if l.outcome() == OUTCOME_RUNNING => (
+            Status::Info,
+            format!(
+                "the daily backup of {} is under way (or its host stopped: another one tries again after an hour)",
+                l.day
+            ),
+        ),
+        (Some(l), true) => {
+            let old = days_ago(&l.day) > 2;
+            (
+                if old { Status::Warn } else { Status::Info },
+                format!(
+                    "the daily backup of {} was {}: {}{}",
+                    l.day,
+                    l.outcome(),
+                    l.message.as_deref().unwrap_or("no reason recorded"),
+                    if old { "; no daily backup was made since" } else { "; the host tries again every hour" }
+                ),
+            )
+        }
+    };
+    r.add_extra("backups", status, detail, extra);
 }
 
 const NEXT_STEP: &str = "The next host start moves it aside (kept, never deleted) and salvages what can be read into a \

@@ -91,6 +91,32 @@ pub enum Command {
     /// The copy is written under a temp name beside FILE and put in place only when whole. FILE
     /// must not exist: an existing file or symbolic link is never replaced (exit status 73).
     Backup { file: PathBuf },
+    /// List the copies Keepsake keeps of the database: daily backups, the copies made before
+    /// migrations and restores, and "Back up now" copies (kind, time, schema, chats, size), with
+    /// the last daily backup's outcome
+    ///
+    /// The copies are in the backup folder (setting backupFolder; by default the folder `backups`
+    /// beside the database); copies made before a migration are always in `backups` beside it.
+    Backups {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a copy back as the database (an ID from `keepsake-host backups`); the current
+    /// database first becomes a copy itself, so the restore can be undone the same way
+    ///
+    /// Works with the browser open: the other keepsake-host processes announce the restore and
+    /// serve the restored chats. A copy with an older schema is migrated on the way (the copy
+    /// itself is left as it is); a damaged copy, or one written by a newer keepsake-host, is
+    /// refused and nothing changes. Asks for confirmation on a terminal unless --yes.
+    Restore {
+        /// The copy's id, as `keepsake-host backups` lists it
+        id: String,
+        /// Do not ask for confirmation (required when stdin is not a terminal)
+        #[arg(long)]
+        yes: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the database and, if it is damaged, keep a copy aside and salvage what can be read
     /// into a fresh database (what a host start does at most once per 24 h)
     Salvage {
@@ -228,9 +254,7 @@ fn pretty(v: &impl serde::Serialize) -> String {
 }
 
 fn fmt_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
-        .unwrap_or_else(|| ms.to_string())
+    crate::util::time::local_minute(ms)
 }
 
 fn print_rows(rows: &[DrawerRow], empty: &str) {
@@ -426,6 +450,17 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             }
             Ok(0)
         }
+        Command::Backups { json } => {
+            let mut s = Store::open_read_only(&db)?;
+            let v = s.backups_list()?;
+            if json {
+                println!("{}", pretty(&v));
+            } else {
+                print_backups(&v);
+            }
+            Ok(0)
+        }
+        Command::Restore { id, yes, json } => restore(&db, &id, yes, json),
         Command::Salvage { json } => {
             let r = salvage::salvage_command(&db)?;
             match (r, json) {
@@ -553,6 +588,117 @@ fn trash(db: &std::path::Path, action: TrashAction, json: bool) -> Result<i32, C
             Ok(0)
         }
     }
+}
+
+fn size_text(bytes: u64) -> String {
+    if bytes >= 1024 * 1024 {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    } else {
+        format!("{:.0} KiB", (bytes as f64 / 1024.0).ceil())
+    }
+}
+
+fn print_backups(v: &Value) {
+    let copies = v["copies"].as_array().cloned().unwrap_or_default();
+    if copies.is_empty() {
+        println!("(no copies yet)");
+    } else {
+        println!(
+            "{:<40} {:<13} {:<16} {:>6} {:>6} {:>10}",
+            "ID", "KIND", "CREATED", "SCHEMA", "CHATS", "SIZE"
+        );
+        for c in &copies {
+            let chats = c["sessions"].as_u64().map_or_else(|| "?".to_owned(), |n| n.to_string());
+            println!(
+                "{:<40} {:<13} {:<16} {:>6} {:>6} {:>10}",
+                c["id"].as_str().unwrap_or_default(),
+                c["kind"].as_str().unwrap_or_default(),
+                fmt_time(c["createdAt"].as_i64().unwrap_or(0)),
+                c["schemaVersion"].to_string(),
+                chats,
+                size_text(c["bytes"].as_u64().unwrap_or(0))
+            );
+        }
+    }
+    let on = if v["enabled"] == json!(true) {
+        format!("daily backups on, keeping {} daily and {} weekly", v["daily"], v["weekly"])
+    } else {
+        "daily backups off".to_owned()
+    };
+    println!("folder: {} ({on})", v["folder"].as_str().unwrap_or_default());
+    match v.get("last").filter(|l| !l.is_null()) {
+        None => println!("last daily backup: none yet"),
+        Some(l) => println!(
+            "last daily backup: {} {}{}",
+            l["day"].as_str().unwrap_or_default(),
+            l["outcome"].as_str().unwrap_or_default(),
+            l["id"].as_str().or(l["message"].as_str()).map(|t| format!(" ({t})")).unwrap_or_default()
+        ),
+    }
+    if let Some(id) = v["undo"]["id"].as_str() {
+        println!("undo the last restore: keepsake-host restore {id}");
+    }
+    if !copies.is_empty() {
+        println!("restore one: keepsake-host restore <ID> (the current database becomes a copy first)");
+    }
+}
+
+/// `keepsake-host restore ID`: confirm (on a terminal, unless `--yes`), restore, say how to undo.
+fn restore(db: &std::path::Path, id: &str, yes: bool, json: bool) -> Result<i32, CliError> {
+    use std::io::IsTerminal;
+    let mut s = Store::open(db)?;
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            s.close();
+            return Err(CliError(
+                "a restore replaces every chat with the copy's (the current database becomes a copy first); add --yes \
+                 to confirm, or run it in a terminal"
+                    .into(),
+                2,
+            ));
+        }
+        let list = s.backups_list()?;
+        let what = list["copies"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["id"] == json!(id)))
+            .map(|c| {
+                format!(
+                    "{} copy of {} ({} chats)",
+                    c["kind"].as_str().unwrap_or_default(),
+                    fmt_time(c["createdAt"].as_i64().unwrap_or(0)),
+                    c["sessions"].as_u64().map_or_else(|| "?".to_owned(), |n| n.to_string())
+                )
+            })
+            .unwrap_or_else(|| id.to_owned());
+        eprint!(
+            "Restore the {what}? Every chat of {} is replaced by the copy's; the current database becomes a copy first, \
+             so this can be undone. [y/N] ",
+            db.display()
+        );
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+            s.close();
+            eprintln!("nothing was restored");
+            return Ok(1);
+        }
+    }
+    let r = s.backups_restore(id, None);
+    s.close();
+    let r = r?;
+    if json {
+        println!("{}", pretty(&r.result));
+    } else {
+        let undo = r.result["undo"].as_str().unwrap_or_default();
+        println!(
+            "restored {} (schema {}) into {}",
+            r.result["restored"].as_str().unwrap_or_default(),
+            r.result["schemaVersion"],
+            db.display()
+        );
+        println!("the database as it was is kept as {undo}; undo with: keepsake-host restore {undo}");
+    }
+    Ok(0)
 }
 
 fn print_recovery(db: &std::path::Path, r: &salvage::Recovery) {

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::dataurl::forgiving_base64_decode;
 use super::export::{EXPORT_FORMAT, EXPORT_VERSION, EXPORT_VERSION_MIN};
-use super::settings::{check_key, check_value, is_reserved};
+use super::settings::{check_key, check_value, is_device_local, is_reserved};
 
 /// One session to create.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,6 +98,9 @@ pub struct ImportPlan {
     /// Settings that passed validation, in document order.
     pub settings: Vec<(String, Value)>,
     pub settings_invalid: usize,
+    /// Device-local settings the document carries (the backup settings, storage-model §3): never
+    /// imported, listed so the preview can say so.
+    pub settings_device_local: Vec<String>,
     /// Export image map, sha256 hex → blob.
     pub images: BTreeMap<String, ImportBlob>,
     pub warnings: Vec<String>,
@@ -325,6 +328,13 @@ fn plan_dump(obj: &Map<String, Value>) -> ImportPlan {
         if is_reserved(k) {
             continue;
         }
+        if is_device_local(k) {
+            plan.warnings.push(format!(
+                "setting {k:?} is not imported: backup settings belong to the device that made the file"
+            ));
+            plan.settings_device_local.push(k.clone());
+            continue;
+        }
         match check_key(k).and_then(|_| check_value(k, v)) {
             Ok(()) => plan.settings.push((k.clone(), v.clone())),
             Err(e) => {
@@ -484,7 +494,9 @@ mod tests {
             "history": [{"role":"user","content":"live"}],
             "activeSessionId": "b",
             "theme": "dark",
-            "maxSessions": "bad"
+            "maxSessions": "bad",
+            "backupFolder": "/tmp/elsewhere",
+            "backupsEnabled": false
         });
         let p = plan(&doc).unwrap();
         assert_eq!(p.sessions.len(), 3);
@@ -499,7 +511,9 @@ mod tests {
         assert_eq!(p.live.as_ref().unwrap().len(), 1);
         assert_eq!(p.settings, vec![("theme".to_string(), json!("dark"))]);
         assert_eq!(p.settings_invalid, 1);
+        assert_eq!(p.settings_device_local, ["backupFolder", "backupsEnabled"], "never imported");
         assert!(p.warnings.iter().any(|w| w.contains("session_zzz")));
+        assert!(p.warnings.iter().any(|w| w.contains("\"backupFolder\" is not imported")));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! Everything here is testable with plain `serde_json::Value`s (see ARCHITECTURE.md).
 
 pub mod attach;
+pub mod backups;
 pub mod chunks;
 pub mod dataurl;
 pub mod delta;

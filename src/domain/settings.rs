@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::backups::{DAILY_RANGE, DEFAULT_DAILY, DEFAULT_WEEKLY, WEEKLY_RANGE};
 use super::text::u16_len;
 
 /// Keys are 1–200 UTF-16 units (§3).
@@ -44,11 +45,74 @@ pub fn check_value(key: &str, v: &Value) -> Result<(), String> {
             .filter(|d| *d >= 1)
             .map(|_| ())
             .ok_or_else(|| format!("{key} must be a whole number ≥ 1")),
-        "autoSummarizeAttachments" => {
+        "autoSummarizeAttachments" | BACKUPS_ENABLED => {
             v.is_boolean().then_some(()).ok_or_else(|| format!("{key} must be a boolean"))
+        }
+        BACKUP_FOLDER => match v.as_str() {
+            Some(s) if folder_ok(s) => Ok(()),
+            _ => Err(format!(
+                "{key} must be \"\" (the folder beside the database) or an absolute path to a folder"
+            )),
+        },
+        BACKUP_DAILY | BACKUP_WEEKLY => {
+            let (lo, hi) = if key == BACKUP_DAILY { DAILY_RANGE } else { WEEKLY_RANGE };
+            whole_non_negative(v)
+                .filter(|n| (lo..=hi).contains(n))
+                .map(|_| ())
+                .ok_or_else(|| format!("{key} must be a whole number from {lo} to {hi}"))
         }
         _ => Ok(()),
     }
+}
+
+/// Daily backups on or off (`backupsEnabled`, docs/storage-model.md §3).
+pub const BACKUPS_ENABLED: &str = "backupsEnabled";
+/// Where daily and manual copies go (`backupFolder`: `""` = the `backups` folder beside the
+/// database).
+pub const BACKUP_FOLDER: &str = "backupFolder";
+/// How many of the newest daily copies are kept (`backupDaily`).
+pub const BACKUP_DAILY: &str = "backupDaily";
+/// How many recent weeks keep their newest daily copy (`backupWeekly`).
+pub const BACKUP_WEEKLY: &str = "backupWeekly";
+
+/// Settings that belong to this device, not to the history: an export never carries them and an
+/// import never writes them (a crafted file must not redirect backups to a folder of its
+/// choosing, or turn them off). A restore keeps the device's current values.
+pub const DEVICE_LOCAL: [&str; 4] = [BACKUPS_ENABLED, BACKUP_FOLDER, BACKUP_DAILY, BACKUP_WEEKLY];
+
+pub fn is_device_local(key: &str) -> bool {
+    DEVICE_LOCAL.contains(&key)
+}
+
+/// `backupFolder`'s rule: `""`, or an absolute path of at most 4,096 bytes without NUL.
+fn folder_ok(s: &str) -> bool {
+    s.is_empty() || (s.len() <= 4096 && !s.contains('\0') && std::path::Path::new(s).is_absolute())
+}
+
+/// `backupsEnabled`: invalid or absent → true.
+pub fn backups_enabled(stored: Option<&Value>) -> bool {
+    stored.and_then(Value::as_bool).unwrap_or(true)
+}
+
+/// `backupFolder`: the folder it names, or `None` for the default (absent, `""` or invalid).
+pub fn backup_folder(stored: Option<&Value>) -> Option<String> {
+    stored.and_then(Value::as_str).filter(|s| !s.is_empty() && folder_ok(s)).map(str::to_owned)
+}
+
+/// `backupDaily`: invalid or absent → 7.
+pub fn backup_daily(stored: Option<&Value>) -> u32 {
+    stored
+        .and_then(whole_non_negative)
+        .filter(|n| (DAILY_RANGE.0..=DAILY_RANGE.1).contains(n))
+        .map_or(DEFAULT_DAILY, |n| n as u32)
+}
+
+/// `backupWeekly`: invalid or absent → 4.
+pub fn backup_weekly(stored: Option<&Value>) -> u32 {
+    stored
+        .and_then(whole_non_negative)
+        .filter(|n| (WEEKLY_RANGE.0..=WEEKLY_RANGE.1).contains(n))
+        .map_or(DEFAULT_WEEKLY, |n| n as u32)
 }
 
 /// `maxSessions` as the host reads it: invalid or absent → 0 = unlimited.
@@ -109,5 +173,45 @@ mod tests {
         assert_eq!(max_sessions(Some(&json!(0))), 0);
         assert_eq!(summarize_threshold(Some(&json!(0))), 100_000);
         assert!(auto_summarize(Some(&json!("no"))));
+    }
+
+    #[test]
+    fn backup_settings() {
+        for (k, good, bad) in [
+            ("backupsEnabled", vec![json!(true), json!(false)], vec![json!(1), json!("true")]),
+            (
+                "backupFolder",
+                vec![json!(""), json!("/home/me/Keepsake backups")],
+                vec![
+                    json!("relative/dir"),
+                    json!(7),
+                    json!("/a\u{0}b"),
+                    json!(format!("/{}", "x".repeat(4096))),
+                ],
+            ),
+            (
+                "backupDaily",
+                vec![json!(1), json!(365), json!(7.0)],
+                vec![json!(0), json!(366), json!(1.5), json!("7")],
+            ),
+            ("backupWeekly", vec![json!(0), json!(52)], vec![json!(-1), json!(53), json!(null)]),
+        ] {
+            for v in good {
+                assert!(check_value(k, &v).is_ok(), "{k} {v}");
+            }
+            for v in bad {
+                assert!(check_value(k, &v).is_err(), "{k} {v}");
+            }
+            assert!(is_device_local(k));
+        }
+        assert!(!is_device_local("theme"));
+        assert!(backups_enabled(None));
+        assert!(!backups_enabled(Some(&json!(false))));
+        assert_eq!(backup_folder(Some(&json!(""))), None);
+        assert_eq!(backup_folder(Some(&json!("rel"))), None);
+        assert_eq!(backup_folder(Some(&json!("/b"))).as_deref(), Some("/b"));
+        assert_eq!((backup_daily(None), backup_weekly(None)), (7, 4));
+        assert_eq!((backup_daily(Some(&json!(0))), backup_weekly(Some(&json!(99)))), (7, 4));
+        assert_eq!((backup_daily(Some(&json!(30))), backup_weekly(Some(&json!(0)))), (30, 0));
     }
 }

@@ -1,6 +1,7 @@
 //! The native-messaging server: read a frame, decode, dispatch, reply (chunked when large),
 //! then announce the change. A poller thread announces commits made by other host processes
-//! within 1 s. Stdin EOF is a normal shutdown.
+//! within 1 s; a backup thread makes the daily backup when it is due. Stdin EOF is a normal
+//! shutdown.
 
 pub mod bodies;
 pub mod dispatch;
@@ -8,6 +9,7 @@ pub mod ops;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -21,7 +23,7 @@ use crate::protocol::envelope::{decode_request, error_reply, payload_reply};
 use crate::protocol::frame::{read_frame, write_frames, FrameError};
 use crate::protocol::limits::MAX_INBOUND_FRAME;
 use crate::protocol::{ErrorCode, HostError};
-use crate::store::Store;
+use crate::store::{Daily, Store};
 use bodies::BodyCache;
 use dispatch::{dispatch_with, Ctx, Followup};
 
@@ -80,6 +82,12 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     let mut stop_rx = Some(stop_rx);
     let mut poller = None;
+    // The daily backup's thread starts with the poller; at shutdown `stopping` ends a copy under
+    // way between two of its steps, and the thread gives the day back to the next host.
+    let (backup_stop_tx, backup_stop_rx) = mpsc::channel::<()>();
+    let mut backup_stop_rx = Some(backup_stop_rx);
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mut backups = None;
 
     let code = loop {
         match read_frame(input, MAX_INBOUND_FRAME) {
@@ -90,8 +98,14 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
                     if let Some(stop_rx) = stop_rx.take() {
                         let out = out.clone();
                         let db: PathBuf = db.to_path_buf();
+                        let origin = origin.clone();
                         poller =
                             Some(thread::spawn(move || poll_foreign_changes(&db, origin, seq, out, stop_rx)));
+                    }
+                    if let Some(stop_rx) = backup_stop_rx.take() {
+                        let db: PathBuf = db.to_path_buf();
+                        let stopping = stopping.clone();
+                        backups = Some(thread::spawn(move || daily_backups(&db, origin, stopping, stop_rx)));
                     }
                 }
                 if !open {
@@ -113,8 +127,13 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
         }
     };
     drop(stop_tx);
+    stopping.store(true, Ordering::SeqCst);
+    drop(backup_stop_tx);
     if let Some(p) = poller {
         let _ = p.join();
+    }
+    if let Some(b) = backups {
+        let _ = b.join();
     }
     if let Some(Ok(s)) = ctx.store {
         s.close();
@@ -331,4 +350,51 @@ fn poll_foreign_changes(db: &Path, origin: String, start_seq: i64, out: Outbox, 
         }
     }
     store.close();
+}
+
+/// How long after the open the backup thread first looks whether the daily backup is due (off
+/// the busy first moments of a port, as the trash's expiry).
+const BACKUP_FIRST_LOOK: Duration = Duration::from_secs(2);
+
+/// The daily backup (reliability.md §7 "Copies and backups"): a thread of its own with a
+/// connection of its own, so a backup never delays a reply. It looks at `BACKUP_FIRST_LOOK`
+/// after the open and then every hour (`domain::backups::CHECK_EVERY_MS`); whether a backup is
+/// due, and which host makes it, is settled in the database (`Store::daily_backup`). The thread
+/// runs at a lower CPU priority where the platform allows it.
+fn daily_backups(db: &Path, origin: String, stopping: Arc<AtomicBool>, stop: mpsc::Receiver<()>) {
+    if let Err(RecvTimeoutError::Disconnected) = stop.recv_timeout(BACKUP_FIRST_LOOK) {
+        return;
+    }
+    lower_priority();
+    let mut store = match Store::open_more(db, origin) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "the backup thread cannot open the database");
+            return;
+        }
+    };
+    let every = Duration::from_millis(crate::domain::backups::CHECK_EVERY_MS as u64);
+    loop {
+        match store.daily_backup(&|| stopping.load(Ordering::SeqCst)) {
+            Ok(Daily::Ran(row)) => {
+                tracing::debug!(outcome = row.outcome(), day = %row.day, "daily backup ran")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "the daily backup failed"),
+        }
+        if let Err(RecvTimeoutError::Disconnected) = stop.recv_timeout(every) {
+            break;
+        }
+    }
+    store.close();
+}
+
+/// Nice 10 for the calling thread (Linux: a thread is a schedulable task of its own).
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id only changes its nice.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+    }
 }

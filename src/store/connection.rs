@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::blobs;
 use super::changelog::{self, ChangeEvent};
+use super::copies;
 use super::drawer;
 use super::error::{is_corrupt, StoreError};
 use super::indexing;
@@ -19,7 +20,9 @@ use super::open::{self, Mode};
 use super::salvage::{check, marker, recover};
 use super::search;
 use super::tx::{ChangeSet, WriteTx};
+use crate::domain::backups::{Kind, KEEP_PREMIGRATION};
 use crate::protocol::{ErrorCode, HostError, HostResult};
+use crate::util::paths::backups_dir_for;
 use crate::util::time::now_ms;
 
 /// The outcome of a write: its result and, if it committed changes, the event to announce.
@@ -51,6 +54,25 @@ pub struct Store {
     clock: Clock,
     /// Where provider API keys are kept (`keys.rs`); tests inject their own.
     pub(super) secrets: std::sync::Arc<dyn crate::secrets::SecretStore>,
+    /// Chats counted in each backup copy (`backups.list`), by path, size and modification time.
+    pub(super) copy_sessions: std::collections::HashMap<(PathBuf, u64, i128), Option<u64>>,
+}
+
+/// The at-most-once rule of `clientRequestId` (PROTOCOL.md §2): the result recorded for `crid`
+/// when it was used for `op` already; `conflict` when it was used for another operation.
+fn recorded(conn: &Connection, op: &str, crid: &str) -> HostResult<Option<Value>> {
+    let prior: Option<(String, String)> = conn
+        .query_row("SELECT op, result FROM client_requests WHERE client_request_id = ?1", [crid], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some((prior_op, result)) = prior else { return Ok(None) };
+    if prior_op != op {
+        return Err(HostError::conflict(format!("clientRequestId {crid:?} was already used for {prior_op}")));
+    }
+    serde_json::from_str(&result)
+        .map(Some)
+        .map_err(|e| marker::content_damage(format!("a recorded result no longer parses: {e}")))
 }
 
 /// A source of the current time in ms since the Unix epoch.
@@ -75,7 +97,16 @@ impl Store {
             // from queueing behind another host's write (issue 6 scenario 9); any other version
             // goes through `migrate`, which takes the lock and reads the version again under it.
             if migrate::schema_version(&conn)? != migrate::LATEST {
-                migrate::migrate(&mut conn)?;
+                // a copy first, made under the migration's lock (docs/reliability.md §4)
+                let mut made = None;
+                migrate::migrate(&mut conn, |found| {
+                    made = Some(copies::premigration_copy(path, found, now_ms())?);
+                    Ok(())
+                })?;
+                if made.is_some() {
+                    // older pre-migration copies go only once a newer one was made and checked
+                    copies::keep_newest(&backups_dir_for(path), Kind::Premigration, KEEP_PREMIGRATION);
+                }
             }
             Ok(conn)
         });
@@ -139,6 +170,7 @@ impl Store {
             wal_check_due: false,
             clock: std::sync::Arc::new(now_ms),
             secrets: crate::secrets::system(),
+            copy_sessions: Default::default(),
         }
     }
 
@@ -265,22 +297,7 @@ impl Store {
         let now = self.now();
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         if let Some(crid) = client_request_id {
-            let prior: Option<(String, String)> = tx
-                .query_row(
-                    "SELECT op, result FROM client_requests WHERE client_request_id = ?1",
-                    [crid],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            if let Some((prior_op, result)) = prior {
-                if prior_op != op {
-                    return Err(HostError::conflict(format!(
-                        "clientRequestId {crid:?} was already used for {prior_op}"
-                    )));
-                }
-                let result: Value = serde_json::from_str(&result).map_err(|e| {
-                    marker::content_damage(format!("a recorded result no longer parses: {e}"))
-                })?;
+            if let Some(result) = recorded(&tx, op, crid)? {
                 tx.commit()?;
                 return Ok(WriteOutcome { result, event: None });
             }
@@ -313,6 +330,13 @@ impl Store {
         }
         w.tx.commit()?;
         Ok(WriteOutcome { result, event })
+    }
+
+    /// The result recorded for `clientRequestId` `crid` of `op`, if that write was applied already
+    /// (a write whose work happens before its transaction looks first: `backups.create`).
+    pub(crate) fn recorded_result(&mut self, op: &str, crid: Option<&str>) -> HostResult<Option<Value>> {
+        let Some(crid) = crid else { return Ok(None) };
+        self.read(|tx| recorded(tx, op, crid))
     }
 
     /// Work a write leaves for after its reply: bound the -wal ([`Store::bound_wal`]). The server

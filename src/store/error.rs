@@ -16,6 +16,9 @@ pub enum StoreError {
     TooNew { found: u32, supported: u32 },
     #[error("the database is busy: {0}")]
     Busy(String),
+    /// No space for something the open must write first (the pre-migration copy).
+    #[error("{0}")]
+    DiskFull(String),
     #[error("{0}")]
     Other(String),
 }
@@ -52,6 +55,7 @@ impl From<StoreError> for HostError {
             StoreError::Corrupt(_) => ErrorCode::DbCorrupt,
             StoreError::TooNew { .. } => ErrorCode::DbTooNew,
             StoreError::Busy(_) => ErrorCode::Busy,
+            StoreError::DiskFull(_) => ErrorCode::DiskFull,
             StoreError::Path(_) | StoreError::Other(_) => ErrorCode::Internal,
         };
         HostError::new(code, e.to_string())

@@ -72,6 +72,7 @@ impl Store {
                 "liveEntries": plan.live.as_ref().map_or(0, Vec::len),
                 "settings": settings,
                 "settingsInvalid": plan.settings_invalid,
+                "settingsDeviceLocal": plan.settings_device_local,
                 "warnings": plan.warnings,
             }))
         })
@@ -221,7 +222,7 @@ impl Store {
             };
 
             let mut settings_imported = 0u64;
-            let mut settings_skipped = plan.settings_invalid as u64;
+            let mut settings_skipped = (plan.settings_invalid + plan.settings_device_local.len()) as u64;
             for (k, v) in &plan.settings {
                 let existing = setting_value(&w.tx, k)?;
                 let prepared;

@@ -1,7 +1,6 @@
 //! Inspection, integrity, backup and images.get.
 
 use std::fs::File;
-use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
 use rusqlite::Connection;
@@ -9,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::blobs::get_blob;
 use super::connection::Store;
+use super::copies::fill_copy;
 use super::migrate::{self, LATEST};
 use super::renditions::image_sha;
 use super::window::{binding, live_len};
@@ -106,11 +106,8 @@ pub struct BackupReport {
 /// copied as it is; reports the copy's `integrity_check` lines and how many API keys it holds as
 /// text. A file SQLite cannot open at all is `db_corrupt`, and nothing is created.
 ///
-/// SQLite opens the temp file by its name, so nothing SQLite makes beside it may be created by
-/// name either: the copy is written with its journal in memory, and the one-file rollback format
-/// (header bytes 18–19 = 1, what `PRAGMA journal_mode=DELETE` writes) is set through the temp
-/// file's own handle instead of by reopening a WAL-format copy (which would create `-wal` and
-/// `-shm` beside it).
+/// The copy is made as every copy Keepsake keeps is (`copies::fill_copy`: one read snapshot, the
+/// journal in memory, the one-file rollback format set through the temp file's own handle).
 pub fn backup_file(db: &Path, dest: &Path) -> Result<BackupReport, WriteFailed<HostError>> {
     if let Some(s) = super::salvage::check::too_short(db) {
         super::salvage::marker::note_damage(db, &s);
@@ -128,45 +125,15 @@ pub fn backup_file(db: &Path, dest: &Path) -> Result<BackupReport, WriteFailed<H
     files::write_new(dest, files::PRIVATE, Existing::Refuse, |tmp, file| backup_into(db, &conn, tmp, file))
 }
 
-/// Fill the new file `tmp` (open as `file`) with a backup of `conn`, then check it.
+/// Fill the new file `tmp` (open as `file`) with a backup of `conn` (`copies::fill_copy`), then
+/// check it: a copy that fails `integrity_check` is a faithful copy of a damaged database.
 fn backup_into(db: &Path, conn: &Connection, tmp: &Path, file: &mut File) -> HostResult<BackupReport> {
-    let nofollow = rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    {
-        let mut copy =
-            Connection::open_with_flags(tmp, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | nofollow)?;
-        copy.query_row("PRAGMA journal_mode=MEMORY", [], |_| Ok(()))?;
-        let backup = rusqlite::backup::Backup::new(conn, &mut copy)?;
-        // every page in one step: one read transaction, so one consistent snapshot
-        let step = backup.step(-1).map_err(|e| {
-            let e = HostError::from(e);
-            HostError::new(e.code, format!("backup failed: {}", e.message))
-        })?;
-        if step != rusqlite::backup::StepResult::Done {
-            return Err(HostError::new(
-                crate::protocol::ErrorCode::Busy,
-                format!("backup failed: the database stayed locked ({step:?}); try again"),
-            ));
-        }
-    }
-    // A backup is one self-contained file: the rollback format, so opening it never needs (or
-    // leaves) a -wal/-shm beside it.
-    if file.metadata().map_err(|e| HostError::internal(format!("cannot read the copy: {e}")))?.len() >= 100 {
-        file.seek(SeekFrom::Start(18))
-            .and_then(|_| file.write_all(&[1, 1]))
-            .map_err(|e| HostError::internal(format!("cannot write the copy: {e}")))?;
-        file.sync_all().map_err(|e| HostError::internal(format!("cannot write the copy: {e}")))?;
-    }
-    let copy = Connection::open_with_flags(tmp, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | nofollow)?;
-    let lines: Vec<String> = match copy.prepare("PRAGMA integrity_check").and_then(|mut st| {
-        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-        rows.collect()
-    }) {
-        Ok(l) => l,
-        Err(e) => vec![e.to_string()],
-    };
+    let lines = fill_copy(conn, tmp, file, &|| false)?;
     if lines != ["ok"] {
         super::salvage::marker::note_damage(db, &format!("integrity_check: {}", lines.join("; ")));
     }
+    let nofollow = rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let copy = Connection::open_with_flags(tmp, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | nofollow)?;
     let keys_in_file = super::tx::setting_value(&copy, crate::domain::secrets::PROVIDERS)
         .ok()
         .flatten()

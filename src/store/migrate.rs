@@ -117,19 +117,39 @@ pub fn apply(
     Ok(i)
 }
 
-/// Bring the database to [`LATEST`]. Returns the version found before migrating.
-pub fn migrate(conn: &mut Connection) -> Result<u32, StoreError> {
-    migrate_to(conn, LATEST)
+/// Bring the database to [`LATEST`] (the open path). Under the write lock, once the version is
+/// read there and is an older one (≥ 1: an empty database has nothing to keep), `before(found)`
+/// runs before the first migration statement: the open path's pre-migration copy
+/// (`copies::premigration_copy`). When it fails, the transaction rolls back and nothing is
+/// migrated. Returns the version found before migrating.
+pub fn migrate(
+    conn: &mut Connection,
+    before: impl FnOnce(u32) -> Result<(), StoreError>,
+) -> Result<u32, StoreError> {
+    migrate_inner(conn, LATEST, Some(before))
 }
 
 /// Bring the database to version `target` (≤ [`LATEST`]; salvage copies a damaged file's rows
 /// into an empty database brought to the damaged file's own version, then migrates it the rest
-/// of the way).
+/// of the way; a restore migrates its scratch copy of an older backup). No copy is made first.
 pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, StoreError> {
+    migrate_inner(conn, target, None::<fn(u32) -> Result<(), StoreError>>)
+}
+
+fn migrate_inner(
+    conn: &mut Connection,
+    target: u32,
+    before: Option<impl FnOnce(u32) -> Result<(), StoreError>>,
+) -> Result<u32, StoreError> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let found = schema_version(&tx)?;
     if found > LATEST {
         return Err(StoreError::TooNew { found, supported: LATEST });
+    }
+    if found >= 1 && found < target {
+        if let Some(before) = before {
+            before(found)?;
+        }
     }
     apply(&tx, found, target, |_| {})?;
     tx.commit()?;

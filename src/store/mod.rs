@@ -9,12 +9,14 @@
 //! `connection.rs` (the [`Store`] and how reads and writes run); the operations sit above it.
 
 mod attach;
+mod backups;
 mod blobs;
 mod bodies;
 mod bound;
 mod changelog;
 mod changes;
 mod connection;
+pub mod copies;
 mod drawer;
 mod entries;
 mod error;
@@ -40,6 +42,7 @@ mod versions;
 mod window;
 
 pub use attach::AttachArgs;
+pub use backups::{BackupSettings, Daily};
 pub use blobs::{parse_images_mode, Blob, IngestedEntries};
 pub use changelog::ChangeEvent;
 pub use connection::{Clock, Store, WriteOutcome};

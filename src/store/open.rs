@@ -176,7 +176,7 @@ fn tighten_modes(db: &Path, dir: &Path, strict: bool) -> Result<(), StoreError> 
 /// in a shared folder (`--db ~/notes/keepsake.db`) leaves that folder's mode alone.
 #[cfg(unix)]
 fn folder_is_keepsakes(db: &Path, dir: &Path) -> bool {
-    use crate::util::paths::{DEBUG_MARKER, LOG_FILE, RECEIPT_FILE};
+    use crate::util::paths::{BACKUPS_DIR, DEBUG_MARKER, LOG_FILE, RECEIPT_FILE};
     let Some(name) = db.file_name().and_then(|n| n.to_str()) else { return false };
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
     entries.take(10_000).all(|e| {
@@ -185,7 +185,7 @@ fn folder_is_keepsakes(db: &Path, dir: &Path) -> bool {
         let Some(n) = n.to_str() else { return false };
         n.starts_with(name)
             || n.starts_with("keepsake")
-            || [LOG_FILE, RECEIPT_FILE, DEBUG_MARKER].contains(&n)
+            || [LOG_FILE, RECEIPT_FILE, DEBUG_MARKER, BACKUPS_DIR].contains(&n)
     })
 }
 
@@ -270,7 +270,7 @@ fn ensure_wal(conn: &Connection) -> Result<(), StoreError> {
 }
 
 /// `file:` URI for `path` with SQLite's reserved characters escaped.
-fn file_uri(path: &Path, query: &str) -> String {
+pub(super) fn file_uri(path: &Path, query: &str) -> String {
     let mut out = String::from("file:");
     for b in path.to_string_lossy().bytes() {
         match b {

@@ -3,12 +3,13 @@
 use rusqlite::{params, OptionalExtension};
 use serde_json::{Map, Value};
 
+use super::backups::check_backup_folder;
 use super::connection::{Store, WriteOutcome};
 use super::keys::{dropped, with_providers, Finish, Prepared};
 use super::salvage::marker::content_damage;
 use super::tx::setting_value;
 use crate::domain::secrets::{new_plaintext_ids, plaintext_count, PROVIDERS};
-use crate::domain::settings::{check_key, check_value};
+use crate::domain::settings::{check_key, check_value, BACKUP_FOLDER};
 use crate::protocol::{HostError, HostResult};
 
 fn check_keys<'a>(keys: impl IntoIterator<Item = &'a String>) -> HostResult<()> {
@@ -53,6 +54,9 @@ impl Store {
         check_keys(map.keys())?;
         for (k, v) in map {
             check_value(k, v).map_err(HostError::bad_request)?;
+        }
+        if let Some(v) = map.get(BACKUP_FOLDER) {
+            check_backup_folder(v)?;
         }
         let Some(providers) = map.get(PROVIDERS) else {
             // without `providers` nothing asks to prepare again

@@ -21,6 +21,8 @@ pub struct ChangeSet {
     pub sessions_index: bool,
     /// Something entered or left the trash.
     pub trash: bool,
+    /// A restore put a backup in place of the whole database: everything may have changed.
+    pub restored: bool,
 }
 
 impl ChangeSet {
@@ -31,6 +33,7 @@ impl ChangeSet {
             && self.sessions.is_empty()
             && !self.sessions_index
             && !self.trash
+            && !self.restored
     }
 
     pub fn areas_json(&self) -> Value {
@@ -53,6 +56,9 @@ impl ChangeSet {
         if self.trash {
             m.insert("trash".into(), json!(true));
         }
+        if self.restored {
+            m.insert("restored".into(), json!(true));
+        }
         Value::Object(m)
     }
 
@@ -70,6 +76,7 @@ impl ChangeSet {
             self.sessions_index |= s.get("index") == Some(&Value::Bool(true));
         }
         self.trash |= areas.get("trash") == Some(&Value::Bool(true));
+        self.restored |= areas.get("restored") == Some(&Value::Bool(true));
     }
 }
 

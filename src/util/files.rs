@@ -55,6 +55,75 @@ pub fn sync_dir(db: &Path) {
     }
 }
 
+/// Make sure `dir` is a folder Keepsake may write copies into: created (with missing parents)
+/// mode 0700 when absent; an existing folder is used as it is. A symbolic link at `dir` or
+/// something that is not a folder is refused, and left as it was.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(md) if md.file_type().is_symlink() => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is a symbolic link; Keepsake never writes through one", dir.display()),
+            ))
+        }
+        Ok(md) if md.is_dir() => return Ok(()),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} exists and is not a folder", dir.display()),
+            ))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(dir)?;
+    // a link put there meanwhile is refused as above
+    match std::fs::symlink_metadata(dir) {
+        Ok(md) if md.is_dir() && !md.file_type().is_symlink() => Ok(()),
+        _ => Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a folder", dir.display()))),
+    }
+}
+
+/// The space free for this user and the size of the file system that holds `path` (or its
+/// nearest existing parent), in bytes; `None` where it cannot be read.
+pub fn free_space(path: &Path) -> Option<(u64, u64)> {
+    let mut p = path;
+    while !p.exists() {
+        p = p.parent()?;
+    }
+    #[cfg(unix)]
+    {
+        let s = rustix::fs::statvfs(p).ok()?;
+        Some((s.f_bavail.saturating_mul(s.f_frsize), s.f_blocks.saturating_mul(s.f_frsize)))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = p;
+        None
+    }
+}
+
+/// Whether an I/O error means the disk (or a quota, or a file-size limit) is full.
+pub fn is_no_space(e: &io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        if matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG)) {
+            return true;
+        }
+    }
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::FileTooLarge | io::ErrorKind::QuotaExceeded
+    )
+}
+
 /// What [`write_new`] does when the target already exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Existing {
@@ -199,6 +268,18 @@ fn temp_beside(target: &Path) -> Result<(PathBuf, File), WriteError> {
         }
     }
     Err(io_err(target, last.unwrap_or_else(|| io::Error::other("no free temp name"))))
+}
+
+/// Remove a file, never through a symbolic link (a link there is left alone).
+pub fn remove_file_no_follow(p: &Path) -> io::Result<()> {
+    let md = std::fs::symlink_metadata(p)?;
+    if !md.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", p.display()),
+        ));
+    }
+    std::fs::remove_file(p)
 }
 
 /// Put `tmp` at `target`, which must not exist (never replacing one that appeared meanwhile).

@@ -11,6 +11,10 @@ pub const LOG_FILE: &str = "keepsake-host.log";
 /// The install receipt's file name, beside the database: what `install` wrote, so `uninstall`
 /// can remove exactly that.
 pub const RECEIPT_FILE: &str = "install-receipt.json";
+/// The folder beside the database that holds its copies (docs/reliability.md §7 "Copies and
+/// backups"): every pre-migration copy, and the daily, manual and pre-restore copies unless the
+/// `backupFolder` setting names another folder.
+pub const BACKUPS_DIR: &str = "backups";
 /// A file of this name beside the database turns on debug logging (the browser controls argv
 /// and the environment, so a marker file is the switch a user can flip).
 pub const DEBUG_MARKER: &str = "debug";
@@ -55,6 +59,11 @@ pub fn sidecar(db: &Path, suffix: &str) -> PathBuf {
     let mut s = db.as_os_str().to_owned();
     s.push(suffix);
     s.into()
+}
+
+/// The folder of the copies beside a database (`<folder of the database>/backups`).
+pub fn backups_dir_for(db: &Path) -> PathBuf {
+    db.parent().unwrap_or(Path::new(".")).join(BACKUPS_DIR)
 }
 
 /// The log file beside a database.

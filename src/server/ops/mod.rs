@@ -7,6 +7,7 @@
 //! `x is required`, `aging.minChars must not be negative`, `unknown argument "k" (allowed: a, b)`.
 
 pub mod attach;
+pub mod backups;
 pub mod changes;
 pub mod history;
 pub mod host;
@@ -122,6 +123,9 @@ pub const OPS: &[OpEntry] = &[
     entry::<trash::Purge>(),
     entry::<storage::Import>(),
     entry::<storage::ImportPreview>(),
+    entry::<backups::List>(),
+    entry::<backups::Create>(),
+    entry::<backups::Restore>(),
     entry::<changes::Since>(),
     entry::<request::IsContextOverflow>(),
     entry::<request::Build>(),
