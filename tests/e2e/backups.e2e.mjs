@@ -5,7 +5,8 @@
 //       copy of them; today more chats (one of them deleted, so Recently deleted holds it). Options →
 //       Backups → Restore on yesterday's copy, with its one confirmation: the open panels show
 //       yesterday's chats and not today's (drawer list, transcript, title, Recently deleted), and the
-//       database holds exactly them; "Undo restore" brings today's back, in the panels and the file.
+//       database holds exactly them; "Undo restore" brings today's back, in the panels and the file;
+//       then `keepsake-host restore ID --yes` from a terminal, with the browser open: the panels follow.
 //   (b) removing and re-adding the extension (a fresh browser profile on the same database) and, in
 //       one profile, clearing the extension's and the sites' stored data (CDP
 //       Storage.clearDataForOrigin, cookies, cache, chrome.storage) leave every chat in place and
@@ -18,9 +19,10 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { withKeepsake, waitFor, hostCall, sqlFile, EXT_ID } from './harness.mjs';
+import { execFileSync } from 'node:child_process';
+import { withKeepsake, waitFor, hostCall, sqlFile, EXT_ID, HOST_BIN } from './harness.mjs';
 import { startMockLlm } from './mock-llm.mjs';
-import { tid, bubbles, waitForBubbles, openDrawer, sendAndAwaitReply } from './panel.mjs';
+import { tid, bubbles, waitForBubbles, openDrawer, closeDrawer, sendAndAwaitReply } from './panel.mjs';
 import { sessions, trash, activeSessionId } from './db.mjs';
 
 const DAY = 864e5;
@@ -123,6 +125,7 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
       await openDrawer(trashPanel);
       await trashPanel.click(tid('trash-toggle'));
       await trashPanel.locator(`${tid('trash-row')}[data-id="${deleted.id}"]`).waitFor({ timeout: 10_000 });
+      await openDrawer(panel); // loading a chat closed it
       await drawerIds(panel, (ids) => ids.length === 4, 'the drawer lists 4 chats');
 
       // Options → Backups: yesterday's copy, Restore, ONE confirmation
@@ -182,10 +185,24 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
       await trashPanel.locator(`${tid('trash-row')}[data-id="${deleted.id}"]`).waitFor({ timeout: 10_000 });
 
       // and the chat goes on: a new message after the undo is stored in today's chat
+      await closeDrawer(panel);
       await sendAndAwaitReply(panel, 'After the undo', reply('After the undo'));
       assert.equal(sqlFile(k.dbPath, `SELECT entry_count FROM sessions WHERE id = '${rotaId}'`)[0].entry_count, 4);
       const shown = await bubbles(panel);
       assert.deepEqual(shown.map((b) => b.text), [todays[1], reply(todays[1]), 'After the undo', reply('After the undo')]);
+
+      // a restore from a terminal while the browser is open: another process's restore, announced by
+      // the browser's host (its poller), and the panel follows it
+      const t1 = Date.now();
+      const cli = JSON.parse(execFileSync(HOST_BIN, ['restore', yesterday.id, '--yes', '--json', '--db', k.dbPath], { encoding: 'utf8', timeout: 60_000 }));
+      t.diagnostic(`keepsake-host restore --json: ${JSON.stringify(cli)}`);
+      assert.deepEqual(chatTexts(k.dbPath), [...yesterdays].sort());
+      await waitForBubbles(panel, (b) => b.length === 2 && b[0].text === yesterdays[1], { what: 'the panel follows the terminal\'s restore' });
+      t.diagnostic(`the panel showed the terminal's restore ${Date.now() - t1} ms after the command started (the host's poller announces within 1 s)`);
+      await openDrawer(panel);
+      await drawerIds(panel, (ids) => ids.slice().sort().join() === yIds.join(), 'the drawer follows it');
+      await trashPanel.locator(tid('trash-none')).waitFor({ timeout: 10_000 });
+      await options.locator(tid('backup-undo')).waitFor({ timeout: 10_000 }); // Options offers its undo
     });
   } finally {
     await mock.close();
