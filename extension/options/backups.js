@@ -27,6 +27,12 @@ export const BACKUP_DEFAULTS = Object.freeze({ backupsEnabled: true, backupFolde
 export const DAILY_RANGE = Object.freeze({ min: 1, max: 365 });
 export const WEEKLY_RANGE = Object.freeze({ min: 0, max: 52 });
 
+/** The list is read again this often while the page is shown: the host makes daily copies on its own, with no event. */
+export const LIST_POLL_MS = 60_000;
+/** …and this often while a daily copy is due or being made (no outcome yet, or `running`), at most LIST_SOON_TRIES times. */
+export const LIST_SOON_MS = 3_000;
+export const LIST_SOON_TRIES = 40;
+
 /** A time as the host gives it (ms since the epoch, or an ISO string) → ms, or NaN. */
 export function timeMs(v) {
   if (typeof v === 'number') return v;
@@ -146,9 +152,13 @@ export function fieldOfError(err) {
  * @param {object} o.storage    createStorage(...) client (settings.get/set, backups.list/create/restore)
  * @param {(err: any) => string} o.explain  one line about an error (the page's explainLine)
  * @param {() => void} [o.onRestored]  after a restore or an undo finished (the page reloads the rest)
+ * @param {{setTimeout: Function, clearTimeout: Function}} [o.timers]  for the list's re-reads (tests)
  * @returns {{load: () => Promise<void>, refresh: () => Promise<void>, refreshSoon: () => void, reloadSettings: () => Promise<void>}}
  */
-export function createBackups({ el, storage, explain, onRestored = () => {} }) {
+export function createBackups({
+  el, storage, explain, onRestored = () => {},
+  timers = { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (id) => clearTimeout(id) },
+}) {
   const field = (key, label, input, hintText) => {
     const id = `backup-${key}`;
     input.id = id;
@@ -287,6 +297,22 @@ export function createBackups({ el, storage, explain, onRestored = () => {} }) {
   });
 
   // ---- the list ------------------------------------------------------------------------------
+  // Read again on a timer too: the host makes the daily copy on its own thread and says nothing,
+  // so a page opened before it finished would not list it. Soon while one is due, then seldom.
+  let pollTimer = null;
+  let soonTries = 0;
+  let dueSoon = false;
+  function schedule() {
+    if (pollTimer !== null) timers.clearTimeout(pollTimer);
+    const soon = dueSoon && soonTries < LIST_SOON_TRIES;
+    if (soon) soonTries += 1;
+    pollTimer = timers.setTimeout(() => {
+      pollTimer = null;
+      if (busy || globalThis.document?.visibilityState === 'hidden') schedule();
+      else refresh();
+    }, soon ? LIST_SOON_MS : LIST_POLL_MS);
+  }
+
   let listSeq = 0;
   async function refresh() {
     const my = ++listSeq;
@@ -295,6 +321,7 @@ export function createBackups({ el, storage, explain, onRestored = () => {} }) {
       const r = await storage.backups.list({});
       if (my !== listSeq) return;
       state = { copies: newestFirst(r?.copies), undo: r?.undo && typeof r.undo.id === 'string' ? r.undo : null, enabled: r?.enabled !== false };
+      dueSoon = state.enabled && (!r?.last || r.last.outcome === 'running');
       where.textContent = typeof r?.folder === 'string' && r.folder ? r.folder : '—';
       const last = lastText(r?.last, { enabled: state.enabled });
       setStatus(lastMain, last.text);
@@ -311,7 +338,10 @@ export function createBackups({ el, storage, explain, onRestored = () => {} }) {
       state = { ...state, copies: [], undo: null };
       renderUndo();
     } finally {
-      if (my === listSeq) table.removeAttribute('aria-busy');
+      if (my === listSeq) {
+        table.removeAttribute('aria-busy');
+        schedule();
+      }
     }
   }
   const refreshSoon = debounce(() => { if (!busy) refresh(); }, 300);

@@ -5,7 +5,7 @@ import { fakeBackups } from '../test-support/fake-backups.js';
 import { flush } from '../test-support/fakes.js';
 import { formatDateTime, useLocale } from '../lib/i18n.js';
 import {
-  createBackups, copyFacts, newestFirst, restoreQuestion, lastText, readBackupForm, backupSettings, fieldOfError, kindText, timeMs,
+  createBackups, LIST_POLL_MS, LIST_SOON_MS, copyFacts, newestFirst, restoreQuestion, lastText, readBackupForm, backupSettings, fieldOfError, kindText, timeMs,
 } from './backups.js';
 
 let dom;
@@ -16,8 +16,22 @@ const DAY = 864e5;
 const NOW = 1_800_000_000_000;
 const settle = async (n = 8) => { for (let i = 0; i < n; i++) await flush(); };
 
+/** Timers the test fires by hand: `pending` holds `{fn, ms}`. */
+function manualTimers() {
+  const pending = new Map();
+  let n = 0;
+  return {
+    pending,
+    setTimeout: (fn, ms) => { pending.set(++n, { fn, ms }); return n; },
+    clearTimeout: (id) => { pending.delete(id); },
+    /** Run what is due (every pending timer), once. */
+    fire() { const due = [...pending.values()]; pending.clear(); for (const x of due) x.fn(); },
+    delays: () => [...pending.values()].map((x) => x.ms),
+  };
+}
+
 /** The section built into a container, loaded. */
-async function mount(opts = {}) {
+async function mount(opts = {}, timers = manualTimers()) {
   const host = fakeBackups({
     chats: ['Today 1', 'Today 2', 'Today 3'],
     copies: [
@@ -31,9 +45,9 @@ async function mount(opts = {}) {
   const el = document.createElement('div');
   document.body.append(el);
   const restored = [];
-  const section = createBackups({ el, storage: host.storage, explain: (e) => `explained ${e.code}: ${e.message}`, onRestored: () => restored.push(true) });
+  const section = createBackups({ el, storage: host.storage, explain: (e) => `explained ${e.code}: ${e.message}`, onRestored: () => restored.push(true), timers });
   await section.load();
-  return { host, el, section, restored };
+  return { host, el, section, restored, timers };
 }
 
 const rows = (el) => allByTestId(el, 'backup-row').map((r) => ({
@@ -258,9 +272,29 @@ test('a host without the backup operations: the list says why, the rest of the p
   host.failNext('backups.list', host.hostError('unknown_op', 'unknown operation backups.list'));
   const el = document.createElement('div');
   document.body.append(el);
-  const section = createBackups({ el, storage: host.storage, explain: (e) => `explained ${e.code}` });
+  const section = createBackups({ el, storage: host.storage, explain: (e) => `explained ${e.code}`, timers: manualTimers() });
   await section.load();
   assert.equal(byTestId(el, 'backup-list-status').textContent, 'Could not list the copies: explained unknown_op');
   assert.equal(byTestId(el, 'backup-list-status').dataset.kind, 'error');
   assert.equal(allByTestId(el, 'backup-row').length, 0);
+});
+
+test('the list is read again on its own: soon while the day\'s copy is due, then every minute', async () => {
+  const { el, host, timers } = await mount({ copies: [] });
+  assert.equal(allByTestId(el, 'backup-row').length, 0);
+  assert.equal(byTestId(el, 'backup-none').textContent, 'No copies yet.');
+  assert.deepEqual(timers.delays(), [LIST_SOON_MS], 'no outcome yet: a copy is due, look again soon');
+  // the host makes the day's copy on its own thread, with no event
+  host.state.copies.push({ id: 'keepsake-daily-x', kind: 'daily', createdAt: NOW, schemaVersion: 7, sessions: 3, bytes: 8192, snapshot: [] });
+  host.state.last = { day: '2027-01-15', outcome: 'made', at: NOW, id: 'keepsake-daily-x' };
+  timers.fire();
+  await settle();
+  assert.deepEqual(rows(el).map((r) => r.kind), ['Daily']);
+  assert.equal(byTestId(el, 'backup-last-text').textContent, `Last daily copy: ${formatDateTime(NOW)}.`);
+  assert.deepEqual(timers.delays(), [LIST_POLL_MS], 'then once a minute');
+  const reads = host.ops().filter((o) => o === 'backups.list').length;
+  timers.fire();
+  await settle();
+  assert.equal(host.ops().filter((o) => o === 'backups.list').length, reads + 1);
+  assert.equal(timers.delays().length, 1, 'one timer at a time');
 });
