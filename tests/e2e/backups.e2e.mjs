@@ -2,8 +2,10 @@
 // (KEEPSAKE_CLOCK_OFFSET_MS, read once when the host starts), each step checked against the SQLite
 // file and the copies in the backups folder:
 //   (a) chats made "two days ago"; a browser started "yesterday" lets the host make yesterday's daily
-//       copy of them; today more chats (one of them deleted, so Recently deleted holds it). Options →
-//       Backups → Restore on yesterday's copy, with its one confirmation: the open panels show
+//       copy of them (a host makes the day's copy 2 s after it opens the database, so the chats must be
+//       there before "yesterday's" browser starts); today more chats (one of them deleted, so Recently deleted holds it). Options →
+//       Backups: a folder the host refuses is said by its field; Restore on yesterday's copy, with its
+//       one confirmation: the open panels show
 //       yesterday's chats and not today's (drawer list, transcript, title, Recently deleted), and the
 //       database holds exactly them; "Undo restore" brings today's back, in the panels and the file;
 //       then `keepsake-host restore ID --yes` from a terminal, with the browser open: the panels follow.
@@ -11,8 +13,8 @@
 //       one profile, clearing the extension's and the sites' stored data (CDP
 //       Storage.clearDataForOrigin, cookies, cache, chrome.storage) leave every chat in place and
 //       listed.
-// With the extension before issue 36 (KEEPSAKE_E2E_EXT_DIR=/work/base/extension) (a) fails at its
-// restore: Options has no Backups section.
+// With the extension before issue 36 (KEEPSAKE_E2E_EXT_DIR=/work/base/extension) (a) fails once it
+// reaches Options → Backups: there is no such section.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,7 +25,7 @@ import { execFileSync } from 'node:child_process';
 import { withKeepsake, waitFor, hostCall, sqlFile, EXT_ID, HOST_BIN } from './harness.mjs';
 import { startMockLlm } from './mock-llm.mjs';
 import { tid, bubbles, waitForBubbles, openDrawer, closeDrawer, sendAndAwaitReply } from './panel.mjs';
-import { sessions, trash, activeSessionId } from './db.mjs';
+import { sessions, trash, activeSessionId, setting } from './db.mjs';
 
 const DAY = 864e5;
 const reply = (text) => `Noted: ${text}`;
@@ -131,6 +133,20 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
       // Options → Backups: yesterday's copy, Restore, ONE confirmation
       const options = await k.openOptions();
       await options.locator('html[data-ready="true"]').waitFor({ timeout: 15_000 });
+      // the settings: a folder the host refuses is said under the folder field, nothing is written
+      await options.fill(tid('backup-folder'), 'not/an/absolute/path');
+      await options.fill(tid('backup-daily'), '10');
+      await options.click(tid('backup-save'));
+      const folderError = options.locator('[data-testid="field-error"][data-field="backupFolder"]');
+      await waitFor(async () => /backupFolder must be/.test(await folderError.innerText()), { timeoutMs: 10_000, what: 'the host\'s refusal under the folder field' });
+      assert.equal(setting(k, 'backupFolder'), undefined);
+      assert.equal(setting(k, 'backupDaily'), undefined);
+      await options.fill(tid('backup-folder'), '');
+      await options.click(tid('backup-save'));
+      await waitFor(async () => (await options.innerText(tid('backup-settings-status'))) === 'Saved.', { timeoutMs: 10_000, what: 'Saved.' });
+      assert.equal(await folderError.innerText(), '');
+      assert.deepEqual([setting(k, 'backupsEnabled'), setting(k, 'backupFolder'), setting(k, 'backupDaily'), setting(k, 'backupWeekly')], [true, '', 10, 4]);
+
       const row = options.locator(`${tid('backup-row')}[data-id="${yesterday.id}"]`);
       await row.waitFor({ timeout: 15_000 });
       assert.equal(await row.locator(tid('backup-kind')).innerText(), 'Daily');
@@ -154,6 +170,8 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
       // the file holds yesterday's chats, and not today's
       assert.deepEqual(chatTexts(k.dbPath), [...yesterdays].sort());
       assert.equal(trash(k).length, 0, 'yesterday nothing had been deleted');
+      assert.equal(setting(k, 'backupDaily'), 10, 'the device\'s backup settings are not restored');
+      assert.equal(await options.inputValue(tid('backup-daily')), '10');
       const yIds = sessions(k).map((s) => s.id).sort();
       // the panel: drawer, transcript and title are yesterday's; no trace of today's
       await drawerIds(panel, (ids) => ids.length === 2 && ids.slice().sort().join() === yIds.join(), 'the drawer lists yesterday\'s 2 chats');
