@@ -25,7 +25,7 @@ use super::browsers::{
 use super::proof;
 use super::CliError;
 use crate::util::files::{self, Existing, WriteError};
-use crate::util::paths::{absolute, log_path_for, sidecar, DEBUG_MARKER, RECEIPT_FILE};
+use crate::util::paths::{absolute, backups_dir_for, log_path_for, sidecar, DEBUG_MARKER, RECEIPT_FILE};
 
 const FIX: &str = "keepsake-host install (or ./install.sh)";
 
@@ -829,7 +829,29 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
     }
 
     let data_dir = db.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let copies_dir = backups_dir_for(db);
     if o.purge_data {
+        // copies kept elsewhere (the backupFolder setting) are the user's to remove: said, not touched
+        if let Ok(mut s) = crate::store::Store::open_read_only(db) {
+            if let Ok(b) = s.backup_settings() {
+                if b.folder != copies_dir && !crate::store::copies::list_dir(&b.folder).is_empty() {
+                    notes.push(format!(
+                        "copies of the database in {} (the backupFolder setting) were kept; remove them yourself",
+                        b.folder.display()
+                    ));
+                }
+            }
+        }
+        // the copies beside the database (reliability.md §7 "Copies and backups"): only names of a
+        // copy's shape, and temp files of copies; anything else keeps the folder
+        for c in crate::store::copies::list_dir(&copies_dir) {
+            r.file(env, &c.path, "data copy");
+        }
+        for e in fs::read_dir(&copies_dir).into_iter().flatten().flatten() {
+            if e.file_name().to_str().is_some_and(crate::domain::backups::is_copy_temp) {
+                r.file(env, &e.path(), "data copy");
+            }
+        }
         for f in [
             db.to_path_buf(),
             sidecar(db, "-wal"),
@@ -854,6 +876,7 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
         }
     }
     if o.purge_data {
+        push_unique(&mut dirs, &copies_dir);
         push_unique(&mut dirs, &data_dir);
     }
     // Innermost first: reverse creation order, and deeper paths before their parents. Only

@@ -186,7 +186,8 @@ pub enum Command {
         /// Also clean this browser profile folder; repeatable
         #[arg(long = "user-data-dir", value_name = "DIR")]
         user_data_dirs: Vec<PathBuf>,
-        /// Also delete the database, its log and the data folder (your chat history)
+        /// Also delete the database, its log, the copies Keepsake kept of it in `backups` beside it,
+        /// and the data folder (your chat history); copies in another backupFolder are kept
         #[arg(long)]
         purge_data: bool,
         /// Print a machine-readable report

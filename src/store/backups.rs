@@ -288,7 +288,8 @@ impl Store {
         }
         let schema = self.schema_version()?;
         let now = self.now();
-        let made = copies::make_copy(&self.conn, &s.folder, Kind::Manual, now, schema, &|| false)?;
+        let made = copies::make_copy(&self.conn, &s.folder, Kind::Manual, now, schema, &|| false);
+        let made = self.observe(made)?;
         tracing::info!(copy = %made.path.display(), bytes = made.bytes, "manual copy made");
         let copy = self.made_json(&made);
         self.write(OP, crid, |_| Ok(json!({"copy": copy})))
@@ -453,8 +454,12 @@ impl Store {
                     mib(rules::floor_bytes(total))
                 ),
             )),
-            _ => copies::make_copy(&self.conn, &s.folder, Kind::Daily, now, schema, stop)
-                .map_err(|e| (rules::OUTCOME_FAILED, e.message)),
+            _ => copies::make_copy(&self.conn, &s.folder, Kind::Daily, now, schema, stop).map_err(|e| {
+                if e.code == ErrorCode::DbCorrupt {
+                    self.note_damage(&e.message);
+                }
+                (rules::OUTCOME_FAILED, e.message)
+            }),
         };
         if made.is_err() && stop() {
             // the host is shutting down: give the day back, as it was, to the next host

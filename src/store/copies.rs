@@ -125,15 +125,18 @@ pub fn fill_copy(
         file.sync_all().map_err(|e| write_error("cannot write the copy", &e))?;
     }
     let copy = Connection::open_with_flags(tmp, OpenFlags::SQLITE_OPEN_READ_ONLY | nofollow)?;
-    Ok(
-        match copy.prepare("PRAGMA integrity_check").and_then(|mut st| {
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect()
-        }) {
-            Ok(l) => l,
-            Err(e) => vec![e.to_string()],
-        },
-    )
+    Ok(integrity_lines(&copy))
+}
+
+/// `PRAGMA integrity_check`'s lines on `conn` (`["ok"]` when healthy; an error is one line).
+pub fn integrity_lines(conn: &Connection) -> Vec<String> {
+    match conn.prepare("PRAGMA integrity_check").and_then(|mut st| {
+        let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    }) {
+        Ok(l) => l,
+        Err(e) => vec![e.to_string()],
+    }
 }
 
 /// An I/O error while writing a copy: `disk_full` when the disk is full, else `internal`.
@@ -156,7 +159,9 @@ fn copy_failed(target: &Path, e: WriteFailed<HostError>) -> HostError {
 /// Make a copy of `src` (a connection to the database, not inside a write transaction) of `kind`
 /// in `dir` (created 0700 when missing), named with `at_ms` and `schema`: the module comment says
 /// how. A name already taken (two copies in one second) moves on by a second. Stale temp files in
-/// `dir` (an hour older than `at_ms`) are removed first.
+/// `dir` (an hour older than `at_ms`) are removed first. A copy that fails its check because the
+/// database itself fails it is `db_corrupt` (the caller reports the damage: the salvage policy,
+/// reliability.md §7), any other failed check `internal`.
 pub fn make_copy(
     src: &Connection,
     dir: &Path,
@@ -178,13 +183,21 @@ pub fn make_copy(
         let path = dir.join(&name);
         let made = files::write_new(&path, files::PRIVATE, Existing::Refuse, |tmp, file| {
             let lines = fill_copy(src, tmp, file, stop)?;
-            if lines != ["ok"] {
-                return Err(HostError::internal(format!(
-                    "the copy failed its check (integrity_check: {}); it was removed",
-                    lines.join("; ")
-                )));
+            if lines == ["ok"] {
+                return Ok(());
             }
-            Ok(())
+            // a page-for-page copy that fails its check: is the database itself damaged?
+            let source = integrity_lines(src);
+            if source != ["ok"] {
+                return Err(HostError::new(
+                    ErrorCode::DbCorrupt,
+                    format!("the database is damaged (integrity_check: {})", source.join("; ")),
+                ));
+            }
+            Err(HostError::internal(format!(
+                "the copy failed its check (integrity_check: {}); it was removed",
+                lines.join("; ")
+            )))
         });
         match made {
             Ok(()) => {
@@ -332,27 +345,37 @@ pub fn premigration_copy(db: &Path, found: u32, now_ms: i64) -> Result<Made, Sto
         + std::fs::metadata(crate::util::paths::sidecar(db, "-wal")).map(|m| m.len()).unwrap_or(0);
     let needs = backups::premigration_needs(size);
     let latest = super::migrate::LATEST;
-    let refuse = |why: String| {
+    let refuse = |why: String, space: bool| {
         format!(
             "the database was not upgraded from schema {found} to {latest}: Keepsake makes a copy of it first, in \
              {}, and {why}. Nothing was changed; the database is as it was and the previous keepsake-host can \
-             still read it. Free some space there (or move older copies out of that folder) and start again",
-            dir.display()
+             still read it. {}",
+            dir.display(),
+            if space {
+                "Free some space there (or move older copies out of that folder) and start again"
+            } else {
+                "Check that the folder can be written (keepsake-host doctor; the log beside the database says more) \
+                 and start again"
+            }
         )
     };
     if let Some((avail, _)) = files::free_space(&dir) {
         if avail < needs {
-            return Err(StoreError::DiskFull(refuse(format!(
-                "the disk has {} MiB free where the copy needs {} MiB (the database's size plus 64 MiB)",
-                avail / (1024 * 1024),
-                needs.div_ceil(1024 * 1024)
-            ))));
+            return Err(StoreError::DiskFull(refuse(
+                format!(
+                    "the disk has {} MiB free where the copy needs {} MiB (the database's size plus 64 MiB)",
+                    avail / (1024 * 1024),
+                    needs.div_ceil(1024 * 1024)
+                ),
+                true,
+            )));
         }
     }
     let src = open::open_read_only(db)?;
     let started = std::time::Instant::now();
     let made = make_copy(&src, &dir, Kind::Premigration, now_ms, found, &|| false).map_err(|e| {
-        let msg = refuse(format!("the copy could not be made ({})", e.message));
+        let space = e.code == ErrorCode::DiskFull || e.message.contains("file-size limit");
+        let msg = refuse(format!("the copy could not be made ({})", e.message), space);
         match e.code {
             ErrorCode::DiskFull => StoreError::DiskFull(msg),
             ErrorCode::DbCorrupt => StoreError::Corrupt(e.message),

@@ -565,8 +565,13 @@ fn uninstall_restores_the_home_exactly_and_keeps_the_database_unless_purged() {
         1
     );
 
-    // --purge-data deletes the database too, and says so.
+    // --purge-data deletes the database too, with the copies beside it, and says so.
     assert_eq!(m.run(&["install"]).code, 0);
+    let copies = m.db().parent().unwrap().join("backups");
+    std::fs::create_dir_all(&copies).unwrap();
+    std::fs::write(copies.join("keepsake-daily-20260101T000000Z-v6.db"), b"a copy").unwrap();
+    std::fs::write(copies.join(".keepsake-daily-20260101T000000Z-v6.db.0123456789abcdef.tmp"), b"half")
+        .unwrap();
     let o = m.run(&["uninstall", "--purge-data", "--json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let doc = o.json();

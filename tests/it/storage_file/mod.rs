@@ -1,5 +1,7 @@
-//! The SQLite file itself: migrations and upgrades, corruption, a full disk, permissions.
+//! The SQLite file itself: migrations and upgrades, the copies kept of it, corruption, a full disk,
+//! permissions.
 
+mod backups;
 mod corruption;
 mod disk_full;
 mod migrations;
