@@ -8,13 +8,16 @@
 //       one confirmation: the open panels show
 //       yesterday's chats and not today's (drawer list, transcript, title, Recently deleted), and the
 //       database holds exactly them; "Undo restore" brings today's back, in the panels and the file;
-//       then `keepsake-host restore ID --yes` from a terminal, with the browser open: the panels follow.
+//       then `keepsake-host restore ID --yes` from a terminal, with the browser open: the panels follow,
+//       and the next message goes with yesterday's model, not today's the worker held (today's chats
+//       use another model of the mock).
 //   (b) removing and re-adding the extension (a fresh browser profile on the same database) and, in
 //       one profile, clearing the extension's and the sites' stored data (CDP
 //       Storage.clearDataForOrigin, cookies, cache, chrome.storage) leave every chat in place and
 //       listed.
 // With the extension before issue 36 (KEEPSAKE_E2E_EXT_DIR=/work/base/extension) (a) fails once it
-// reaches Options → Backups: there is no such section.
+// reaches Options → Backups: there is no such section. With only the worker's settings memory of before (it forgot
+// its settings on `areas.settings` alone), the last message went with today's model.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -107,7 +110,10 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
     await withKeepsake(t, { dataDir, name: 'backups-a-3' }, async (k) => {
       const panel = await k.openPanel();
       await panel.locator('html[data-ready="true"]').waitFor({ timeout: 15_000 });
+      // today's chats are answered by another model of the mock (a setting of today's database)
+      await hostCall(panel, 'settings.set', { map: { activeModel: 'mock-model-2' } });
       await makeChats(panel, todays);
+      assert.equal(mock.requests.at(-1).body.model, 'mock-model-2');
       const deleted = sessions(k).find((s) => s.name.startsWith('Today: a chat deleted'));
       assert.ok(deleted, 'the chat to delete');
       // it goes to Recently deleted; the live chat is then another of today's
@@ -208,6 +214,7 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
       assert.equal(sqlFile(k.dbPath, `SELECT entry_count FROM sessions WHERE id = '${rotaId}'`)[0].entry_count, 4);
       const shown = await bubbles(panel);
       assert.deepEqual(shown.map((b) => b.text), [todays[1], reply(todays[1]), 'After the undo', reply('After the undo')]);
+      assert.equal(mock.requests.at(-1).body.model, 'mock-model-2', 'today\'s model');
 
       // a restore from a terminal while the browser is open: another process's restore, announced by
       // the browser's host (its poller), and the panel follows it
@@ -221,6 +228,12 @@ test('(a) yesterday\'s daily copy restored from Options shows yesterday\'s chats
       await drawerIds(panel, (ids) => ids.slice().sort().join() === yIds.join(), 'the drawer follows it');
       await trashPanel.locator(tid('trash-none')).waitFor({ timeout: 10_000 });
       await options.locator(tid('backup-undo')).waitFor({ timeout: 10_000 }); // Options offers its undo
+      // the worker dropped what it held of today's settings: the next message goes with yesterday's
+      await closeDrawer(panel);
+      await sendAndAwaitReply(panel, 'After the terminal\'s restore', reply('After the terminal\'s restore'));
+      assert.equal(mock.requests.at(-1).body.model, 'mock-model', 'yesterday\'s model, not the one the worker held');
+      assert.equal(sqlFile(k.dbPath, `SELECT entry_count FROM sessions WHERE id = '${activeSessionId(k)}'`)[0].entry_count, 4);
+      assert.deepEqual(chatTexts(k.dbPath), [...yesterdays].sort());
     });
   } finally {
     await mock.close();
