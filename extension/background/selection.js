@@ -17,6 +17,7 @@
 import { redactUrl } from '../lib/entries.js';
 import { t, uiLocale } from '../lib/i18n.js';
 import { openPanel as openPlatformPanel, sessionArea } from '../lib/platform.js';
+import { changeAreas } from '../lib/protocol.js';
 
 /** The context menu's items (ids are `keepsake-<id>`), in menu order; titles in the UI language. */
 export const ASK_ACTIONS = Object.freeze([
@@ -80,9 +81,14 @@ export function readSelection() {
  * @param {object} [deps.chrome]
  * @param {() => string} [deps.language]
  * @param {() => number} [deps.now]
+ * @param {{on: Function}} [deps.events] the NativePort's events: a restore (`changed` with
+ *   `areas.restored`, issue 36) drops the pending ask, whose quote was in the database put aside
  */
-export function createSelectionActions({ storage, broadcast, attachPage, chrome = globalThis.chrome, language = () => globalThis.navigator?.language ?? '', now = () => Date.now() }) {
+export function createSelectionActions({ storage, broadcast, attachPage, chrome = globalThis.chrome, language = () => globalThis.navigator?.language ?? '', now = () => Date.now(), events = null }) {
   let pending = null;
+  events?.on?.('changed', (change) => {
+    if (changeAreas(change).restored) setPending(null);
+  });
 
   /** (Re)create the menu (onInstalled; items survive worker restarts). */
   async function installMenus() {

@@ -113,6 +113,21 @@ test('a pending ask survives a worker restart (storage.session) and is dropped w
   assert.equal(s.chrome.sessionData.has(PENDING_ASK_KEY), false, 'and forgotten');
 });
 
+test('a restore (changed with areas.restored) drops the pending ask: its quote was in the database put aside', async () => {
+  const listeners = [];
+  const events = { on: (name, fn) => { if (name === 'changed') listeners.push(fn); } };
+  const s = setup();
+  const actions = createSelectionActions({ storage: {}, broadcast: () => {}, attachPage: async () => {}, chrome: s.chrome, now: () => 1_000, events });
+  await s.actions.clicked({ menuItemId: 'keepsake-explain' }, TAB);
+  for (const fn of listeners) fn({ event: 'changed', seq: 3, areas: { history: true } });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(s.chrome.sessionData.has(PENDING_ASK_KEY), true, 'an ordinary change keeps it');
+  for (const fn of listeners) fn({ event: 'changed', seq: 4, areas: { restored: true } });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(s.chrome.sessionData.has(PENDING_ASK_KEY), false);
+  assert.equal(await actions.takeAsk(), null);
+});
+
 test('not ours, or nothing selected: nothing attached', async () => {
   const s = setup({ selection: '   ' });
   assert.equal(await s.actions.clicked({ menuItemId: 'other-extension-item' }, TAB), null);

@@ -1,6 +1,8 @@
 // The turn settings kept in the worker between sends (README "Worker chat handlers": how a send
 // is made fast), and when they are forgotten.
 
+import { changeAreas } from '../lib/protocol.js';
+
 /** Settings a turn needs (explicit key list, storage-model §3). */
 export const TURN_SETTING_KEYS = Object.freeze([
   'providers',
@@ -11,12 +13,16 @@ export const TURN_SETTING_KEYS = Object.freeze([
   'summarizeThresholdChars',
 ]);
 
-/** Writes that may change turn settings: a page's call of one, relayed by this worker, forgets them. */
-const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import']);
+/**
+ * Writes that may change turn settings: a page's call of one, relayed by this worker, forgets them.
+ * A restore puts back a whole database, its settings with it (issue 36).
+ */
+const SETTINGS_WRITES = new Set(['settings.set', 'settings.remove', 'storage.import', 'backups.restore']);
 
 /**
  * The turn settings (TURN_SETTING_KEYS) as last read, so a send does not wait for a
- * `settings.get` round trip. Forgotten on every `changed` event naming settings and on every
+ * `settings.get` round trip. Forgotten on every `changed` event naming settings (a restore names
+ * every area: protocol.js `changeAreas`) and on every
  * connection state change of `events` (the NativePort: a new host process does not announce
  * commits made before it opened the database). A read that an event overtook is not kept. Without
  * `events` nothing is kept: every `get` reads.
@@ -29,7 +35,7 @@ export class SettingsMemory {
     this.keeps = !!events?.on;
     if (this.keeps) {
       events.on('changed', (change) => {
-        if (change?.areas?.settings) this.forget();
+        if (changeAreas(change).settings) this.forget();
       });
       events.on('state', () => this.forget());
     }

@@ -81,7 +81,7 @@ registerHandler('host', (msg) => {
 });
 registerHandler('host.state', () => hostState());
 // the context menu on selected text and the attach-page command (selection.js)
-const selection = createSelectionActions({ storage, broadcast, attachPage: turns.attachPage });
+const selection = createSelectionActions({ storage, broadcast, attachPage: turns.attachPage, events: port });
 registerHandler('chat.takeAsk', () => selection.takeAsk());
 registerHandler('host.reconnect', async () => {
   port.close();

@@ -13,6 +13,7 @@
 // (auto-summary); lib/entries.js holds the entry rules the panel shares.
 
 import { t } from '../lib/i18n.js';
+import { changeAreas } from '../lib/protocol.js';
 import { streamReply as defaultStreamReply } from '../lib/llm.js';
 import { seekScript } from '../lib/pills.js';
 import { entryText, isAttachEntry, newestVideoSrc } from '../lib/entries.js';
@@ -109,6 +110,12 @@ export function createTurns(deps) {
   const agentSessions = createAgentSessions({ storage, now });
   const createAgentSession = llm.createAgentSession ?? defaultCreateAgentSession;
   const settingsMemory = new SettingsMemory(() => storage.settings.get({ keys: [...TURN_SETTING_KEYS] }), events);
+  // A restore (issue 36) puts another database in place: nothing the worker holds of the old one is
+  // used again. The turn settings go with every settings change (settings-memory.js, a restore
+  // names every area); the last body goes here. Image bytes stay: a reference names its bytes.
+  events?.on?.('changed', (change) => {
+    if (changeAreas(change).restored) bodyMemory.forget();
+  });
   const streams = new Map(); // streamId → stream (until settled)
   const lock = createLock();
   let sending = false;

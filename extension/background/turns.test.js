@@ -887,6 +887,36 @@ describe('turn settings kept between sends', () => {
     assert.equal(host.live.at(-1).providerLabel, 'Claude · c-3');
   });
 
+  test('a restore (areas.restored) forgets the turn settings and the last body; other changes keep the body', async () => {
+    const events = fakeEvents();
+    const memory = new BodyMemory();
+    const { host, turns } = setup({ script: [reply(['a']), reply(['b']), reply(['c']), reply(['d'])], deps: { events, bodyMemory: memory } });
+    speakDeltas(host);
+    const send = async (text) => {
+      await turns.send({ text });
+      await turns.idle();
+    };
+    await send('1');
+    events.emit('changed', { event: 'changed', seq: 4, areas: { history: true, sessions: { ids: ['s1'] } } });
+    await send('2');
+    assert.equal(host.ops('settings.get').length, 1, 'kept across an ordinary change');
+    assert.notEqual(host.ops('request.build').at(-1).args.since, '', 'the body too');
+    // yesterday's database is put back: its provider is another one
+    host.settings.activeProvider = 'p2';
+    host.settings.activeModel = '';
+    events.emit('changed', { event: 'changed', seq: 9, areas: { restored: true } });
+    assert.equal(memory.hash, null, 'the held body is gone at once');
+    await send('3');
+    assert.equal(host.ops('settings.get').length, 2, 'the settings are read again');
+    assert.equal(host.ops('request.build').at(-1).args.since, '', 'one full body');
+    assert.equal(host.live.at(-1).providerLabel, 'Claude · c-3', 'the restored settings are used');
+    // a restore relayed for a page forgets the settings before its reply, event or not
+    turns.relayed('backups.restore', Promise.resolve({ restored: 'x', undo: 'y' }));
+    await tick();
+    await send('4');
+    assert.equal(host.ops('settings.get').length, 3);
+  });
+
   test('a read that a change overtook is not kept', async () => {
     const events = fakeEvents();
     const stored = { activeProvider: 'p1' };

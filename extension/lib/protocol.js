@@ -141,6 +141,23 @@ export function isWriteOp(op) {
   return WRITE_SET.has(op);
 }
 
+/**
+ * The areas of a `changed` event (PROTOCOL.md §4) as the worker and the pages act on them.
+ * `restored: true` (a backup was put back in place of the database, `backups.restore`) means
+ * everything may have changed: the live chat, its binding, every session, the trash and the
+ * settings. So it names every area, and whatever re-reads on one of them re-reads on a restore;
+ * `restored` stays set for what must also forget more (the worker's body memory, the panel's
+ * earlier messages).
+ * @param {{areas?: object}|null|undefined} event
+ * @returns {{settings?: any, history?: any, binding?: any, sessions?: any, trash?: any, restored?: boolean}}
+ */
+export function changeAreas(event) {
+  const a = event?.areas && typeof event.areas === 'object' ? event.areas : {};
+  if (a.restored !== true) return a;
+  const sessions = a.sessions && typeof a.sessions === 'object' ? a.sessions : {};
+  return { ...a, settings: true, history: true, binding: true, sessions: { ...sessions, index: true }, trash: true, restored: true };
+}
+
 /** Host error codes (PROTOCOL.md §5, append-only). */
 export const ErrorCode = Object.freeze({
   BAD_REQUEST: 'bad_request',

@@ -159,3 +159,24 @@ test('explainHostError gives a title, a detail and the fix command', () => {
   assert.equal(explainHostError({ code: 'db_corrupt' }).fix, 'keepsake-host doctor');
   assert.equal(explainHostError({ code: 'timeout' }).fix, null);
 });
+
+test('changeAreas: a restore names every area; other events pass as they are', async () => {
+  const { changeAreas } = await import('./protocol.js');
+  const plain = { history: true, sessions: { ids: ['a'] } };
+  assert.equal(changeAreas({ areas: plain }), plain, 'an ordinary change is not copied');
+  assert.deepEqual(changeAreas({}), {});
+  assert.deepEqual(changeAreas(null), {});
+  assert.deepEqual(changeAreas({ areas: 'x' }), {});
+  assert.deepEqual(changeAreas({ areas: { restored: 'yes' } }), { restored: 'yes' }, 'only restored: true counts');
+  const r = changeAreas({ seq: 9, areas: { restored: true } });
+  assert.deepEqual(r, { settings: true, history: true, binding: true, sessions: { index: true }, trash: true, restored: true });
+  assert.deepEqual(changeAreas({ areas: { restored: true, sessions: { ids: ['a'] } } }).sessions, { ids: ['a'], index: true });
+});
+
+test('backups.create and backups.restore may take minutes; backups.list is a large read', () => {
+  assert.equal(timeoutFor('backups.restore'), 600_000);
+  assert.equal(timeoutFor('backups.create'), 600_000);
+  assert.equal(timeoutFor('backups.list'), 30_000);
+  assert.equal(isWriteOp('backups.restore'), true);
+  assert.equal(isWriteOp('backups.list'), false);
+});

@@ -1,10 +1,12 @@
-// Options page: provider cards (ping, active provider/model), conversation settings, and the Host panel
-// (connection facts from host.hello, checks, importing data an older version kept in the browser).
+// Options page: provider cards (ping, active provider/model), conversation settings, the Host panel
+// (connection facts from host.hello, checks, importing data an older version kept in the browser) and
+// Backups (options/backups.js: the host's copies of the database, and putting one back).
 // Settings go to keepsake-host with settings.get / settings.set (explicit keys, storage-model §3, §9).
+// A `changed` event re-reads what it names; a restore names everything (protocol.js `changeAreas`).
 
 import { hostCall, workerCall as rawWorkerCall, onWorkerEvent } from '../lib/bridge.js';
 import { createStorage, listAllSessions } from '../lib/storage.js';
-import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, PROTOCOL_VERSION, OPS } from '../lib/protocol.js';
+import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, PROTOCOL_VERSION, OPS, changeAreas } from '../lib/protocol.js';
 import { ping } from '../lib/llm.js';
 import { h, replaceChildren } from '../lib/ui/dom.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
@@ -18,6 +20,7 @@ import {
 } from './providers.js';
 import { operatingSystem } from '../lib/platform.js';
 import { saveSettings } from './settings-save.js';
+import { createBackups } from './backups.js';
 import { t, localize, formatNumber } from '../lib/i18n.js';
 
 // the page's static words in the UI language before anything else runs (and before first paint)
@@ -780,19 +783,36 @@ $('remove-browser-copy').addEventListener('click', (e) => {
 // Start
 // ===================================================================================================
 
+// ===================================================================================================
+// Backups
+// ===================================================================================================
+
+const backups = createBackups({
+  el: $('backups-body'),
+  storage,
+  explain: explainLine,
+  // the page's other sections hear of a restore through its `changed` event too; this one is at once
+  onRestored: () => { loadSettings(); loadCounts(); },
+});
+
 onWorkerEvent((ev) => {
   if (!ev) return;
   if (ev.type === 'host.state') applyHostState(ev);
   else if (ev.type === 'changed') {
+    const a = changeAreas(ev); // a restore names every area
     // a saved provider can change where its key is kept (Host → "API keys")
-    if (ev.areas?.settings) { loadSettings(); loadCounts(); }
-    if (ev.areas?.history || ev.areas?.sessions) loadCounts();
-  } else if (ev.type === 'events.connected' && ev.reconnected) { loadSettings(); loadHost(); }
+    if (a.settings) { loadSettings(); loadCounts(); backups.reloadSettings(); }
+    if (a.history || a.sessions) loadCounts();
+    // any write ends the undo of a restore (backups.list `undo`); a restore or a backup changes the list
+    backups.refreshSoon();
+  } else if (ev.type === 'events.connected' && ev.reconnected) { loadSettings(); loadHost(); backups.load(); }
 });
+// a daily copy is made by the host on its own: the list is read again when the page is looked at
+document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') backups.refreshSoon(); });
 
 async function start() {
   renderChatSettings(); // defaults until the host answers
-  await Promise.allSettled([loadSettings(), loadHost(), previewBrowserData()]);
+  await Promise.allSettled([loadSettings(), loadHost(), previewBrowserData(), backups.load()]);
   document.documentElement.dataset.ready = 'true';
 }
 start();

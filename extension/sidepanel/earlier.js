@@ -8,7 +8,7 @@
 import { EARLIER_PAGE, nextEarlierPage } from '../lib/ui/keeps.js';
 
 /**
- * createEarlier({storage, show, page}) → {sync({sessionId, offset}), loadMore(), beforeId(), fetchBefore(), state}
+ * createEarlier({storage, show, page}) → {sync({sessionId, offset}), forget(), loadMore(), beforeId(), fetchBefore(), state}
  * `show({entries, from, remaining, loading})` is called whenever what to show changes.
  */
 export function createEarlier({ storage, show, page = EARLIER_PAGE }) {
@@ -122,8 +122,18 @@ export function createEarlier({ storage, show, page = EARLIER_PAGE }) {
     return beforeId();
   }
 
+  /**
+   * Forget what was read: the next `sync` starts over even for the same chat and offset (a restore
+   * put another database in place, so the same session id may now hold other entries).
+   */
+  function forget() {
+    reset('', 0);
+    view();
+  }
+
   return {
     sync,
+    forget,
     loadMore,
     beforeId,
     fetchBefore,

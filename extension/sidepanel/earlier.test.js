@@ -97,3 +97,24 @@ test('a page that answers after the chat changed is dropped', async () => {
   assert.deepEqual(shown.at(-1), { entries: [], from: 3, remaining: 3, loading: false });
   assert.equal(earlier.state.sessionId, 's2');
 });
+
+test('forget (a restore): the same chat at the same offset starts over and reads the restored entries', async () => {
+  const host = fakeSessions(100);
+  const shown = [];
+  const earlier = createEarlier({ storage: host.storage, show: (v) => shown.push(v) });
+  await earlier.sync({ sessionId: 's1', offset: 60 });
+  await earlier.loadMore();
+  assert.equal(shown.at(-1).entries[0].content, 'm20');
+  // another database is put in place: the same session id holds other entries
+  host.bodies.set('s1', Array.from({ length: 100 }, (_, i) => ({ role: 'user', content: `restored ${i}`, entryId: `r${i}` })));
+  await earlier.sync({ sessionId: 's1', offset: 60 });
+  assert.equal(shown.at(-1).entries[0].content, 'm20', 'without forget the old entries stay (same chat, same offset)');
+  earlier.forget();
+  assert.deepEqual(shown.at(-1).entries, [], 'nothing of the old database is shown');
+  assert.equal(earlier.beforeId(), '');
+  await earlier.sync({ sessionId: 's1', offset: 60 });
+  assert.deepEqual(shown.at(-1), { entries: [], from: 60, remaining: 60, loading: false });
+  await earlier.loadMore();
+  assert.equal(shown.at(-1).entries[0].content, 'restored 20');
+  assert.equal(earlier.beforeId(), 'r59');
+});

@@ -6,7 +6,7 @@
 import { t, localize } from '../lib/i18n.js';
 import { hostCall, workerCall as rawWorkerCall, onWorkerEvent, replyToResult } from '../lib/bridge.js';
 import { createStorage } from '../lib/storage.js';
-import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES } from '../lib/protocol.js';
+import { explainHostError, HOST_ERROR_CODES, CLIENT_ERROR_CODES, changeAreas } from '../lib/protocol.js';
 import { icon, copyText } from '../lib/ui/dom.js';
 import { createBanner, isConnectionError } from '../lib/ui/banner.js';
 import { createMessageList } from './messages.js';
@@ -341,7 +341,8 @@ function onEvent(ev) {
   switch (ev.type) {
     case 'changed': {
       if (!freshChange(ev)) break; // the same commit via this panel's port, another panel or the worker
-      const a = ev.areas || {};
+      const a = changeAreas(ev); // a restore names every area: transcript, title, drawer, trash, settings
+      if (a.restored) afterRestore();
       if (a.history || a.binding) refreshHistory();
       if (a.sessions || a.trash) {
         if (a.sessions && activeSessionId) updateTitle();
@@ -409,6 +410,18 @@ function onEvent(ev) {
     default:
       break;
   }
+}
+
+/**
+ * A backup was put back (Options → Backups or `keepsake-host restore`): what the panel read of the
+ * old database goes (the earlier messages, the notices about it, such as an eviction's Undo) and
+ * a note says what happened; the `changed` handling re-reads everything else.
+ */
+function afterRestore() {
+  earlier.forget();
+  sessionName = '';
+  messages.clearNotices();
+  messages.notice(t('panelRestoredNotice'), { kind: 'info', detail: t('panelRestoredDetail'), testid: 'restored-notice' });
 }
 
 // ---- actions ------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The UI speaks the browser's language (issue 21): Chromium started with --lang=zh-CN or --lang=pt-BR
 // shows the side panel (a conversation with a reply, the model switcher, the chats drawer and its
-// Recently deleted view) and the Options page with no English word, checked against the catalogue:
+// Recently deleted view) and the Options page (with a backup listed and the question Restore asks)
+// with no English word, checked against the catalogue:
 // a word of the English catalogue that the locale's own catalogue never uses (so "Keepsake",
 // "JSON" or "keepsake-host" pass) must not appear in any visible text, title, aria-label or
 // placeholder. The conversation itself is in the locale's language, and the provider and model
@@ -140,6 +141,12 @@ for (const c of CASES) {
       await options.locator('html[data-ready="true"]').waitFor({ timeout: 15_000 }).catch(() => {});
       await options.waitForTimeout(500);
       seen.push(...(await visibleText(options)));
+      // Backups: the host's daily copy listed, and the one question a restore asks
+      await options.locator(tid('backup-row')).first().waitFor({ timeout: 15_000 });
+      await options.locator(tid('backup-restore')).first().click();
+      await options.locator(tid('confirm-text')).waitFor({ timeout: 5000 });
+      seen.push(...(await visibleText(options)));
+      await options.keyboard.press('Escape');
 
       const english = englishIn(seen, vocab);
       assert.deepEqual(english, [], `English words on screen in ${c.locale}:\n${english.join('\n')}`);

@@ -6,6 +6,7 @@
 //   sidepanel-versions.png      a regenerated reply with its "‹ 2 / 2 ›" versions and a message
 //                               that was not answered, with Retry
 //   options-host.png            the options page's Host panel
+//   options-backups.png         Options → Backups: the daily copy and a "Back up now" copy, with Restore
 //   sidepanel-pdf.png           a 10-page PDF attached (its figures shown) and a reply citing pages
 //   sidepanel-video.png         a video's caption transcript attached and a reply whose [mm:ss]
 //                               pills seek the video
@@ -101,7 +102,7 @@ function sessionsDoc() {
   };
 }
 
-test('README screenshots: conversation with images, drawer search, Recently deleted, versions and a failed message, options Host panel', { timeout: 180_000 }, async (t) => {
+test('README screenshots: conversation with images, drawer search, Recently deleted, versions and a failed message, options Host panel and Backups', { timeout: 180_000 }, async (t) => {
   const mock = await startMockLlm({ script: { text: REPLY, chunkSize: 24, delayMs: 5 } });
   const site = await startPageServer();
   try {
@@ -207,6 +208,14 @@ test('README screenshots: conversation with images, drawer search, Recently dele
       });
       assert.match(await opt.innerText(tid('host-db-path')), /keepsake\.db/);
       await shoot(opt, 'options-host.png', { locator: opt.locator(tid('host-panel')) });
+
+      // ---- Options → Backups: the host's daily copy and one made with "Back up now"
+      await opt.locator(tid('backup-row')).first().waitFor({ timeout: 20_000 });
+      await opt.click(tid('backup-now'));
+      await waitFor(async () => (await opt.getAttribute(tid('backup-result'), 'data-kind')) === 'ok', { timeoutMs: 30_000, what: 'Back up now finished' });
+      await waitFor(async () => (await opt.locator(tid('backup-row')).count()) >= 2, { timeoutMs: 10_000, what: 'two copies listed' });
+      await opt.evaluate(() => document.activeElement?.blur());
+      await shoot(opt, 'options-backups.png', { locator: opt.locator(tid('backups-section')) });
       if (UPDATE) t.diagnostic(`updated ${SCREENSHOTS}`);
     });
   } finally {
