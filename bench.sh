@@ -19,6 +19,9 @@
 #                                 and the echo host, interleaved rounds, spawn → hello and → open, printed only
 #   BENCH_ONLY=read ./bench.sh    reading pages (bench/reading.mjs): characters sent for the five
 #                                 pages of tests/e2e/pages/ old way and new, extraction time, printed only
+#   BENCH_ONLY=backups ./bench.sh "Back up now", a restore and a pre-migration copy at 10,000 sessions
+#                                 (KEEPSAKE_BACKUP_SESSIONS), time and peak RSS with the release host
+#                                 (bench/backups.mjs: T27's figures test, 3 rounds), printed only
 #
 # Needs cargo, node >= 20, npm, /usr/bin/chromium (Debian's; never downloaded) and playwright-core
 # in tests/e2e/node_modules (installed with `npm ci` there when missing). Exit status 0 unless
@@ -45,6 +48,20 @@ if [ "${BENCH_ONLY:-}" = import ]; then
 	export KEEPSAKE_E2E_HOST_BIN
 	say "node bench/import.mjs"
 	exec node bench/import.mjs
+fi
+
+if [ "${BENCH_ONLY:-}" = backups ]; then
+	say "cargo build --release (keepsake-host)"
+	cargo build --release --locked --bin keepsake-host
+	# bench/backups.mjs runs T27's figures test with the release host, 3 rounds: a database of
+	# KEEPSAKE_BACKUP_SESSIONS (default 10,000) sessions, then "Back up now", a restore of that copy
+	# and a pre-migration copy (the same database one schema back, opened by the host): time and
+	# the host's peak RSS of each
+	KEEPSAKE_HOST_BIN="${CARGO_TARGET_DIR:-${root}/target}/release/keepsake-host"
+	KEEPSAKE_BACKUP_SESSIONS="${KEEPSAKE_BACKUP_SESSIONS:-10000}"
+	export KEEPSAKE_HOST_BIN KEEPSAKE_BACKUP_SESSIONS
+	say "node bench/backups.mjs (${KEEPSAKE_BACKUP_SESSIONS} sessions, 3 rounds)"
+	exec node bench/backups.mjs
 fi
 
 chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"

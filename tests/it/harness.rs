@@ -1086,6 +1086,25 @@ pub fn split_frames(out: &[u8]) -> (Vec<Value>, usize) {
 // ---- corruption, disk-full and permission helpers (storage_file::corruption, disk_full,
 // permissions) ---------------------------------------------------------------------------------
 
+/// Limit the files `c`'s process may write to `limit` bytes (RLIMIT_FSIZE, set before exec),
+/// with `SIGXFSZ` ignored so a write past it fails with `EFBIG` instead of killing the process:
+/// the kernel refusing a write, as a full disk does.
+pub fn limit_file_size(c: &mut Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = limit as libc::rlim_t;
+    // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+}
+
 impl Host {
     /// Spawn as [`Host::spawn`] does, after `configure` adjusted the command (environment, a
     /// `pre_exec` umask or rlimit, another stderr).

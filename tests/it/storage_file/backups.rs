@@ -304,7 +304,6 @@ fn hello_error(h: &mut Host) -> Value {
 /// Nothing is migrated, the file stays byte-identical and readable, and the error says why.
 #[test]
 fn t27_a_migration_with_the_disk_full_leaves_the_database_byte_identical() {
-    use std::os::unix::process::CommandExt;
     let mut lines = Vec::new();
     for k in [1u32, LATEST - 1] {
         // 1) the page-count cap
@@ -331,19 +330,9 @@ fn t27_a_migration_with_the_disk_full_leaves_the_database_byte_identical() {
         // 2) RLIMIT_FSIZE below the database's size
         let (_d2, db) = temp_db();
         copy_db_fixture(&format!("v{k}.db"), &db);
-        let limit = (before.len() / 2) as libc::rlim_t;
+        let limit = (before.len() / 2) as u64;
         let mut h = Host::spawn_configured(&db, |c| {
-            // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
-            unsafe {
-                c.pre_exec(move || {
-                    let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                    if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-                    Ok(())
-                });
-            }
+            limit_file_size(c, limit);
         });
         let e = hello_error(&mut h);
         assert!(e["code"] == "internal" || e["code"] == "disk_full", "v{k} RLIMIT_FSIZE: {e}");
@@ -1135,7 +1124,8 @@ fn t27_figures_premigration_copy_and_backup_time_and_peak_rss() {
     let t = tempfile::tempdir().unwrap();
     let db = t.path().join("data").join("keepsake.db");
     let built = Instant::now();
-    populate(&db, n, 10, 1000, "fig");
+    let (per, chars) = (10, 1000);
+    populate(&db, n, per, chars, "fig");
     let bytes = std::fs::metadata(&db).unwrap().len();
     let build_s = built.elapsed().as_secs_f64();
     // a backup ("Back up now"): time of the call, the host's peak RSS during it
@@ -1184,14 +1174,18 @@ fn t27_figures_premigration_copy_and_backup_time_and_peak_rss() {
             .and_then(|v| v.split_whitespace().next())
             .unwrap_or("?")
             .to_owned();
-        format!(
+        let text = format!(
             "pre-migration copy (v{} → v{LATEST}) {copy_ms} ms of an open of {open_ms} ms, host peak RSS (VmHWM) {} MiB",
             LATEST - 1,
             open_peak / 1024,
-        )
+        );
+        let fig = json!({"fromVersion": LATEST - 1, "toVersion": LATEST, "copyMs": copy_ms.parse::<u64>().ok(),
+            "openMs": open_ms as u64, "peakKiB": open_peak});
+        (text, fig)
     } else {
-        "pre-migration copy: skipped (the latest migration changes existing tables)".into()
+        ("pre-migration copy: skipped (the latest migration changes existing tables)".into(), Value::Null)
     };
+    let (premigration, premigration_fig) = premigration;
     eprintln!(
         "T27 figures: {n} sessions, database {:.1} MiB (built in {build_s:.0} s); backup ({note}) {backup_ms} ms, host RSS {} → peak {} MiB{}; restore of that copy {restore_ms} ms, peak {} MiB; {premigration}",
         bytes as f64 / 1048576.0,
@@ -1200,5 +1194,12 @@ fn t27_figures_premigration_copy_and_backup_time_and_peak_rss() {
         if reset { "" } else { " (peak since start: clear_refs refused)" },
         restore_peak / 1024
     );
-    let _ = release;
+    // the same figures for bench/backups.mjs (`BENCH_ONLY=backups ./bench.sh`, BENCHMARKS.md)
+    eprintln!(
+        "T27 figures json: {}",
+        json!({"sessions": n, "entries": per, "chars": chars, "dbBytes": bytes, "host": note, "release": release,
+            "backup": {"ms": backup_ms as u64, "peakKiB": backup_peak},
+            "restore": {"ms": restore_ms as u64, "peakKiB": restore_peak},
+            "premigration": premigration_fig})
+    );
 }

@@ -3,7 +3,7 @@
 //! - **page-count cap**: the host runs with `KEEPSAKE_MAX_PAGE_COUNT` a few pages above the
 //!   database's size (SQLite answers `SQLITE_FULL`, as on a full disk);
 //! - **`RLIMIT_FSIZE`**: the host runs under a file-size limit a little above the database's
-//!   size (set in `pre_exec`, with `SIGXFSZ` ignored so an oversized write fails with `EFBIG`
+//!   size (`harness::limit_file_size`: set in `pre_exec`, with `SIGXFSZ` ignored so an oversized write fails with `EFBIG`
 //!   instead of killing the process): the WAL cannot grow past it;
 //! - **stdout on `/dev/full`**: every reply fails to write (`ENOSPC`).
 //!
@@ -17,7 +17,6 @@
 use crate::harness::*;
 
 use std::collections::BTreeMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,21 +189,11 @@ fn file_size_limit(tpl: &[u8], run: usize) -> Run {
     let mut o = Run::default();
     let (_d, db) = fresh_db(tpl);
     // the WAL may grow to the limit: 24..~200 KiB of frames
-    let limit = (tpl.len() + 24 * 1024 + (run % 40) * 4096) as libc::rlim_t;
+    let limit = (tpl.len() + 24 * 1024 + (run % 40) * 4096) as u64;
     let err = stderr_file(db.parent().unwrap());
     let mut h = Host::spawn_configured(&db, |c| {
         c.stderr(Stdio::from(err));
-        // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
-        unsafe {
-            c.pre_exec(move || {
-                let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-                Ok(())
-            });
-        }
+        limit_file_size(c, limit);
     });
     let hello = h.hello();
     if !hello["dbError"].is_null() {
