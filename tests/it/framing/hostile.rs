@@ -1003,6 +1003,11 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     served(call(&mut h, "history.switchVersion", args), "history.switchVersion", &mut served_ops);
     let args = json!({"document": {"previewKey": 1}});
     served(call(&mut h, "storage.importPreview", args), "storage.importPreview", &mut served_ops);
+    // copies of the database: a manual copy, the list, a restore of that copy
+    let made = served(call(&mut h, "backups.create", json!({})), "backups.create", &mut served_ops);
+    served(call(&mut h, "backups.list", json!({})), "backups.list", &mut served_ops);
+    let args = json!({"id": made["result"]["copy"]["id"]});
+    served(call(&mut h, "backups.restore", args), "backups.restore", &mut served_ops);
     // A commit by another process (the CLI) is announced by the poller.
     let doc = dir.path().join("import.json");
     std::fs::write(&doc, json!({"fromCli": 1}).to_string()).unwrap();
