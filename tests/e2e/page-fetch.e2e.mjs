@@ -70,7 +70,9 @@ async function site(name, routes) {
 
 const html = (body, { csp = '', cookie = '' } = {}) => (req, res) => {
   res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...(csp ? { 'content-security-policy': csp } : {}), ...(cookie ? { 'set-cookie': cookie } : {}) });
-  res.end(`<!doctype html><html lang="en"><head><meta charset="utf-8">${body}</html>`);
+  // an icon of its own (empty, inline) keeps the browser from asking for /favicon.ico with the
+  // site's cookies some time after the tab loaded: that request is the browser's, not ours
+  res.end(`<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">${body}</html>`);
 };
 const bytes = (type, body) => (req, res) => res.writeHead(200, { 'content-type': type, 'content-length': body.length }).end(body);
 const redirect = (to) => (req, res) => res.writeHead(302, { location: to }).end();
