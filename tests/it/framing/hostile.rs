@@ -1014,7 +1014,15 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     // (imports take no setting unless asked)
     let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap(), "--settings", "keep"]);
     assert_eq!(code, 0, "{err}");
-    thread::sleep(Duration::from_millis(1200));
+    // wait for the poller to announce it (a condition, not a time: a busy machine may take a while)
+    let announced =
+        |f: &Value| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["fromCli"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if h.next_frame(Duration::from_millis(250)).is_some_and(|(f, _)| announced(&f)) {
+            break;
+        }
+    }
     // Malformed frames, then a too-large prefix ends the process.
     h.send_frame(b"");
     h.send_frame(b"\xff\xfe");
