@@ -41,6 +41,8 @@ pub const READER_TICK: Duration = Duration::from_secs(5);
 /// After a notification, the reader waits this long for more before it looks (a syncer writes a
 /// file and renames it: one look for both).
 const SETTLE_NOTIFY: Duration = Duration::from_millis(150);
+/// How often the threads look whether a database that does not sync (or is paused) started.
+pub const IDLE_TICK: Duration = Duration::from_secs(2);
 /// How often a host without the lock tries to take it.
 pub const CLAIM_RETRY: Duration = Duration::from_secs(5);
 /// The first look waits this long after the start, off the busy first moments of a port.
@@ -235,23 +237,33 @@ fn writer_loop(
     let mut replica: Option<Box<dyn Replica + Send>> = None;
     let mut writer: Option<(Device, Writer)> = None;
     loop {
-        if claim.held() {
-            shared.running.store(true, Ordering::SeqCst);
-            if replica.is_none() {
-                match open() {
-                    Ok(r) => replica = Some(r),
-                    Err(e) => set(&shared.writer_error, Some(e)),
-                }
-            }
-            if let Some(r) = replica.as_deref_mut() {
-                let err = step_writer(r, &*secrets, &mut writer);
-                set(&shared.writer_error, err);
+        let mut tick = IDLE_TICK;
+        if replica.is_none() {
+            match open() {
+                Ok(r) => replica = Some(r),
+                Err(e) => set(&shared.writer_error, Some(e)),
             }
         }
-        if !wait(&rx, WRITER_TICK, &stopping) {
+        if let Some(r) = replica.as_deref_mut() {
+            // a database that does not sync costs one small read per IDLE_TICK
+            if syncs(r) && claim.held() {
+                shared.running.store(true, Ordering::SeqCst);
+                tick = WRITER_TICK;
+                let err = step_writer(r, &*secrets, &mut writer);
+                set(&shared.writer_error, err);
+            } else {
+                writer = None;
+            }
+        }
+        if !wait(&rx, tick, &stopping) {
             break;
         }
     }
+}
+
+/// Set up and not paused (a failed read counts as yes: the step reports it).
+fn syncs(r: &mut dyn Replica) -> bool {
+    !matches!(active(r), Ok(None))
 }
 
 /// One look of the writer; the failure to report, if any.
@@ -328,18 +340,25 @@ fn reader_loop(
     let mut replica: Option<Box<dyn Replica + Send>> = None;
     let mut reader: Option<(Device, Reader, Option<notify::RecommendedWatcher>)> = None;
     loop {
-        if claim.held() {
-            if replica.is_none() {
-                match open() {
-                    Ok(r) => replica = Some(r),
-                    Err(e) => store_seen(&shared, None, Some(e)),
-                }
-            }
-            if let Some(r) = replica.as_deref_mut() {
-                step_reader(r, &*secrets, &shared, &mut reader, &nudge, &stopping);
+        let mut tick = IDLE_TICK;
+        if replica.is_none() {
+            match open() {
+                Ok(r) => replica = Some(r),
+                Err(e) => store_seen(&shared, None, Some(e)),
             }
         }
-        if !wait(&rx, READER_TICK, &stopping) {
+        if let Some(r) = replica.as_deref_mut() {
+            if syncs(r) && claim.held() {
+                tick = READER_TICK;
+                step_reader(r, &*secrets, &shared, &mut reader, &nudge, &stopping);
+            } else {
+                reader = None;
+                if let Ok(mut s) = shared.seen.lock() {
+                    *s = None;
+                }
+            }
+        }
+        if !wait(&rx, tick, &stopping) {
             break;
         }
         // a burst of notifications: one look after it

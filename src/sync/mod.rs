@@ -21,6 +21,7 @@ pub mod replica;
 pub mod seal;
 pub mod setup;
 pub mod status;
+pub mod store;
 pub mod writer;
 
 #[cfg(test)]

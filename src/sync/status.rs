@@ -77,14 +77,16 @@ pub fn folder_reachable(d: &Device) -> Result<(), String> {
     Ok(())
 }
 
-/// The whole report.
+/// The whole report. Without the engine's last look (`seen`), `look` runs one here (the CLI);
+/// a serving host passes false, so a reply never waits on the folder.
 pub fn report(
     r: &mut dyn Replica,
     secrets: &dyn SecretStore,
     seen: Option<&Seen>,
-    running: bool,
+    look: bool,
     now: i64,
 ) -> HostResult<Value> {
+    let running = seen.is_some();
     let Some(d) = r.sync_device()? else {
         return Ok(json!({"setUp": false, "problems": []}));
     };
@@ -112,7 +114,7 @@ pub fn report(
             }
             s.status.clone()
         }
-        (None, Ok(k), Ok(())) => {
+        (None, Ok(k), Ok(())) if look => {
             let mut reader = Reader::new(Folder::new(&d.folder), &d.id, k.clone());
             looked_at = Some(now);
             match reader.look(r, false, now, &mut |_| {}) {
