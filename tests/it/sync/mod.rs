@@ -1,0 +1,6 @@
+//! Sync over a folder (docs/sync.md): the transport and the surface with the real binary, and
+//! two real Syncthing instances on loopback.
+
+mod syncthing;
+
+mod replication;
