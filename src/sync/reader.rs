@@ -166,7 +166,10 @@ impl Reader {
                 if let Some(b) = self.open(&dfile, Kind::Device, &context(Kind::Device, &dev, 0), Some(&dev))
                 {
                     if let Ok(info) = payload::from_bytes::<DeviceInfo>(&b) {
-                        if info.id == dev {
+                        if info.id == dev && self.names.get(&dev) != Some(&info.name) {
+                            if apply {
+                                r.sync_device_names(&[(dev.clone(), info.name.clone())])?;
+                            }
                             self.names.insert(dev.clone(), info.name);
                         }
                     }

@@ -97,6 +97,12 @@ pub trait Replica {
         seg: u64,
         ops: &[String],
     ) -> HostResult<(Applied, Option<ChangeEvent>)>;
+    /// The names the other devices gave themselves (their `device` files), for the drawer's
+    /// "from <device>" (`sessions.list` rows' `device`); called when one is new or changed.
+    fn sync_device_names(&mut self, names: &[(String, String)]) -> HostResult<()> {
+        let _ = names;
+        Ok(())
+    }
     /// The whole state, for a checkpoint.
     fn sync_checkpoint(&mut self) -> HostResult<Value>;
     /// Merge a checkpoint `dev` wrote as of its segment `seq`; every segment it covers counts
