@@ -50,6 +50,7 @@ pub use drawer::Listing;
 pub use error::StoreError;
 pub use history::{FailedTarget, Page};
 pub use import::ImportOptions;
+pub(crate) use keys::put_verified;
 pub use keys::{ApiKeys, MoveReport, Severity};
 pub use open::Mode;
 pub use requests::{BuildArgs, ImageRefsMode};
