@@ -1,18 +1,19 @@
 // Options → Sync (issue 31): where this computer stands with the others that share its sync folder,
 // Pause / Resume, and how to set sync up. The setting up itself is the terminal's
 // (`keepsake-host sync init|join`, docs/sync.md); this section reads `sync.status` and writes only
-// `sync.pause` / `sync.resume`.
+// `sync.pause` / `sync.resume` (PROTOCOL.md "sync").
 //
-//   - this device: its name and id, the folder, Syncing or Paused, and this computer's changes not
-//     in the folder yet;
-//   - every other device seen in the folder: its name and id, the operations applied from it, those
-//     seen but not applied yet, when one was last applied;
-//   - problems in plain words (a damaged file, a file sealed with another key, pictures not arrived,
-//     the wrong key, the folder missing), the file or folder they name as data (translate="no");
+//   - this device: its name and id, the folder, where its sync key is kept, when it last looked at
+//     the folder, Syncing or Paused, and its changes not in the folder yet;
+//   - every other device seen in the folder: its name and id, the operations applied from it, its
+//     files seen but not applied yet, when one was last applied;
+//   - problems in plain words (the folder unreachable, the key unusable, a damaged file, a file
+//     sealed with another key, pictures not arrived), what they name and the host's own reason as
+//     data (translate="no"), and the commands that are the way out;
 //   - the commands that set it up, each with a Copy button.
 // Read again on every `changed` event (an apply of another device's operations is a write), when
 // the page becomes visible, and every SYNC_POLL_MS while it is shown (a file arriving in the folder
-// changes what is pending and the problems without a write). No DOM string parsing anywhere.
+// changes what waits and the problems without a write). No DOM string parsing anywhere.
 
 import { t, formatDateTime, formatNumber } from '../lib/i18n.js';
 import { h, replaceChildren, debounce, copyText, iconButton } from '../lib/ui/dom.js';
@@ -21,29 +22,40 @@ import { h, replaceChildren, debounce, copyText, iconButton } from '../lib/ui/do
 export const SYNC_POLL_MS = 5_000;
 
 /** Problem kinds this page words itself (`sync.status` `problems[].kind`); others show the host's sentence. */
-export const PROBLEM_KINDS = Object.freeze(['damaged', 'foreign', 'pictures_pending', 'wrong_key', 'folder_missing']);
+export const PROBLEM_KINDS = Object.freeze(['folder', 'key', 'damaged', 'foreign', 'pictures']);
 
 const count = (v) => Math.max(0, Math.trunc(Number(v) || 0));
 const str = (v) => (typeof v === 'string' ? v : '');
-const timeOrNull = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : typeof v === 'string' && v && Number.isFinite(Date.parse(v)) ? Date.parse(v) : null);
+const timeOrNull = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 /**
- * `sync.status` as this page uses it, whatever the host left out: `{setUp, paused, folder, device,
- * outboxPending, devices, problems}`.
+ * `sync.status` (PROTOCOL.md "sync") as this page shows it: `{setUp, paused, folder,
+ * folderReachable, device, outboxPending, looked, lastLookAt, key, devices, problems}`; `devices`
+ * are the OTHER devices (`self` left out), `applied` their operations applied (`opsApplied`),
+ * `pending` their files seen and not applied yet (segments), `waitingPictures`.
  */
 export function readStatus(r) {
   const s = r && typeof r === 'object' ? r : {};
   const dev = s.device && typeof s.device === 'object' ? s.device : null;
   const device = dev && str(dev.id) ? { id: dev.id, name: str(dev.name), createdAt: timeOrNull(dev.createdAt) } : null;
+  const setUp = s.setUp === true && !!device;
+  const key = s.key && typeof s.key === 'object' ? s.key : null;
   return {
-    setUp: s.setUp === true || (s.setUp === undefined && !!device),
-    paused: s.paused === true,
-    folder: str(s.folder),
+    setUp,
+    paused: dev?.paused === true,
+    folder: str(s.folder?.path) || str(dev?.folder),
+    folderReachable: s.folder?.reachable !== false,
     device,
-    outboxPending: count(s.outbox?.pending),
+    outboxPending: count(s.outbox),
+    looked: s.running === true && timeOrNull(s.lastLookAt) !== null,
+    lastLookAt: timeOrNull(s.lastLookAt),
+    key: key ? { kept: str(key.kept), secretStore: str(key.secretStore), reachable: key.reachable !== false, reason: str(key.reason), ok: key.ok !== false } : null,
     devices: (Array.isArray(s.devices) ? s.devices : [])
-      .filter((d) => d && typeof d === 'object' && str(d.id) && d.id !== device?.id)
-      .map((d) => ({ id: d.id, name: str(d.name), applied: count(d.applied), pending: count(d.pending), lastAppliedAt: timeOrNull(d.lastAppliedAt) })),
+      .filter((d) => d && typeof d === 'object' && str(d.id) && d.self !== true && d.id !== device?.id)
+      .map((d) => ({
+        id: d.id, name: str(d.name), applied: count(d.opsApplied), pending: count(d.pending),
+        waitingPictures: count(d.waitingPictures), lastAppliedAt: timeOrNull(d.lastAppliedAt),
+      })),
     problems: (Array.isArray(s.problems) ? s.problems : []).filter((p) => p && typeof p === 'object'),
   };
 }
@@ -54,14 +66,14 @@ export function deviceLabel(d) {
 }
 
 /**
- * The folder in the commands: Syncthing's default folder, `Sync` in the home folder (the host keeps
- * its files under `keepsake/` there). PowerShell's `$HOME` on Windows, where `~` reaches no program.
+ * The folder in the commands: a `Keepsake` folder in Syncthing's default folder, `Sync` in the home
+ * folder (docs/sync.md's example). PowerShell's `$HOME` on Windows, where `~` reaches no program.
  */
 export function exampleFolder(os) {
-  return os === 'win' ? '$HOME\\Sync' : '~/Sync';
+  return os === 'win' ? '$HOME\\Sync\\Keepsake' : '~/Sync/Keepsake';
 }
 
-/** The commands that set sync up, stop it, and show it, copied as they are (nothing else in them). */
+/** The commands that set sync up, show it and stop it, copied as they are (nothing else in them). */
 export function setupCommands(os) {
   const folder = exampleFolder(os);
   return {
@@ -73,37 +85,48 @@ export function setupCommands(os) {
 }
 
 /**
- * One problem in plain words: `{text, data, command?}` — `data` is what the problem names (a file,
- * the folder, or the host's own sentence for a kind this page does not know), shown as data;
- * `command` the one to run when that is the way out.
- * @param {object} p a `problems[]` item
- * @param {{devices?: {id: string, name: string}[], folder?: string, os?: string}} [ctx]
+ * One problem in plain words: `{text, data, detail, commands}` — `data` is what the problem names
+ * (a file, the folder), `detail` the host's own sentence where it says more than the words here
+ * (why the folder or the key cannot be used; the whole of a kind this page does not know), both
+ * shown as data; `commands` the ones to run when that is the way out.
+ * @param {object} p a `problems[]` item `{kind, device?, file?, detail}`
+ * @param {{devices?: object[], folder?: string, os?: string}} [ctx]
  */
 export function problemText(p, { devices = [], folder = '', os = '' } = {}) {
-  const who = () => {
-    const d = devices.find((x) => x.id === p.device);
-    return d ? deviceLabel(d) : str(p.deviceName) || str(p.device).slice(0, 8) || t('optSyncAnotherDevice');
-  };
+  const from = devices.find((x) => x.id === p.device);
+  const who = () => (from ? deviceLabel(from) : str(p.device).slice(0, 8) || t('optSyncAnotherDevice'));
   const file = str(p.file);
+  const detail = str(p.detail);
+  const cmds = setupCommands(os);
   switch (p.kind) {
+    case 'folder':
+      return { text: t('optSyncProblemFolder'), data: folder, detail, commands: [] };
+    case 'key':
+      return { text: t('optSyncProblemKey'), data: '', detail, commands: [cmds.leave, cmds.join] };
     case 'damaged':
-      return { text: t('optSyncProblemDamaged', who()), data: file };
+      return { text: t('optSyncProblemDamaged', who()), data: file, detail: '', commands: [] };
     case 'foreign':
-      return { text: t('optSyncProblemForeign'), data: file };
-    case 'pictures_pending': {
-      const n = count(p.count);
-      return { text: n === 1 ? t('optSyncProblemPicturesOne', who()) : t('optSyncProblemPicturesMany', formatNumber(n), who()), data: '' };
+      return { text: t('optSyncProblemForeign'), data: file, detail: '', commands: [] };
+    case 'pictures': {
+      const n = from?.waitingPictures ?? 0;
+      const text = n === 1 ? t('optSyncProblemPicturesOne', who())
+        : n > 1 ? t('optSyncProblemPicturesMany', formatNumber(n), who()) : t('optSyncProblemPictures', who());
+      return { text, data: '', detail: '', commands: [] };
     }
-    case 'wrong_key':
-      return { text: t('optSyncProblemWrongKey'), data: '', command: setupCommands(os).join };
-    case 'folder_missing':
-      return { text: t('optSyncProblemFolderMissing'), data: str(p.folder) || folder };
     default:
-      return { text: t('optSyncProblemOther'), data: str(p.message) || str(p.kind) };
+      return { text: t('optSyncProblemOther'), data: '', detail: detail || str(p.kind), commands: [] };
   }
 }
 
-/** "3 changes made here are not in the folder yet" (while paused: "…wait for Resume"), or ''. */
+/** Where this computer keeps the sync key, in words: `{text, reason}` (`reason`: the host's, as data). */
+export function keyText(key) {
+  if (!key) return { text: '—', reason: '' };
+  if (key.kept === 'secretStore') return { text: t('optSyncKeyInStore', key.secretStore || t('optSyncSecretStore')), reason: '' };
+  if (key.kept === 'databaseFile') return { text: t('optSyncKeyInFile'), reason: key.reachable ? '' : key.reason };
+  return { text: '—', reason: '' };
+}
+
+/** "3 changes made here are being written to the sync folder" (while paused: "…wait"), or ''. */
 export function outboxText(n, paused) {
   if (!n) return '';
   if (paused) return n === 1 ? t('optSyncOutboxPausedOne') : t('optSyncOutboxPausedMany', formatNumber(n));
@@ -196,16 +219,21 @@ export function createSync({
 
   function renderFacts(s) {
     const row = (label, value, testid) => [h('dt', { text: label }), h('dd', { testid }, value)];
+    const key = keyText(s.key);
     replaceChildren(facts,
       row(t('optSyncThisDevice'), [data('span', { testid: 'sync-device-name', class: 'sync-name' }, deviceLabel(s.device)), ' ', data('span', { class: 'mono sync-id', testid: 'sync-device-id' }, s.device?.id ?? '')], 'sync-device'),
-      row(t('optSyncFolder'), data('span', { class: 'mono', testid: 'sync-folder-path' }, s.folder || '—'), 'sync-folder'));
+      row(t('optSyncFolder'), data('span', { class: 'mono', testid: 'sync-folder-path' }, s.folder || '—'), 'sync-folder'),
+      row(t('optSyncKey'), [h('span', { testid: 'sync-key-text', text: key.text }), key.reason ? [' ', data('span', { testid: 'sync-key-reason' }, key.reason)] : null], 'sync-key'),
+      row(t('optSyncLastLook'), s.lastLookAt === null ? t('optSyncNotLookedYet') : when(s.lastLookAt), 'sync-last-look'));
     outbox.textContent = outboxText(s.outboxPending, s.paused);
     outbox.hidden = !outbox.textContent;
   }
 
   function renderDevices(s) {
     if (s.devices.length === 0) {
-      replaceChildren(devices, h('tbody', {}, h('tr', {}, h('td', { class: 'backups-empty', testid: 'sync-devices-none', text: t('optSyncNoDevices') }))));
+      // before this computer's first look at the folder, no device is known yet: not "none"
+      const none = s.looked ? t('optSyncNoDevices') : t('optSyncDevicesNotLooked');
+      replaceChildren(devices, h('tbody', {}, h('tr', {}, h('td', { class: 'backups-empty', testid: 'sync-devices-none', text: none }))));
       return;
     }
     const headRow = h('thead', {}, h('tr', {},
@@ -233,8 +261,9 @@ export function createSync({
       return h('li', { testid: 'sync-problem', dataset: { kind: str(p.kind) } },
         h('span', { testid: 'sync-problem-text', text: x.text }),
         x.data ? [' ', data('span', { class: 'mono', testid: 'sync-problem-data' }, x.data)] : null,
-        x.command ? h('div', { class: 'banner-fix' }, data('code', { testid: 'sync-problem-command' }, x.command),
-          iconButton('copy', t('uiCopyCommand'), { testid: 'sync-problem-copy', on: { click: () => copyText(x.command) } })) : null);
+        x.detail ? data('div', { class: 'hint', testid: 'sync-problem-detail' }, x.detail) : null,
+        x.commands.map((c) => h('div', { class: 'banner-fix' }, data('code', { testid: 'sync-problem-command' }, c),
+          iconButton('copy', t('uiCopyCommand'), { testid: 'sync-problem-copy', on: { click: () => copyText(c) } }))));
     }));
   }
 
@@ -314,7 +343,9 @@ export function createSync({
     toggleResult.textContent = '';
     delete toggleResult.dataset.kind;
     try {
-      await (pausing ? storage.sync.pause({}) : storage.sync.resume({}));
+      // the reply is the sync.status object as it is now
+      const r = await (pausing ? storage.sync.pause({}) : storage.sync.resume({}));
+      if (r && typeof r === 'object' && r.setUp !== undefined) render(readStatus(r));
       toggleResult.textContent = pausing ? t('optSyncPausedNow') : t('optSyncResumedNow');
       toggleResult.dataset.kind = 'ok';
     } catch (err) {
