@@ -133,13 +133,13 @@ pub fn run(db: &Path, action: SyncAction) -> Result<i32, CliError> {
         SyncAction::Pause | SyncAction::Resume => {
             let pause = matches!(action, SyncAction::Pause);
             let mut s = Store::open(db)?;
-            if s.sync_device()?.is_none() {
+            if Replica::sync_device(&mut s)?.is_none() {
                 return Err(CliError(
                     "this database does not sync (set it up with `keepsake-host sync init`)".into(),
                     1,
                 ));
             }
-            s.sync_set_paused(pause)?;
+            Replica::sync_set_paused(&mut s, pause)?;
             s.close();
             println!(
                 "{}",

@@ -195,19 +195,16 @@ impl Reader {
                     if let Some(b) =
                         self.open(&path, Kind::Checkpoint, &context(Kind::Checkpoint, &dev, n), Some(&dev))
                     {
-                        match payload::from_bytes::<Checkpoint>(&b) {
-                            Ok(ck) if ck.device == dev && ck.seq == n => {
-                                let (out, ev) = r.sync_apply_checkpoint(&dev, n, &ck.state)?;
+                        match Checkpoint::open(&b, &dev, n) {
+                            Ok((_, state)) => {
+                                let (out, ev) = r.sync_apply_checkpoint(&dev, n, state)?;
                                 self.count(&dev, &out, now, &mut st);
                                 if let Some(ev) = ev {
                                     emit(ev);
                                 }
                                 applied = r.sync_applied(&dev)?;
                             }
-                            Ok(_) | Err(_) => {
-                                let why = Refusal::BadPayload("it names another checkpoint".into());
-                                self.refused(&path, &why, Some(&dev));
-                            }
+                            Err(why) => self.refused(&path, &why, Some(&dev)),
                         }
                     }
                 }
@@ -255,12 +252,12 @@ impl Reader {
                     }
                     _ => {
                         self.pending.remove(&(dev.clone(), seq));
-                        applied.above.insert(seq);
+                        applied.segments.insert(seq);
                     }
                 }
                 self.count(&dev, &out, now, &mut st);
             }
-            ds.applied = applied.count();
+            ds.applied = files.segments.iter().filter(|&&s| applied.contains(s)).count() as u64;
             ds.ops_applied = self.ops_applied.get(&dev).copied().unwrap_or(0);
             ds.last_applied_at = self.last_applied.get(&dev).copied();
             if ds.waiting_pictures > 0 {

@@ -164,9 +164,10 @@ impl Writer {
             return Ok(seq);
         }
         let state = r.sync_checkpoint()?;
-        let ck = Checkpoint { v: V, device: self.dev.clone(), seq, at: now, state };
+        let ck = Checkpoint { v: V, device: self.dev.clone(), seq, at: now };
         let ctx = context(Kind::Checkpoint, &self.dev, seq);
-        let bytes = self.key.seal(Kind::Checkpoint, &ctx, &payload::to_bytes(&ck));
+        let bytes = self.key.seal(Kind::Checkpoint, &ctx, &ck.to_bytes(&state));
+        drop(state);
         write_sealed(&self.folder.checkpoint(&self.dev, seq), Existing::Refuse, &bytes).map_err(io)?;
         self.checkpoints.push(seq);
         if self.checkpoints.len() >= 3 {
