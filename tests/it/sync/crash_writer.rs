@@ -32,7 +32,7 @@ fn t31_kill_9_while_writing_segments_loses_nothing_and_applies_nothing_twice() {
     let key_text = init(&dba, &dir, "a", &no_store());
     join(&dbb, &dir, &key_text, "b", &no_store());
     let dev = status(&dba, &no_store())["device"]["id"].as_str().unwrap().to_owned();
-    let kills = size("KEEPSAKE_SYNC_KILLS", 60, 400);
+    let kills = size("KEEPSAKE_SYNC_KILLS", 40, 400);
     let mut rng = Rng::from_env();
     eprintln!("T31: seed {} kills {kills}", rng.seed());
     let mut b = Host::spawn(&dbb);
@@ -40,8 +40,21 @@ fn t31_kill_9_while_writing_segments_loses_nothing_and_applies_nothing_twice() {
     let ddir = Folder::new(&dir).device_dir(&dev);
     let (mut mid_write, mut before_seal) = (0, 0);
     let started = Instant::now();
+    let temps = |d: &std::path::Path| -> BTreeSet<String> {
+        std::fs::read_dir(d)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.ends_with(".tmp"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let blobs_dir = Folder::new(&dir).blobs();
+    let (mut segments_before, mut sealed_rounds) = (0, 0);
     for round in 0..kills {
         let mut a = Host::spawn(&dba);
+        let first = Instant::now();
         for i in 0..rng.range(1, 4) {
             let text = format!("ack-{round}-{i}-{}", rng.next_u64() % 1_000_000);
             let entry = if rng.range(0, 3) == 0 {
@@ -56,25 +69,42 @@ fn t31_kill_9_while_writing_segments_loses_nothing_and_applies_nothing_twice() {
         if rng.range(0, 4) == 0 {
             a.ok("history.clear", json!({}));
         }
-        // the writer looks every 250 ms: a kill within that window lands before, during or after
-        // a segment (and its pictures) is written
-        std::thread::sleep(Duration::from_millis(rng.range(0, 320)));
+        // the sync threads start with the first request and the writer first looks 0.3 s later,
+        // then every 0.25 s: a kill anywhere in 0.2–0.9 s lands before, during or after a
+        // segment (and its pictures) is written
+        let (t_seg, t_blob) = (temps(&ddir), temps(&blobs_dir));
+        let at = Duration::from_millis(rng.range(200, 900));
+        std::thread::sleep(at.saturating_sub(first.elapsed()));
         drop(a); // SIGKILL
-        let temps = std::fs::read_dir(&ddir)
-            .map(|rd| rd.flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".tmp")).count())
-            .unwrap_or(0);
-        if temps > 0 {
+        if temps(&ddir).difference(&t_seg).count() + temps(&blobs_dir).difference(&t_blob).count() > 0 {
             mid_write += 1;
         }
         if status(&dba, &no_store())["outbox"].as_u64().unwrap_or(0) > 0 {
             before_seal += 1;
         }
+        let n = list_device(&ddir).map(|f| f.segments.len()).unwrap_or(0);
+        if n > segments_before {
+            segments_before = n;
+            sealed_rounds += 1;
+        }
     }
     // one last start seals what the kills left
-    let a = Host::spawn(&dba);
-    wait_for("a's outbox to empty", Duration::from_secs(60), || {
-        (status(&dba, &no_store())["outbox"] == json!(0)).then_some(())
-    });
+    let mut a = Host::spawn(&dba);
+    // the browser's first request opens the database (and starts the sync threads)
+    a.ok("history.meta", json!({}));
+    let t0 = Instant::now();
+    while status(&dba, &no_store())["outbox"] != json!(0) {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let log =
+                std::fs::read_to_string(dba.parent().unwrap().join("keepsake-host.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!(
+                "a's outbox did not empty within 60 s; a's log ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     drop(a);
     // A's segments, opened with the key: op numbers 1..N, no gap, no repeat
     let k = key::from_text(&key_text).unwrap();
@@ -115,8 +145,9 @@ fn t31_kill_9_while_writing_segments_loses_nothing_and_applies_nothing_twice() {
     );
     assert!(report["problems"].as_array().unwrap().is_empty(), "{}", report["problems"]);
     eprintln!(
-        "T31: {kills} kills in {:?}: {mid_write} left a temp file (killed mid-write), {before_seal} before the seal; \
-         {} segments, {} operations sealed once each, {} acknowledged entries all on the other device, 0 lost",
+        "T31: {kills} kills in {:?}: {mid_write} left a new temp file (killed while writing a segment or a picture), \
+         {before_seal} left operations not sealed, {sealed_rounds} wrote a segment first; {} segments, {} operations sealed once each, {} acknowledged entries \
+         all on the other device, 0 lost",
         started.elapsed(),
         files.segments.len(),
         seqs.len(),
