@@ -120,9 +120,14 @@ pub fn run(db: &Path, action: SyncAction) -> Result<i32, CliError> {
             Ok(0)
         }
         SyncAction::Status { json } => {
-            let mut s = Store::open_read_only(db)?;
-            let secrets = s.secret_store();
-            let v = status::report(&mut s, &*secrets, None, true, now_ms())?;
+            let v = if db.exists() {
+                let mut s = Store::open_read_only(db)?;
+                let secrets = s.secret_store();
+                status::report(&mut s, &*secrets, None, true, now_ms())?
+            } else {
+                // no database yet: nothing syncs
+                json!({"setUp": false, "problems": []})
+            };
             if json {
                 println!("{}", pretty(&v));
             } else {

@@ -17,7 +17,8 @@
 //! - `privacy`: no word typed, picture or key in the folder; a wrong key changes nothing; a
 //!   flipped byte is refused and reported;
 //! - `crash_writer`: kill -9 while a host writes segments, hundreds of times (T31);
-//! - `converge`: two hosts through two Syncthing instances, with a paused stretch (T32).
+//! - `converge`: two hosts through two Syncthing instances, with a paused stretch (T32);
+//! - `surface`: `sync init/status/pause/resume/leave`, the `sync.*` operations, `doctor`.
 
 mod crash;
 mod merge;
@@ -31,6 +32,7 @@ mod converge;
 mod crash_writer;
 mod privacy;
 mod replication;
+mod surface;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
