@@ -261,6 +261,21 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_newest_segment_of_our_own_does_not_stop_the_writer() {
+        let t = tempfile::tempdir().unwrap();
+        let (mut a, _k) = init(t.path(), "a");
+        a.r.record(json!({"op": 1}), &[]);
+        flush(&mut a);
+        let dev = a.r.sync_device().unwrap().unwrap();
+        let p = Folder::new(t.path()).segment(&dev.id, 1);
+        std::fs::write(&p, b"KSYNC1 torn").unwrap();
+        a.r.0.lock().unwrap().sealed_upto = 0;
+        a.r.record(json!({"op": 2}), &[]);
+        assert_eq!(flush(&mut a), 2, "both operations go out again, in segment 2");
+        assert_eq!(list_device(&Folder::new(t.path()).device_dir(&dev.id)).unwrap().segments, vec![1, 2]);
+    }
+
+    #[test]
     fn a_segment_written_but_not_marked_is_not_sealed_again() {
         let t = tempfile::tempdir().unwrap();
         let (mut a, k) = init(t.path(), "a");
