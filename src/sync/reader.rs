@@ -82,6 +82,8 @@ pub struct Reader {
     last_applied: HashMap<String, i64>,
     /// Segments waiting for pictures: what they wait for.
     pending: BTreeMap<(String, u64), Vec<String>>,
+    /// Set at shutdown: a look stops between two segments.
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 fn rel(folder: &Folder, p: &Path) -> String {
@@ -100,7 +102,18 @@ impl Reader {
             ops_applied: HashMap::new(),
             last_applied: HashMap::new(),
             pending: BTreeMap::new(),
+            stop: None,
         }
+    }
+
+    /// A look stops between two segments once `flag` is set (the host is shutting down).
+    pub fn stop_on(mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Reader {
+        self.stop = Some(flag);
+        self
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Open `path`; a refusal is judged (wait, or report once it settled). `Ok(None)`: skip it
@@ -212,6 +225,9 @@ impl Reader {
             for &seq in &files.segments {
                 if applied.contains(seq) {
                     continue;
+                }
+                if self.stopping() {
+                    break;
                 }
                 let path = self.folder.segment(&dev, seq);
                 present.insert(path.clone());
