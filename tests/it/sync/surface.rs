@@ -123,3 +123,35 @@ fn init_status_pause_resume_leave_and_doctor_from_the_command_line() {
     assert_eq!(b.err("sync.pause", json!({})), "unsupported");
     b.close();
 }
+
+#[test]
+fn a_chat_continued_on_another_device_reaches_the_open_panel_as_a_changed_event() {
+    let t = tempfile::tempdir().unwrap();
+    let folder = t.path().join("Sync");
+    let (dba, dbb) = (t.path().join("a/keepsake.db"), t.path().join("b/keepsake.db"));
+    let key = init(&dba, &folder, "laptop", &no_store());
+    join(&dbb, &folder, &key, "desk", &no_store());
+    let mut a = Host::spawn(&dba);
+    a.ok("history.append", json!({"entry": user("started on the laptop")}));
+    a.ok("history.append", json!({"entry": assistant("an answer")}));
+    let sid = a.ok("history.meta", json!({}))["activeSessionId"].as_str().unwrap().to_owned();
+    let mut b = Host::spawn(&dbb);
+    wait_for_sessions(&mut b, std::slice::from_ref(&sid), Duration::from_secs(60));
+    // the desk's panel shows that chat
+    b.ok("sessions.load", json!({"id": sid}));
+    let seen = b.ok("history.meta", json!({}))["changeSeq"].as_i64().unwrap();
+    let t0 = std::time::Instant::now();
+    a.ok("history.append", json!({"entry": user("continued on the laptop")}));
+    let ev = b
+        .wait_event(Duration::from_secs(30), |e| {
+            e["event"] == "changed" && e["seq"].as_i64() > Some(seen) && e["areas"]["history"] == json!(true)
+        })
+        .expect("a changed event naming the live history on the other device");
+    let took = t0.elapsed();
+    let h = b.ok("history.get", json!({}));
+    let last = h["entries"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "continued on the laptop", "{h:#}");
+    eprintln!("the open panel on the other device got {} after {took:?}", ev["areas"]);
+    a.close();
+    b.close();
+}
