@@ -9,6 +9,7 @@ use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::recorder::RELAID_META;
 use super::state::{self, Applied};
 use crate::domain::import::sha256_hex;
 use crate::domain::ingest::blob_from_bytes;
@@ -77,6 +78,9 @@ pub struct SyncCounts {
     pub outbox: u64,
     /// Operations this device has recorded in all.
     pub recorded: u64,
+    /// Local writes whose rows were laid out again to match the state (0 unless the state
+    /// cannot hold a shape the store wrote: a bug to report).
+    pub relaid: u64,
     pub peers: Vec<PeerStatus>,
 }
 
@@ -343,7 +347,11 @@ impl Store {
                     pending: list,
                 });
             }
+            let relaid: Option<String> = tx
+                .query_row("SELECT value FROM meta WHERE key = ?1", [RELAID_META], |r| r.get(0))
+                .optional()?;
             Ok(SyncCounts {
+                relaid: relaid.and_then(|v| v.parse().ok()).unwrap_or(0),
                 recorded: d.as_ref().map_or(0, |d| d.next_seq - 1),
                 device: d.map(|d| SyncDevice { id: d.id, name: d.name, created_at: d.created_at, paused: d.paused }),
                 outbox: outbox.max(0) as u64,
