@@ -147,7 +147,7 @@ impl Dev {
 }
 
 /// Seal every device's outbox, then apply everything everywhere until nothing new arrives.
-pub fn settle(devs: &mut [Dev], folder: &mut Folder) {
+pub fn settle(devs: &mut [&mut Dev], folder: &mut Folder) {
     for _ in 0..4 {
         let mut any = false;
         for d in devs.iter_mut() {
