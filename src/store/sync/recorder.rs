@@ -388,6 +388,13 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
             serde_json::to_string(&blobs).expect("a list serializes"),
             now
         ])?;
+        // kept until the operation is sealed, even if its entry goes meanwhile
+        for sha in &blobs {
+            w.tx.prepare_cached(
+                "INSERT OR IGNORE INTO sync_blobs (sha256, why, put_at) VALUES (?1, 'out', ?2)",
+            )?
+            .execute(params![sha, now])?;
+        }
         state::merge(&w.tx, &op.registers(), &|_, _| stamp.clone(), &mut touched_state)?;
     }
     state::save_clock(&w.tx, hlc, dev.next_seq)?;

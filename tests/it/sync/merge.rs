@@ -23,18 +23,33 @@ fn texts(s: &mut keepsake_host::store::Store, id: &str) -> Vec<String> {
     let doc = s.sessions_export(&[id.to_owned()], ExportFormat::Json).unwrap();
     let doc: Value = serde_json::from_str(doc["text"].as_str().unwrap()).unwrap();
     let chat = &doc["sessions"][0];
-    let mut out: Vec<String> =
-        chat["entries"].as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap_or("").to_owned()).collect();
+    let mut out: Vec<String> = chat["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["content"].as_str().unwrap_or("").to_owned())
+        .collect();
     for f in chat["versions"].as_array().unwrap() {
         for o in f["others"].as_array().unwrap() {
-            out.extend(o["entries"].as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap_or("").to_owned()));
+            out.extend(
+                o["entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["content"].as_str().unwrap_or("").to_owned()),
+            );
         }
     }
     out
 }
 
 fn path_texts(d: &mut Dev) -> Vec<String> {
-    d.live()["entries"].as_array().unwrap().iter().map(|e| e["content"].as_str().unwrap_or("").to_owned()).collect()
+    d.live()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["content"].as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 fn same(devs: &mut [&mut Dev]) {
@@ -79,7 +94,12 @@ fn two_devices_continuing_one_chat_while_apart_keep_both_turns_the_later_chosen(
     b.apply(&seg_a, &folder);
     for d in [&mut a, &mut b] {
         let live = d.live();
-        assert_eq!(path_texts(d)[2..], ["And day 2? (asked on B)", "Day 2 from B: the fjord cruise."], "{}", d.id);
+        assert_eq!(
+            path_texts(d)[2..],
+            ["And day 2? (asked on B)", "Day 2 from B: the fjord cruise."],
+            "{}",
+            d.id
+        );
         let forks = live["forks"].as_array().unwrap();
         assert_eq!(forks.len(), 1, "{live}");
         assert_eq!((forks[0]["chosen"].as_u64(), forks[0]["versions"].as_u64()), (Some(2), Some(2)));
@@ -144,9 +164,14 @@ fn a_purge_wins_over_a_late_append_and_nothing_purged_comes_back() {
     // a device that imports the chat back gets it under a new id: purged ids stay purged
     let doc = json!({"format": "keepsake.sessions", "version": 2, "sessions": [
         {"id": id, "name": "again", "createdAt": 1, "entries": [{"role": "user", "content": "back again"}]}]});
-    let r = a
-        .s
-        .storage_import(&doc, keepsake_host::store::ImportOptions { settings: keepsake_host::domain::import::SettingsMode::None }, None)
+    let r =
+        a.s.storage_import(
+            &doc,
+            keepsake_host::store::ImportOptions {
+                settings: keepsake_host::domain::import::SettingsMode::None,
+            },
+            None,
+        )
         .unwrap();
     assert_eq!(r.result["sessionsImported"], json!(1), "{}", r.result);
     settle(&mut [&mut a, &mut b], &mut folder);
@@ -193,7 +218,11 @@ fn an_entry_added_after_one_moved_to_the_trash_elsewhere_follows_the_chat_and_is
     for d in [&mut a, &mut b] {
         let t = texts(&mut d.s, &id);
         assert_eq!(t, ["Plan a trip to Bergen", "after the reply A removed"], "{}", d.id);
-        assert!(dump(&mut d.s)["trash"].to_string().contains("Day 1"), "{}: the removed reply is in the trash", d.id);
+        assert!(
+            dump(&mut d.s)["trash"].to_string().contains("Day 1"),
+            "{}: the removed reply is in the trash",
+            d.id
+        );
     }
     same(&mut [&mut a, &mut b]);
     // the next write on A records the entry's new place; nothing moves again
@@ -211,9 +240,11 @@ fn two_regenerations_at_one_fork_on_two_devices_keep_every_version() {
     let (mut a, mut b, mut folder, id) = shared_chat(&c);
     a.s.sessions_load(&id, false, None).unwrap();
     later(&c, 1000);
-    a.s.history_branch(1, entry(json!({"role": "assistant", "content": "Regenerated on A"})), false, None).unwrap();
+    a.s.history_branch(1, entry(json!({"role": "assistant", "content": "Regenerated on A"})), false, None)
+        .unwrap();
     later(&c, 1000);
-    b.s.history_branch(1, entry(json!({"role": "assistant", "content": "Regenerated on B"})), false, None).unwrap();
+    b.s.history_branch(1, entry(json!({"role": "assistant", "content": "Regenerated on B"})), false, None)
+        .unwrap();
     settle(&mut [&mut a, &mut b], &mut folder);
     for d in [&mut a, &mut b] {
         let f = d.live()["forks"][0].clone();
@@ -243,7 +274,11 @@ fn names_pins_and_the_trash_go_to_the_later_writer() {
     later(&c, 1000);
     b.s.sessions_pin(&id, false, None).unwrap();
     settle(&mut [&mut a, &mut b], &mut folder);
-    let item = a.trash().into_iter().find(|t| t["id"] == json!(id)).expect("the delete (later than B's writes but the unpin) stands");
+    let item = a
+        .trash()
+        .into_iter()
+        .find(|t| t["id"] == json!(id))
+        .expect("the delete (later than B's writes but the unpin) stands");
     assert_eq!(item["name"], json!("Bergen (B, later)"));
     assert_eq!(item["pinned"], json!(false));
     same(&mut [&mut a, &mut b]);
@@ -267,7 +302,11 @@ fn eviction_by_a_cap_stays_on_the_device_that_evicted() {
     assert!(!a.drawer().contains(&ids[0]), "A's cap evicted the oldest chat");
     settle(&mut [&mut a, &mut b], &mut folder);
     assert_eq!(b.drawer().len(), 3, "B keeps every chat: eviction is A's own policy");
-    assert_eq!(b.s.settings_get(&["maxSessions".to_owned()]).unwrap(), json!({}), "maxSessions does not sync");
+    assert_eq!(
+        b.s.settings_get(&["maxSessions".to_owned()]).unwrap(),
+        json!({}),
+        "maxSessions does not sync"
+    );
     // B writes to the evicted chat: on A it stays evicted (in the trash), with B's entry
     later(&c, 1000);
     b.s.sessions_load(&ids[0], false, None).unwrap();
@@ -306,13 +345,20 @@ fn synced_settings_travel_and_keys_and_device_settings_never_do() {
     a.s.settings_set(&m, None).unwrap();
     let seg = a.seal(&mut folder).unwrap();
     let wire = seg.ops.join("\n");
-    for never in ["sk-SECRET-A-123", "providers", "maxSessions", "backupFolder", "/tmp/backups-of-a", "activeModel"] {
+    for never in
+        ["sk-SECRET-A-123", "providers", "maxSessions", "backupFolder", "/tmp/backups-of-a", "activeModel"]
+    {
         assert!(!wire.contains(never), "{never} left the device: {wire}");
     }
     b.catch_up(&folder);
     let keys: Vec<String> =
-        ["systemPrompt", "trashDays", "maxSessions", "providers", "backupFolder", "activeModel"].map(String::from).to_vec();
-    assert_eq!(b.s.settings_get(&keys).unwrap(), json!({"systemPrompt": "Answer in Norwegian.", "trashDays": 90}));
+        ["systemPrompt", "trashDays", "maxSessions", "providers", "backupFolder", "activeModel"]
+            .map(String::from)
+            .to_vec();
+    assert_eq!(
+        b.s.settings_get(&keys).unwrap(),
+        json!({"systemPrompt": "Answer in Norwegian.", "trashDays": 90})
+    );
     // a removal travels too
     later(&c, 1000);
     a.s.settings_remove(&["systemPrompt".to_owned()], None).unwrap();
@@ -330,10 +376,19 @@ fn a_picture_travels_once_and_an_apply_waits_until_it_has_arrived() {
     let png = png_bytes(12, 8, 5);
     let sha = crate::harness::sha256_hex(&png);
     let part = json!({"type": "image_url", "image_url": {"url": data_url("image/png", &png)}});
-    a.s.history_append(entry(json!({"role": "user", "content": [{"type": "text", "text": "look"}, part]})), false, false, None, None)
-        .unwrap();
+    a.s.history_append(
+        entry(json!({"role": "user", "content": [{"type": "text", "text": "look"}, part]})),
+        false,
+        false,
+        None,
+        None,
+    )
+    .unwrap();
     let seg = a.seal(&mut folder).unwrap();
-    assert!(!seg.ops.join("").contains("base64"), "the operation refers to the picture; its bytes go once, apart");
+    assert!(
+        !seg.ops.join("").contains("base64"),
+        "the operation refers to the picture; its bytes go once, apart"
+    );
     let before = dump(&mut b.s);
     let r = b.s.sync_apply(&seg.dev, seg.seq, &seg.ops).unwrap();
     assert_eq!(r.outcome, ApplyOutcome::Pending { missing_blobs: vec![sha.clone()] });
@@ -379,7 +434,10 @@ fn segments_apply_once_in_any_order_and_a_malformed_one_changes_nothing() {
     // its own segments are never applied to a device
     assert_eq!(a.apply(&segs[0], &folder), ApplyOutcome::Duplicate);
     let st = b.s.sync_status_counts().unwrap();
-    assert_eq!((st.peers[0].ops_applied, st.peers[0].segments_applied), (a.s.sync_status_counts().unwrap().recorded, 6));
+    assert_eq!(
+        (st.peers[0].ops_applied, st.peers[0].segments_applied),
+        (a.s.sync_status_counts().unwrap().recorded, 6)
+    );
     let applied = b.s.sync_applied().unwrap();
     assert_eq!(applied[0].segments.pairs(), &[(1, 6)]);
     same(&mut [&mut a, &mut b]);
