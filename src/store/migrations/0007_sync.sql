@@ -116,12 +116,23 @@ CREATE TABLE sync_pending (
     PRIMARY KEY (device_id, kind, seq)
 ) WITHOUT ROWID;
 
--- Pictures another device's operations need, stored (in `images`) before those operations are
--- applied; kept here until an entry refers to them, at most 30 days.
+-- Pictures kept in `images` for sync while no entry refers to them: 'in', another device's
+-- operations need it and are not applied yet (kept until an entry refers to it, at most 30
+-- days); 'out', an operation of this device not sealed yet refers to it (kept until it is).
 CREATE TABLE sync_blobs (
-    sha256 TEXT PRIMARY KEY,
-    put_at INTEGER NOT NULL
+    sha256 TEXT NOT NULL,
+    why    TEXT NOT NULL CHECK (why IN ('in', 'out')),
+    put_at INTEGER NOT NULL,
+    PRIMARY KEY (sha256, why)
 ) WITHOUT ROWID;
+
+-- An image leaves with its last reference, unless sync keeps it (above).
+DROP TRIGGER image_refs_collect;
+CREATE TRIGGER image_refs_collect AFTER DELETE ON image_refs BEGIN
+    DELETE FROM images WHERE sha256 = OLD.sha256
+        AND NOT EXISTS (SELECT 1 FROM image_refs WHERE sha256 = OLD.sha256)
+        AND NOT EXISTS (SELECT 1 FROM sync_blobs WHERE sha256 = OLD.sha256);
+END;
 
 -- Local only: chats this device's maxSessions cap evicted and whose trash item was then purged
 -- here. Eviction is this device's policy: it removes nothing on the others, and these stay gone here.
@@ -137,69 +148,75 @@ CREATE TABLE sync_dirty (
     PRIMARY KEY (kind, id)
 ) WITHOUT ROWID;
 
+-- Each mark is inserted only when it is not there yet (not `INSERT OR IGNORE`: a trigger's
+-- conflict clause gives way to the outer statement's, and the store's upserts have their own).
 CREATE TRIGGER sync_sessions_inserted AFTER INSERT ON sessions
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.id);
 END;
 CREATE TRIGGER sync_sessions_updated AFTER UPDATE ON sessions
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.id), ('session', OLD.id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.id);
 END;
 CREATE TRIGGER sync_sessions_deleted AFTER DELETE ON sessions
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', OLD.id);
-    INSERT OR IGNORE INTO sync_dirty (kind, id) SELECT 'evicted', OLD.id WHERE OLD.trash_reason = 'evicted';
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'evicted', OLD.id WHERE OLD.trash_reason = 'evicted' AND NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'evicted' AND id = OLD.id);
 END;
 CREATE TRIGGER sync_entries_inserted AFTER INSERT ON session_entries
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.session_id);
-    INSERT OR IGNORE INTO sync_dirty (kind, id) SELECT 'entry', NEW.entry_id WHERE NEW.entry_id IS NOT NULL;
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'entry', NEW.entry_id WHERE NEW.entry_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'entry' AND id = NEW.entry_id);
 END;
 CREATE TRIGGER sync_entries_updated AFTER UPDATE ON session_entries
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.session_id), ('session', OLD.session_id);
-    INSERT OR IGNORE INTO sync_dirty (kind, id) SELECT 'entry', NEW.entry_id
-        WHERE NEW.entry_id IS NOT NULL AND (OLD.entry IS NOT NEW.entry OR OLD.entry_id IS NOT NEW.entry_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'entry', NEW.entry_id WHERE NEW.entry_id IS NOT NULL AND (OLD.entry IS NOT NEW.entry OR OLD.entry_id IS NOT NEW.entry_id) AND NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'entry' AND id = NEW.entry_id);
 END;
 CREATE TRIGGER sync_entries_deleted AFTER DELETE ON session_entries
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', OLD.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.session_id);
 END;
 CREATE TRIGGER sync_branches_inserted AFTER INSERT ON session_branches
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.session_id);
 END;
 CREATE TRIGGER sync_branches_updated AFTER UPDATE ON session_branches
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.session_id), ('session', OLD.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.session_id);
 END;
 CREATE TRIGGER sync_branches_deleted AFTER DELETE ON session_branches
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', OLD.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.session_id);
 END;
 CREATE TRIGGER sync_forks_inserted AFTER INSERT ON session_forks
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.session_id);
 END;
 CREATE TRIGGER sync_forks_updated AFTER UPDATE ON session_forks
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', NEW.session_id), ('session', OLD.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', NEW.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = NEW.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.session_id);
 END;
 CREATE TRIGGER sync_forks_deleted AFTER DELETE ON session_forks
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('session', OLD.session_id);
+    INSERT INTO sync_dirty (kind, id) SELECT 'session', OLD.session_id WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'session' AND id = OLD.session_id);
 END;
 CREATE TRIGGER sync_settings_inserted AFTER INSERT ON settings
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('setting', NEW.key);
+    INSERT INTO sync_dirty (kind, id) SELECT 'setting', NEW.key WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'setting' AND id = NEW.key);
 END;
 CREATE TRIGGER sync_settings_updated AFTER UPDATE ON settings
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('setting', NEW.key), ('setting', OLD.key);
+    INSERT INTO sync_dirty (kind, id) SELECT 'setting', NEW.key WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'setting' AND id = NEW.key);
+    INSERT INTO sync_dirty (kind, id) SELECT 'setting', OLD.key WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'setting' AND id = OLD.key);
 END;
 CREATE TRIGGER sync_settings_deleted AFTER DELETE ON settings
 WHEN EXISTS (SELECT 1 FROM sync_device) BEGIN
-    INSERT OR IGNORE INTO sync_dirty (kind, id) VALUES ('setting', OLD.key);
+    INSERT INTO sync_dirty (kind, id) SELECT 'setting', OLD.key WHERE NOT EXISTS (SELECT 1 FROM sync_dirty WHERE kind = 'setting' AND id = OLD.key);
 END;
 
 -- OR REPLACE: a salvage may have copied the damaged file's `about` rows in before this runs
@@ -214,6 +231,6 @@ INSERT OR REPLACE INTO about (name, description) VALUES
     ('sync_applied_segments', 'sync: which segments of each device were applied (ranges lo..hi), written with their effects: each applied exactly once'),
     ('sync_applied_ops', 'sync: which operations of each device were applied (ranges lo..hi), written with their effects: each applied exactly once'),
     ('sync_pending', 'sync: segments and checkpoints waiting for pictures that have not arrived yet (missing: their sha256)'),
-    ('sync_blobs', 'sync: pictures that arrived for operations not applied yet (the bytes are in images), kept until an entry refers to them or 30 days'),
+    ('sync_blobs', 'sync: pictures kept in images while no entry refers to them: why = in, another device''s operations not applied yet need it (30 days at most); out, an operation of this device not sealed yet refers to it'),
     ('sync_dropped', 'sync, this device only: chats its maxSessions cap evicted and whose trash item was purged here; they stay gone here and nothing is removed elsewhere'),
     ('sync_dirty', 'sync: what the write under way touched (filled by triggers, empty between writes)');

@@ -107,20 +107,30 @@ fn count_applied(w: &WriteTx, dev: &str, ops: u64, segments: u64) -> HostResult<
     Ok(())
 }
 
+/// Remove picture `sha` when no entry refers to it and sync keeps it for nothing.
+pub(super) fn collect_unkept(w: &WriteTx, sha: &str) -> HostResult<()> {
+    w.tx.execute(
+        "DELETE FROM images WHERE sha256 = ?1 AND NOT EXISTS (SELECT 1 FROM image_refs WHERE sha256 = ?1)
+             AND NOT EXISTS (SELECT 1 FROM sync_blobs WHERE sha256 = ?1)",
+        [sha],
+    )?;
+    Ok(())
+}
+
 /// Pictures that arrived for operations (`sync_blobs`): once an entry refers to one it is an
 /// image like any other; one nothing refers to after [`BLOB_WAIT_MS`] goes.
 fn tidy_waiting_blobs(w: &WriteTx) -> HostResult<()> {
-    w.tx.execute("DELETE FROM sync_blobs WHERE sha256 IN (SELECT sha256 FROM image_refs)", [])?;
+    w.tx.execute(
+        "DELETE FROM sync_blobs WHERE why = 'in' AND sha256 IN (SELECT sha256 FROM image_refs)",
+        [],
+    )?;
     let old: Vec<String> =
-        w.tx.prepare_cached("SELECT sha256 FROM sync_blobs WHERE put_at < ?1")?
+        w.tx.prepare_cached("SELECT sha256 FROM sync_blobs WHERE why = 'in' AND put_at < ?1")?
             .query_map([w.now - BLOB_WAIT_MS], |r| r.get(0))?
             .collect::<Result<_, _>>()?;
     for sha in old {
-        w.tx.execute("DELETE FROM sync_blobs WHERE sha256 = ?1", [&sha])?;
-        w.tx.execute(
-            "DELETE FROM images WHERE sha256 = ?1 AND NOT EXISTS (SELECT 1 FROM image_refs WHERE sha256 = ?1)",
-            [&sha],
-        )?;
+        w.tx.execute("DELETE FROM sync_blobs WHERE sha256 = ?1 AND why = 'in'", [&sha])?;
+        collect_unkept(w, &sha)?;
     }
     Ok(())
 }

@@ -9,6 +9,8 @@ use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::apply::collect_unkept;
+use super::recorder::RELAID_META;
 use super::state::{self, Applied};
 use crate::domain::import::sha256_hex;
 use crate::domain::ingest::blob_from_bytes;
@@ -77,6 +79,9 @@ pub struct SyncCounts {
     pub outbox: u64,
     /// Operations this device has recorded in all.
     pub recorded: u64,
+    /// Local writes whose rows were laid out again to match the state (0 unless the state
+    /// cannot hold a shape the store wrote: a bug to report).
+    pub relaid: u64,
     pub peers: Vec<PeerStatus>,
 }
 
@@ -159,6 +164,12 @@ impl Store {
             for t in SYNC_TABLES {
                 w.tx.execute(&format!("DELETE FROM {t}"), [])?;
             }
+            // pictures kept only for sync go
+            w.tx.execute(
+                "DELETE FROM images WHERE NOT EXISTS (SELECT 1 FROM image_refs r WHERE r.sha256 = images.sha256)",
+                [],
+            )?;
+            w.tx.execute("DELETE FROM meta WHERE key = ?1", [RELAID_META])?;
             Ok(json!({}))
         })
     }
@@ -203,7 +214,26 @@ impl Store {
     /// The operations up to `upto` are sealed in a segment: they leave the outbox.
     pub fn sync_outbox_sealed(&mut self, upto: u64) -> HostResult<()> {
         self.write("sync.sealed", None, |w| {
-            w.tx.execute("DELETE FROM sync_outbox WHERE seq <= ?1", [upto.min(i64::MAX as u64) as i64])?;
+            let upto = upto.min(i64::MAX as u64) as i64;
+            let sealed: Vec<String> =
+                w.tx.prepare(
+                    "SELECT DISTINCT j.value FROM sync_outbox o, json_each(o.blobs) j WHERE o.seq <= ?1",
+                )?
+                .query_map([upto], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            w.tx.execute("DELETE FROM sync_outbox WHERE seq <= ?1", [upto])?;
+            // their pictures are in the folder now: kept only while an entry or a later operation needs them
+            for sha in sealed {
+                let still: bool = w.tx.query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sync_outbox o, json_each(o.blobs) j WHERE j.value = ?1)",
+                    [&sha],
+                    |r| r.get(0),
+                )?;
+                if !still {
+                    w.tx.execute("DELETE FROM sync_blobs WHERE sha256 = ?1 AND why = 'out'", [&sha])?;
+                    collect_unkept(w, &sha)?;
+                }
+            }
             Ok(Value::Null)
         })?;
         Ok(())
@@ -285,7 +315,7 @@ impl Store {
             new = n == 1;
             if new {
                 w.tx.execute(
-                    "INSERT OR REPLACE INTO sync_blobs (sha256, put_at) VALUES (?1, ?2)",
+                    "INSERT OR REPLACE INTO sync_blobs (sha256, why, put_at) VALUES (?1, 'in', ?2)",
                     params![b.sha256, w.now],
                 )?;
             }
@@ -343,7 +373,11 @@ impl Store {
                     pending: list,
                 });
             }
+            let relaid: Option<String> = tx
+                .query_row("SELECT value FROM meta WHERE key = ?1", [RELAID_META], |r| r.get(0))
+                .optional()?;
             Ok(SyncCounts {
+                relaid: relaid.and_then(|v| v.parse().ok()).unwrap_or(0),
                 recorded: d.as_ref().map_or(0, |d| d.next_seq - 1),
                 device: d.map(|d| SyncDevice { id: d.id, name: d.name, created_at: d.created_at, paused: d.paused }),
                 outbox: outbox.max(0) as u64,

@@ -307,13 +307,21 @@ pub(in crate::store) fn lay_out(
     }
     for sid in &changed {
         let Some(Plan::Lay { layout, .. }) = plans.get(sid) else { continue };
-        let relay = relaid.contains(sid);
+        if !relaid.contains(sid) {
+            // the same layout: only bodies change
+            for id in layout.ids() {
+                if let (Some(body), Some((row, ..))) = (write_body.get(id), placed(w, id)?) {
+                    update_row(&w.tx, row, body)?;
+                }
+            }
+            continue;
+        }
         for id in layout.ids() {
             let (dsid, branch, pos) = dest.get(id).expect("laid out").clone();
             let bid = branch.map(|(k, v)| branch_ids[&(dsid.clone(), k, v)]);
             match placed(w, id)? {
                 Some((row, s, b, p)) => {
-                    if relay && (s != dsid || b != bid || p != pos as i64) {
+                    if s != dsid || b != bid || p != pos as i64 {
                         w.tx.execute(
                             "UPDATE session_entries SET session_id = ?2, branch_id = ?3, position = ?4 WHERE id = ?1",
                             params![row, dsid, bid, pos as i64],

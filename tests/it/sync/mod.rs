@@ -166,7 +166,7 @@ impl Dev {
 }
 
 /// Seal every device's outbox, then apply everything everywhere until nothing new arrives.
-pub fn settle(devs: &mut [Dev], folder: &mut Folder) {
+pub fn settle(devs: &mut [&mut Dev], folder: &mut Folder) {
     for _ in 0..4 {
         let mut any = false;
         for d in devs.iter_mut() {
@@ -227,11 +227,15 @@ pub fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
             }
             None
         }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
-            .iter()
-            .zip(y)
-            .enumerate()
-            .find_map(|(i, (va, vb))| first_difference(va, vb, &format!("{path}[{i}]"))),
+        (Value::Array(x), Value::Array(y)) => {
+            let at = x.iter().zip(y).position(|(va, vb)| va != vb).unwrap_or(x.len().min(y.len()));
+            if at < x.len() && at < y.len() {
+                return first_difference(&x[at], &y[at], &format!("{path}[{at}]"));
+            }
+            let (va, vb) = (x.get(at).unwrap_or(&Value::Null), y.get(at).unwrap_or(&Value::Null));
+            (x.len() != y.len())
+                .then(|| format!("{path}[{at}] (lengths {} and {}): {va} vs {vb}", x.len(), y.len()))
+        }
         _ if a == b => None,
         _ => {
             let cut = |v: &Value| v.to_string().chars().take(400).collect::<String>();
