@@ -148,7 +148,7 @@ impl Engine {
             l.insert(db.to_path_buf(), shared.clone());
         }
         let claim = Arc::new(Claim {
-            path: crate::util::paths::sidecar(db, ".sync-lock"),
+            path: crate::util::paths::sync_lock_for(db),
             held: Mutex::new(None),
             next_try: Mutex::new(None),
         });
