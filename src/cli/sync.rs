@@ -120,9 +120,14 @@ pub fn run(db: &Path, action: SyncAction) -> Result<i32, CliError> {
             Ok(0)
         }
         SyncAction::Status { json } => {
-            let mut s = Store::open_read_only(db)?;
-            let secrets = s.secret_store();
-            let v = status::report(&mut s, &*secrets, None, true, now_ms())?;
+            let v = if db.exists() {
+                let mut s = Store::open_read_only(db)?;
+                let secrets = s.secret_store();
+                status::report(&mut s, &*secrets, None, true, now_ms())?
+            } else {
+                // no database yet: nothing syncs
+                json!({"setUp": false, "problems": []})
+            };
             if json {
                 println!("{}", pretty(&v));
             } else {
@@ -133,13 +138,13 @@ pub fn run(db: &Path, action: SyncAction) -> Result<i32, CliError> {
         SyncAction::Pause | SyncAction::Resume => {
             let pause = matches!(action, SyncAction::Pause);
             let mut s = Store::open(db)?;
-            if s.sync_device()?.is_none() {
+            if Replica::sync_device(&mut s)?.is_none() {
                 return Err(CliError(
                     "this database does not sync (set it up with `keepsake-host sync init`)".into(),
                     1,
                 ));
             }
-            s.sync_set_paused(pause)?;
+            Replica::sync_set_paused(&mut s, pause)?;
             s.close();
             println!(
                 "{}",

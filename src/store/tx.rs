@@ -89,6 +89,9 @@ pub struct WriteTx<'c> {
     /// Sessions whose text changed other than by appending: their search data is rebuilt once,
     /// before the commit.
     pub(crate) reindex: BTreeSet<String>,
+    /// This write applies other devices' operations: what it writes is the replicated state
+    /// already and is not recorded again (`store/sync/recorder.rs`).
+    pub(crate) sync_applying: bool,
 }
 
 /// Validate an optional `clientRequestId`.

@@ -55,8 +55,6 @@ pub type Opener = Arc<dyn Fn() -> Result<Box<dyn Replica + Send>, String> + Send
 #[derive(Default)]
 pub struct Shared {
     pub seen: Mutex<Option<Seen>>,
-    /// This process holds the lock and syncs.
-    pub running: AtomicBool,
     writer_error: Mutex<Option<String>>,
 }
 
@@ -150,7 +148,7 @@ impl Engine {
             l.insert(db.to_path_buf(), shared.clone());
         }
         let claim = Arc::new(Claim {
-            path: crate::util::paths::sidecar(db, ".sync-lock"),
+            path: crate::util::paths::sync_lock_for(db),
             held: Mutex::new(None),
             next_try: Mutex::new(None),
         });
@@ -247,7 +245,6 @@ fn writer_loop(
         if let Some(r) = replica.as_deref_mut() {
             // a database that does not sync costs one small read per IDLE_TICK
             if syncs(r) && claim.held() {
-                shared.running.store(true, Ordering::SeqCst);
                 tick = WRITER_TICK;
                 let err = step_writer(r, &*secrets, &mut writer);
                 set(&shared.writer_error, err);
@@ -385,7 +382,7 @@ fn step_reader(
     shared: &Shared,
     reader: &mut Option<(Device, Reader, Option<notify::RecommendedWatcher>)>,
     nudge: &Sender<()>,
-    stopping: &AtomicBool,
+    stopping: &Arc<AtomicBool>,
 ) {
     let d = match active(r) {
         Ok(Some(d)) => d,
@@ -408,7 +405,7 @@ fn step_reader(
         };
         let folder = Folder::new(&d.folder);
         let w = watch(&folder, nudge.clone());
-        *reader = Some((d.clone(), Reader::new(folder, &d.id, key), w));
+        *reader = Some((d.clone(), Reader::new(folder, &d.id, key).stop_on(stopping.clone()), w));
     }
     if stopping.load(Ordering::SeqCst) {
         return;

@@ -39,16 +39,37 @@ pub struct DeviceInfo {
     pub updated_at: i64,
 }
 
-/// A checkpoint: the whole replicated state as the store exports it, as of this device's segment
-/// `seq` (every segment of this device up to `seq` is in it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A checkpoint's header: the whole replicated state as the store exports it follows it, after
+/// a newline, as of this device's segment `seq` (every segment of this device up to `seq` is in
+/// it). The state stays the store's text: never parsed or copied into another document here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Checkpoint {
     pub v: u32,
     pub device: String,
     pub seq: u64,
     pub at: i64,
-    pub state: Value,
+}
+
+impl Checkpoint {
+    pub fn to_bytes(&self, state: &str) -> Vec<u8> {
+        let mut out = to_bytes(self);
+        out.push(b'\n');
+        out.extend_from_slice(state.as_bytes());
+        out
+    }
+
+    /// The header and the state of an opened checkpoint, checked against its path.
+    pub fn open<'a>(payload: &'a [u8], dev: &str, seq: u64) -> Result<(Checkpoint, &'a str), Refusal> {
+        let bad = |why: &str| Refusal::BadPayload(why.to_owned());
+        let nl = payload.iter().position(|&b| b == b'\n').ok_or_else(|| bad("no header"))?;
+        let head: Checkpoint = from_bytes(&payload[..nl])?;
+        if head.v != V || head.device != dev || head.seq != seq {
+            return Err(bad("it names another checkpoint"));
+        }
+        let state = std::str::from_utf8(&payload[nl + 1..]).map_err(|_| bad("not UTF-8"))?;
+        Ok((head, state))
+    }
 }
 
 pub fn to_bytes<T: Serialize>(v: &T) -> Vec<u8> {

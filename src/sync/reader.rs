@@ -82,6 +82,8 @@ pub struct Reader {
     last_applied: HashMap<String, i64>,
     /// Segments waiting for pictures: what they wait for.
     pending: BTreeMap<(String, u64), Vec<String>>,
+    /// Set at shutdown: a look stops between two segments.
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 fn rel(folder: &Folder, p: &Path) -> String {
@@ -100,7 +102,18 @@ impl Reader {
             ops_applied: HashMap::new(),
             last_applied: HashMap::new(),
             pending: BTreeMap::new(),
+            stop: None,
         }
+    }
+
+    /// A look stops between two segments once `flag` is set (the host is shutting down).
+    pub fn stop_on(mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Reader {
+        self.stop = Some(flag);
+        self
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Open `path`; a refusal is judged (wait, or report once it settled). `Ok(None)`: skip it
@@ -195,19 +208,16 @@ impl Reader {
                     if let Some(b) =
                         self.open(&path, Kind::Checkpoint, &context(Kind::Checkpoint, &dev, n), Some(&dev))
                     {
-                        match payload::from_bytes::<Checkpoint>(&b) {
-                            Ok(ck) if ck.device == dev && ck.seq == n => {
-                                let (out, ev) = r.sync_apply_checkpoint(&dev, n, &ck.state)?;
+                        match Checkpoint::open(&b, &dev, n) {
+                            Ok((_, state)) => {
+                                let (out, ev) = r.sync_apply_checkpoint(&dev, n, state)?;
                                 self.count(&dev, &out, now, &mut st);
                                 if let Some(ev) = ev {
                                     emit(ev);
                                 }
                                 applied = r.sync_applied(&dev)?;
                             }
-                            Ok(_) | Err(_) => {
-                                let why = Refusal::BadPayload("it names another checkpoint".into());
-                                self.refused(&path, &why, Some(&dev));
-                            }
+                            Err(why) => self.refused(&path, &why, Some(&dev)),
                         }
                     }
                 }
@@ -215,6 +225,9 @@ impl Reader {
             for &seq in &files.segments {
                 if applied.contains(seq) {
                     continue;
+                }
+                if self.stopping() {
+                    break;
                 }
                 let path = self.folder.segment(&dev, seq);
                 present.insert(path.clone());
@@ -255,12 +268,12 @@ impl Reader {
                     }
                     _ => {
                         self.pending.remove(&(dev.clone(), seq));
-                        applied.above.insert(seq);
+                        applied.segments.insert(seq);
                     }
                 }
                 self.count(&dev, &out, now, &mut st);
             }
-            ds.applied = applied.count();
+            ds.applied = files.segments.iter().filter(|&&s| applied.contains(s)).count() as u64;
             ds.ops_applied = self.ops_applied.get(&dev).copied().unwrap_or(0);
             ds.last_applied_at = self.last_applied.get(&dev).copied();
             if ds.waiting_pictures > 0 {

@@ -3,9 +3,8 @@
 //! store, and nothing else. `Store` implements it; the transport's tests run it against a small
 //! stand-in. No SQL here.
 
-use serde_json::Value;
-
 use super::key::KeyRef;
+use crate::domain::sync::ranges::Ranges;
 use crate::protocol::HostResult;
 use crate::store::ChangeEvent;
 
@@ -50,20 +49,26 @@ pub enum Applied {
     },
 }
 
-/// Which segments of one device are applied: every one up to `floor`, and those in `above`.
+/// Which segments of one device are applied: every one up to `floor` (the newest checkpoint of
+/// that device applied here covers them), and those in `segments`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppliedSet {
     pub floor: u64,
-    pub above: std::collections::BTreeSet<u64>,
+    pub segments: Ranges,
 }
 
 impl AppliedSet {
     pub fn contains(&self, seq: u64) -> bool {
-        seq <= self.floor || self.above.contains(&seq)
+        seq <= self.floor || self.segments.contains(seq)
     }
-    pub fn count(&self) -> u64 {
-        self.floor + self.above.len() as u64
-    }
+}
+
+/// What the database counts for one other device (`sync status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerCounts {
+    pub id: String,
+    pub ops_applied: u64,
+    pub last_applied_at: Option<i64>,
 }
 
 /// What the transport needs from the replicated state.
@@ -103,14 +108,18 @@ pub trait Replica {
         let _ = names;
         Ok(())
     }
-    /// The whole state, for a checkpoint.
-    fn sync_checkpoint(&mut self) -> HostResult<Value>;
+    /// Operations applied per other device, and when the last one was (persisted counts).
+    fn sync_peer_counts(&mut self) -> HostResult<Vec<PeerCounts>> {
+        Ok(Vec::new())
+    }
+    /// The whole state, for a checkpoint (a JSON document `sync_apply_checkpoint` reads).
+    fn sync_checkpoint(&mut self) -> HostResult<String>;
     /// Merge a checkpoint `dev` wrote as of its segment `seq`; every segment it covers counts
     /// as applied afterwards.
     fn sync_apply_checkpoint(
         &mut self,
         dev: &str,
         seq: u64,
-        state: &Value,
+        state: &str,
     ) -> HostResult<(Applied, Option<ChangeEvent>)>;
 }

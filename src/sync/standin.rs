@@ -137,26 +137,24 @@ impl Replica for StandIn {
         for o in ops {
             *s.ops.entry(o.clone()).or_default() += 1;
         }
-        s.applied.entry(dev.to_owned()).or_default().above.insert(seg);
+        s.applied.entry(dev.to_owned()).or_default().segments.insert(seg);
         Ok((Applied::Applied { ops: ops.len(), sessions: 1 }, event()))
     }
-    fn sync_checkpoint(&mut self) -> HostResult<Value> {
+    fn sync_checkpoint(&mut self) -> HostResult<String> {
         let s = self.0.lock().unwrap();
         let me = s.device.as_ref().map(|d| d.id.clone()).unwrap_or_default();
-        let mut vector: BTreeMap<String, u64> = s
-            .applied
-            .iter()
-            .map(|(d, a)| (d.clone(), a.floor.max(a.above.iter().max().copied().unwrap_or(0))))
-            .collect();
+        let mut vector: BTreeMap<String, u64> =
+            s.applied.iter().map(|(d, a)| (d.clone(), a.floor.max(a.segments.max().unwrap_or(0)))).collect();
         vector.remove(&me);
-        Ok(json!({"ops": s.ops.keys().collect::<Vec<_>>(), "vector": vector}))
+        Ok(json!({"ops": s.ops.keys().collect::<Vec<_>>(), "vector": vector}).to_string())
     }
     fn sync_apply_checkpoint(
         &mut self,
         dev: &str,
         seq: u64,
-        state: &Value,
+        state: &str,
     ) -> HostResult<(Applied, Option<ChangeEvent>)> {
+        let state: Value = serde_json::from_str(state).map_err(|e| HostError::bad_request(e.to_string()))?;
         let mut s = self.0.lock().unwrap();
         let mut n = 0;
         for o in state["ops"].as_array().into_iter().flatten() {
@@ -260,6 +258,21 @@ mod tests {
         flush(&mut b);
         assert_eq!(look(&mut a).applied_ops, 1);
         assert_eq!(a.r.ops(), b.r.ops());
+    }
+
+    #[test]
+    fn a_damaged_newest_segment_of_our_own_does_not_stop_the_writer() {
+        let t = tempfile::tempdir().unwrap();
+        let (mut a, _k) = init(t.path(), "a");
+        a.r.record(json!({"op": 1}), &[]);
+        flush(&mut a);
+        let dev = a.r.sync_device().unwrap().unwrap();
+        let p = Folder::new(t.path()).segment(&dev.id, 1);
+        std::fs::write(&p, b"KSYNC1 torn").unwrap();
+        a.r.0.lock().unwrap().sealed_upto = 0;
+        a.r.record(json!({"op": 2}), &[]);
+        assert_eq!(flush(&mut a), 2, "both operations go out again, in segment 2");
+        assert_eq!(list_device(&Folder::new(t.path()).device_dir(&dev.id)).unwrap().segments, vec![1, 2]);
     }
 
     #[test]

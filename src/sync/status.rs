@@ -135,6 +135,14 @@ pub fn report(
     };
     problems.extend(folder_status.problems.iter().cloned());
     let outbox = r.sync_outbox_pending()?;
+    // what the database counted (kept across processes and restarts), over this process's look
+    let mut folder_status = folder_status;
+    for p in r.sync_peer_counts()? {
+        if let Some(d) = folder_status.devices.iter_mut().find(|d| d.id == p.id) {
+            d.ops_applied = p.ops_applied;
+            d.last_applied_at = p.last_applied_at.or(d.last_applied_at);
+        }
+    }
     Ok(json!({
         "setUp": true,
         "device": {

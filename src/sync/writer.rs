@@ -5,7 +5,9 @@
 //! (`folder.rs`) and only then are its operations marked sealed. A kill after the rename and
 //! before the mark leaves a segment the outbox still holds: [`Writer::start`] reads the newest
 //! segment back and marks what it holds, so the next segment continues after it and no operation
-//! is ever sealed twice. Segment numbers only grow (a checkpoint's number counts too).
+//! is sealed twice (unless that segment was damaged in the folder meanwhile: then its operations go
+//! out again, and the other devices' stores apply each operation once whichever segment carries
+//! it). Segment numbers only grow (a checkpoint's number counts too).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -55,13 +57,18 @@ impl Writer {
         w.next = newest_seg.max(newest_ckp) + 1;
         if newest_seg > 0 {
             let p = w.folder.segment(&w.dev, newest_seg);
-            let seg: Segment =
-                read_sealed(&p, Kind::Segment, &context(Kind::Segment, &w.dev, newest_seg), key)
-                    .and_then(|b| payload::from_bytes(&b))
-                    .map_err(|e| {
-                        SyncError::Folder(format!("this device's newest segment {}: {e}", p.display()))
-                    })?;
-            r.sync_outbox_sealed(seg.last_op)?;
+            let read = read_sealed(&p, Kind::Segment, &context(Kind::Segment, &w.dev, newest_seg), key)
+                .and_then(|b| payload::from_bytes::<Segment>(&b))
+                .and_then(|s| s.check(&w.dev, newest_seg).map(|()| s));
+            match read {
+                Ok(seg) => r.sync_outbox_sealed(seg.last_op)?,
+                // our own newest segment damaged in the folder: what it held cannot be known, so
+                // nothing is marked and the outbox goes out again in the next segment (the store
+                // applies an operation once, whichever segment carries it)
+                Err(e) => {
+                    tracing::warn!(file = %p.display(), error = %e, "this device's newest segment does not open")
+                }
+            }
         }
         Ok(w)
     }
@@ -164,9 +171,10 @@ impl Writer {
             return Ok(seq);
         }
         let state = r.sync_checkpoint()?;
-        let ck = Checkpoint { v: V, device: self.dev.clone(), seq, at: now, state };
+        let ck = Checkpoint { v: V, device: self.dev.clone(), seq, at: now };
         let ctx = context(Kind::Checkpoint, &self.dev, seq);
-        let bytes = self.key.seal(Kind::Checkpoint, &ctx, &payload::to_bytes(&ck));
+        let bytes = self.key.seal(Kind::Checkpoint, &ctx, &ck.to_bytes(&state));
+        drop(state);
         write_sealed(&self.folder.checkpoint(&self.dev, seq), Existing::Refuse, &bytes).map_err(io)?;
         self.checkpoints.push(seq);
         if self.checkpoints.len() >= 3 {

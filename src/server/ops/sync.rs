@@ -35,12 +35,12 @@ impl Op for Status {
 }
 
 fn set_paused(s: &mut Store, paused: bool) -> HostResult<Reply> {
-    if s.sync_device()?.is_none() {
+    if Replica::sync_device(s)?.is_none() {
         return Err(HostError::unsupported(
             "this database does not sync: set it up with `keepsake-host sync init` or `sync join`",
         ));
     }
-    s.sync_set_paused(paused)?;
+    Replica::sync_set_paused(s, paused)?;
     Ok(read(report(s)?))
 }
 
