@@ -41,6 +41,9 @@ pub const READER_TICK: Duration = Duration::from_secs(5);
 /// After a notification, the reader waits this long for more before it looks (a syncer writes a
 /// file and renames it: one look for both).
 const SETTLE_NOTIFY: Duration = Duration::from_millis(150);
+/// …but never longer than this in all: notifications that never stop (a syncer writing for
+/// minutes) do not keep the reader from looking.
+const SETTLE_MAX: Duration = Duration::from_secs(1);
 /// How often the threads look whether a database that does not sync (or is paused) started.
 pub const IDLE_TICK: Duration = Duration::from_secs(2);
 /// How often a host without the lock tries to take it.
@@ -302,10 +305,34 @@ fn step_writer(
     }
 }
 
+/// Whether a notification can mean a file arrived, changed or went: not a mere open or read
+/// (inotify reports every open; the reader's own look opens every file, so waking on those made it
+/// look again and again, and a folder someone kept reading — a status every 100 ms, a syncer's
+/// scan — held it from looking at all). A file closed after writing does count.
+fn wakes(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    match kind {
+        notify::EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        notify::EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// A burst of notifications: return once none came for SETTLE_NOTIFY, or after SETTLE_MAX.
+fn settle(rx: &Receiver<()>) {
+    let until = Instant::now() + SETTLE_MAX;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() || rx.recv_timeout(SETTLE_NOTIFY.min(left)).is_err() {
+            return;
+        }
+    }
+}
+
 fn watch(folder: &Folder, nudge: Sender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
     let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if ev.is_ok() {
+        if ev.is_ok_and(|ev| wakes(&ev.kind)) {
             let _ = nudge.send(());
         }
     })
@@ -359,7 +386,7 @@ fn reader_loop(
             break;
         }
         // a burst of notifications: one look after it
-        while let Ok(()) = rx.recv_timeout(SETTLE_NOTIFY) {}
+        settle(&rx);
         if stopping.load(Ordering::SeqCst) {
             break;
         }
@@ -424,5 +451,65 @@ fn step_reader(
             store_seen(shared, Some(st), None)
         }
         Err(e) => store_seen(shared, None, Some(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RemoveKind, RenameMode};
+    use notify::EventKind;
+
+    #[test]
+    fn opens_and_reads_do_not_wake_the_reader_writes_do() {
+        for k in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Access(AccessKind::Any),
+        ] {
+            assert!(!wakes(&k), "{k:?}");
+        }
+        for k in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Remove(RemoveKind::File),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Any,
+            EventKind::Other,
+        ] {
+            assert!(wakes(&k), "{k:?}");
+        }
+    }
+
+    #[test]
+    fn a_burst_that_never_stops_holds_the_reader_back_at_most_settle_max() {
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sender = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let _ = tx.send(());
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        };
+        let t = Instant::now();
+        settle(&rx);
+        let took = t.elapsed();
+        stop.store(true, Ordering::SeqCst);
+        sender.join().unwrap();
+        eprintln!(
+            "settle under a notification every 20 ms returned after {took:?} (SETTLE_MAX {SETTLE_MAX:?})"
+        );
+        assert!(took >= SETTLE_MAX, "it waited for the burst: {took:?}");
+        assert!(took < SETTLE_MAX * 10, "it did not wait for the burst to end: {took:?}");
+        // quiet: it returns after one SETTLE_NOTIFY
+        let (_tx, rx) = mpsc::channel::<()>();
+        let t = Instant::now();
+        settle(&rx);
+        assert!(t.elapsed() < SETTLE_MAX, "{:?}", t.elapsed());
     }
 }
