@@ -43,6 +43,8 @@ command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
 command -v secret-tool >/dev/null 2>&1 || missing+=(libsecret-tools)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# syncthing (tests/it/sync/: two real instances on loopback replicate the sync folder)
+command -v syncthing >/dev/null 2>&1 || missing+=(syncthing)
 # dpkg-dev (dpkg-shlibdeps: the package's Depends line, packaging/deb/build.sh)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -54,6 +56,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # installed above: the keyring tests run, and fail rather than skip if they cannot
 export KEEPSAKE_REQUIRE_KEYRING=1
+export KEEPSAKE_REQUIRE_SYNCTHING=1
 
 step "fetching Rust crates"
 cargo fetch --locked 2>/dev/null || cargo fetch

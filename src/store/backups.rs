@@ -43,7 +43,8 @@ const DAILY_META: &str = "daily_backup";
 /// What the last restore did: `{seq, undo, restored, at}` (the `undo` of `backups.list`).
 const RESTORE_META: &str = "last_restore";
 /// `meta` rows that describe this device's host, not the history: a restore keeps them.
-const DEVICE_META: [&str; 2] = [DAILY_META, "trash_expired_at"];
+const DEVICE_META: [&str; 4] =
+    [DAILY_META, "trash_expired_at", super::sync_folder::FOLDER_META, super::sync_folder::KEY_META];
 /// The name the copy being restored is attached under.
 const RESTORED: &str = "restored";
 

@@ -176,6 +176,11 @@ impl Store {
     }
 
     /// Keep API keys in another secret store from now on (tests of a store that fails).
+    /// The secret store this connection uses (API keys, the sync key).
+    pub fn secret_store(&self) -> std::sync::Arc<dyn crate::secrets::SecretStore> {
+        self.secrets.clone()
+    }
+
     pub fn set_secret_store(&mut self, secrets: std::sync::Arc<dyn crate::secrets::SecretStore>) {
         self.secrets = secrets;
     }

@@ -9,11 +9,30 @@
 //!   eviction, settings, pictures);
 //! - `properties`: random operation sequences on three devices with random delivery converge;
 //! - `crash`: kill -9 during apply, hundreds of times: every batch applied exactly once.
+//!
+//! The transport and the surface, with the real binary (the sealed folder, `sync init`/`join`,
+//! the serving host's threads) and real Syncthing on loopback:
+//!
+//! - `replication`: the Syncthing harness (`syncthing.rs`) itself;
+//! - `privacy`: no word typed, picture or key in the folder; a wrong key changes nothing; a
+//!   flipped byte is refused and reported;
+//! - `crash_writer`: kill -9 while a host writes segments, hundreds of times (T31);
+//! - `converge`: two hosts through two Syncthing instances, with a paused stretch (T32);
+//! - `surface`: `sync init/status/pause/resume/leave`, the `sync.*` operations, `doctor`.
 
 mod crash;
 mod merge;
 mod properties;
 mod round_trip;
+
+mod common;
+mod syncthing;
+
+mod converge;
+mod crash_writer;
+mod privacy;
+mod replication;
+mod surface;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicI64, Ordering};
