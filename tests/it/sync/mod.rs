@@ -18,7 +18,8 @@
 //!   flipped byte is refused and reported;
 //! - `crash_writer`: kill -9 while a host writes segments, hundreds of times (T31);
 //! - `converge`: two hosts through two Syncthing instances, with a paused stretch (T32);
-//! - `surface`: `sync init/status/pause/resume/leave`, the `sync.*` operations, `doctor`.
+//! - `surface`: `sync init/status/pause/resume/leave`, the `sync.*` operations, `doctor`; a chat
+//!   continued elsewhere reaches the open panel; replies never wait for a catch-up.
 
 mod crash;
 mod merge;
