@@ -74,10 +74,10 @@ fn read_key(given: &str) -> Result<String, CliError> {
 fn where_kept(j: &setup::Joined) -> String {
     match (&j.kept.key_ref, &j.kept.in_file) {
         (KeyRef::Keyring(_), _) => "The key is kept in this machine's secret store.".into(),
-        (KeyRef::Text(_), Some((store, why))) => format!(
+        (KeyRef::Text(_), Some((_, why))) => format!(
             "Warning: the sync key is stored in the database file: no secret store reachable ({why}). It is in plain \
-             text there and in every backup of it (never in the sync folder); {store} keeps it once reachable if you \
-             run `keepsake-host sync leave` and `sync join` again from a desktop session."
+             text there and in every backup of it (never in the sync folder). To keep it in the operating system's secret store instead, run \
+             `keepsake-host sync leave` and `sync join` again where it is reachable (a desktop session)."
         ),
         (KeyRef::Text(_), None) => "The sync key is stored in the database file.".into(),
     }

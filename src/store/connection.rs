@@ -315,6 +315,7 @@ impl Store {
             now,
             reindex: BTreeSet::new(),
             sync_applying: false,
+            sync_union: false,
         };
         let result = f(&mut w)?;
         // while sync is set up: what this write changed becomes operations, in this transaction

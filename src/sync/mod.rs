@@ -25,7 +25,7 @@ pub mod store;
 pub mod writer;
 
 #[cfg(test)]
-mod standin;
+mod tests;
 
 use crate::protocol::{ErrorCode, HostError};
 

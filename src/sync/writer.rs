@@ -5,9 +5,9 @@
 //! (`folder.rs`) and only then are its operations marked sealed. A kill after the rename and
 //! before the mark leaves a segment the outbox still holds: [`Writer::start`] reads the newest
 //! segment back and marks what it holds, so the next segment continues after it and no operation
-//! is sealed twice (unless that segment was damaged in the folder meanwhile: then its operations go
-//! out again, and the other devices' stores apply each operation once whichever segment carries
-//! it). Segment numbers only grow (a checkpoint's number counts too).
+//! is sealed twice. A segment of this device that no longer opens (damaged in the folder by
+//! something else) is made good by a checkpoint, which holds the whole state and so everything
+//! that segment held. Segment numbers only grow (a checkpoint's number counts too).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -35,6 +35,9 @@ pub struct Writer {
     next: u64,
     /// The newest checkpoint of this device, and the one before it.
     checkpoints: Vec<u64>,
+    /// One of this device's segments since its newest checkpoint does not open: the next flush
+    /// writes a checkpoint, which carries everything that segment held.
+    repair_due: bool,
 }
 
 fn io(e: WriteError) -> SyncError {
@@ -47,7 +50,14 @@ impl Writer {
     pub fn start(r: &mut dyn Replica, d: &Device, key: &SyncKey, now: i64) -> Result<Writer, SyncError> {
         let folder = Folder::new(&d.folder);
         let dir = folder.device_dir(&d.id);
-        let mut w = Writer { folder, dev: d.id.clone(), key: key.clone(), next: 1, checkpoints: Vec::new() };
+        let mut w = Writer {
+            folder,
+            dev: d.id.clone(),
+            key: key.clone(),
+            next: 1,
+            checkpoints: Vec::new(),
+            repair_due: false,
+        };
         w.device_file(d, now)?;
         remove_stale_temps(&dir, Duration::from_secs(60));
         let files = list_device(&dir).map_err(|e| SyncError::Folder(format!("{}: {e}", dir.display())))?;
@@ -55,18 +65,20 @@ impl Writer {
         let newest_seg = files.segments.last().copied().unwrap_or(0);
         let newest_ckp = files.checkpoints.last().copied().unwrap_or(0);
         w.next = newest_seg.max(newest_ckp) + 1;
-        if newest_seg > 0 {
-            let p = w.folder.segment(&w.dev, newest_seg);
-            let read = read_sealed(&p, Kind::Segment, &context(Kind::Segment, &w.dev, newest_seg), key)
+        // this device's segments since its newest checkpoint, read back: the newest says what
+        // is sealed already (a kill may have come between its rename and the mark); one that no
+        // longer opens (damaged in the folder) is repaired by a checkpoint at the next flush
+        for &n in files.segments.iter().filter(|&&n| n > newest_ckp) {
+            let p = w.folder.segment(&w.dev, n);
+            let read = read_sealed(&p, Kind::Segment, &context(Kind::Segment, &w.dev, n), key)
                 .and_then(|b| payload::from_bytes::<Segment>(&b))
-                .and_then(|s| s.check(&w.dev, newest_seg).map(|()| s));
+                .and_then(|s| s.check(&w.dev, n).map(|()| s));
             match read {
-                Ok(seg) => r.sync_outbox_sealed(seg.last_op)?,
-                // our own newest segment damaged in the folder: what it held cannot be known, so
-                // nothing is marked and the outbox goes out again in the next segment (the store
-                // applies an operation once, whichever segment carries it)
+                Ok(seg) if n == newest_seg => r.sync_outbox_sealed(seg.last_op)?,
+                Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(file = %p.display(), error = %e, "this device's newest segment does not open")
+                    tracing::warn!(file = %p.display(), error = %e, "a segment of this device does not open; a checkpoint will replace it");
+                    w.repair_due = true;
                 }
             }
         }
@@ -99,6 +111,9 @@ impl Writer {
         loop {
             let ops = r.sync_outbox(OUTBOX_BATCH)?;
             if ops.is_empty() {
+                if std::mem::take(&mut self.repair_due) {
+                    self.checkpoint(r, now)?;
+                }
                 return Ok(sealed);
             }
             let mut take = 0;

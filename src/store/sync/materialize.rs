@@ -40,10 +40,14 @@ enum Plan {
     /// Purged: its row goes.
     Gone,
     Lay {
-        row: Row,
+        row: Box<Row>,
         layout: Layout,
     },
 }
+
+/// Where an entry goes: its session, its branch (`(fork key, version)`, `None`: the chosen
+/// path) and its position there.
+type Dest = (String, Option<(String, u32)>, usize);
 
 /// `sessions`, and every session whose rows hold entries the state places in one of them or
 /// that the state places entries of theirs in: a move touches both ends.
@@ -107,7 +111,7 @@ fn plan(w: &WriteTx, sid: &str) -> HostResult<Plan> {
         .collect();
     let layout = tree::materialize(&nodes, regs.root.as_ref().map(|r| &r.v));
     let old = local::row(&w.tx, sid)?;
-    Ok(Plan::Lay { row: desired_row(&regs, old.as_ref()), layout })
+    Ok(Plan::Lay { row: Box::new(desired_row(&regs, old.as_ref())), layout })
 }
 
 /// Where an entry's row is now: `(row id, session, branch, position)`.
@@ -188,7 +192,7 @@ pub(in crate::store) fn lay_out(
         plans.insert(sid.clone(), plan(w, sid)?);
     }
     // where every laid-out entry goes
-    let mut dest: HashMap<String, (String, Option<(String, u32)>, usize)> = HashMap::new();
+    let mut dest: HashMap<String, Dest> = HashMap::new();
     for (sid, p) in &plans {
         if let Plan::Lay { layout, .. } = p {
             for (i, id) in layout.path.iter().enumerate() {

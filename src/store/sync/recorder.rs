@@ -152,8 +152,12 @@ fn diff_session(
 ) -> HostResult<Option<SessionDiff>> {
     let regs = state::session(&w.tx, sid)?;
     let Some(row) = local::row(&w.tx, sid)? else {
-        // the row is gone: purged here (or dropped after this device's cap evicted it)
+        // the row is gone: purged here (or dropped after this device's cap evicted it); after a
+        // restore, it is laid out again from the state instead
         let Some(regs) = regs.filter(SessionRegs::ready) else { return Ok(None) };
+        if w.sync_union {
+            return Ok(None);
+        }
         if state::dropped(&w.tx, sid)? || state::tombstoned(&w.tx, Kind::Session, sid)? {
             return Ok(None);
         }
@@ -254,7 +258,7 @@ fn diff_session(
     }
     // entries the state had here that no table holds any more: purged
     let mut purged = Vec::new();
-    if regs.ready() {
+    if regs.ready() && !w.sync_union {
         for e in known.values() {
             if e.session() == Some(sid) && e.ready() && !local::has_entry(&w.tx, &e.id)? {
                 purged.push(Purged { kind: Kind::Entry, id: e.id.clone() });
@@ -338,7 +342,6 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
         return Ok(());
     }
     let stamp = fresh();
-    drop(fresh);
     let mut ops = Vec::new();
     for d in diffs {
         let mut session = d.session;
@@ -402,6 +405,9 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
     // shape it does not hold), the rows follow it, so every device shows the same
     let mut check: BTreeSet<String> = dirty.sessions.clone();
     check.extend(touched_state.sessions);
+    if w.sync_union {
+        check.extend(state::all_session_ids(&w.tx)?);
+    }
     match lay_out(w, &check, &BTreeSet::new())? {
         Laid::Done(changed) if !changed.is_empty() => {
             // a shape the state does not hold as the rows had it: counted (sync status) and logged

@@ -128,6 +128,13 @@ pub(in crate::store) fn all_sessions(conn: &Connection) -> HostResult<Vec<Sessio
     rows.collect::<Result<_, _>>().map_err(damaged)
 }
 
+/// Every session id the state has registers for.
+pub(in crate::store) fn all_session_ids(conn: &Connection) -> HostResult<Vec<String>> {
+    let mut st = conn.prepare("SELECT session_id FROM sync_sessions ORDER BY session_id")?;
+    let rows = st.query_map([], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 fn text<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("registers serialize")
 }
@@ -296,8 +303,9 @@ pub(in crate::store) fn all_tombstones(conn: &Connection) -> HostResult<Vec<(Kin
         let kind = if r.get::<_, String>(0)? == "session" { Kind::Session } else { Kind::Entry };
         Ok((kind, r.get(1)?, stamp_col(Some(r.get(2)?))?.expect("a stamp")))
     });
-    let out = rows.map_err(damaged)?.collect::<Result<_, _>>().map_err(damaged);
-    out
+    let out: Vec<(Kind, String, Stamp)> =
+        rows.map_err(damaged)?.collect::<Result<_, _>>().map_err(damaged)?;
+    Ok(out)
 }
 
 /// A session locally evicted and purged (stays gone here, `sync_dropped`).

@@ -472,3 +472,44 @@ fn a_new_device_catches_up_from_a_checkpoint_then_only_newer_segments() {
     a.catch_up(&folder);
     same(&mut [&mut a, &mut b, &mut n]);
 }
+
+#[test]
+fn a_restore_puts_back_what_the_copy_holds_and_purges_nothing_elsewhere() {
+    let c = clock();
+    let (mut a, mut b, mut folder, id) = shared_chat(&c);
+    later(&c, 1000);
+    a.s.history_clear(false, None).unwrap();
+    let doomed = a.append("user", "a chat A will purge")["sessionId"].as_str().unwrap().to_owned();
+    settle(&mut [&mut a, &mut b], &mut folder);
+    let copy = a.s.backups_create(None).unwrap().result["copy"]["id"].as_str().unwrap().to_owned();
+    // after the copy: A renames the chat and purges one; B adds a chat and a turn
+    later(&c, 60_000);
+    a.s.sessions_rename(&id, "renamed after the copy", None).unwrap();
+    a.s.sessions_delete(&doomed, None).unwrap();
+    a.s.trash_purge(Some(&doomed), None).unwrap();
+    b.s.history_clear(false, None).unwrap();
+    let added = b.append("user", "a chat B made after the copy")["sessionId"].as_str().unwrap().to_owned();
+    b.s.sessions_load(&id, false, None).unwrap();
+    b.append("user", "a turn B added after the copy");
+    settle(&mut [&mut a, &mut b], &mut folder);
+    later(&c, 60_000);
+    a.s.backups_restore(&copy, None).unwrap();
+    settle(&mut [&mut a, &mut b], &mut folder);
+    for d in [&mut a, &mut b] {
+        let drawer = d.drawer();
+        assert!(drawer.contains(&added), "{}: what B added since the copy is kept", d.id);
+        let t = texts(&mut d.s, &id);
+        assert!(t.contains(&"a turn B added after the copy".to_owned()), "{}: {t:?}", d.id);
+        let all = dump(&mut d.s);
+        let names: Vec<&str> =
+            all["drawer"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert!(!names.contains(&"renamed after the copy"), "{}: the copy's name is back: {names:?}", d.id);
+        assert!(
+            all.to_string().contains("a chat A will purge"),
+            "{}: the purged chat is back (a new id)",
+            d.id
+        );
+        assert!(!drawer.contains(&doomed), "{}: its purged id stays purged", d.id);
+    }
+    same(&mut [&mut a, &mut b]);
+}

@@ -247,7 +247,7 @@ fn make_chats(s: &mut Store, clock: &AtomicI64, check: &mut dyn FnMut(&mut Store
     // imports: chat 1 exported and imported under another id (its versions with it), and a
     // browser dump whose live history went another way than its saved session
     tick(clock);
-    let doc = s.sessions_export(&[chat1.clone()], ExportFormat::Json).unwrap();
+    let doc = s.sessions_export(std::slice::from_ref(&chat1), ExportFormat::Json).unwrap();
     let mut doc: Value = serde_json::from_str(doc["text"].as_str().unwrap()).unwrap();
     doc["sessions"][0]["id"] = json!("imported-copy");
     s.storage_import(&doc, ImportOptions { settings: SettingsMode::None }, None).unwrap();

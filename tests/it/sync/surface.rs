@@ -155,3 +155,55 @@ fn a_chat_continued_on_another_device_reaches_the_open_panel_as_a_changed_event(
     a.close();
     b.close();
 }
+
+/// Replies never wait for sync (docs/sync.md "How it runs"): while a host catches up on another
+/// device's backlog, its replies to reads and writes are timed. The figure is printed; the bound
+/// only separates "answers" from "frozen behind the apply".
+#[test]
+fn replies_do_not_wait_for_the_reader_catching_up() {
+    let _serial = serial();
+    let t = tempfile::tempdir().unwrap();
+    let folder = t.path().join("Sync");
+    let (dba, dbb) = (t.path().join("a/keepsake.db"), t.path().join("b/keepsake.db"));
+    let key = init(&dba, &folder, "laptop", &no_store());
+    join(&dbb, &folder, &key, "desk", &no_store());
+    let chats = size("KEEPSAKE_SYNC_BACKLOG_CHATS", 150, 1500);
+    let mut a = Host::spawn(&dba);
+    let mut rng = Rng::from_env();
+    let (_, ids) = random_chats(&mut a, &mut rng, chats, "backlog");
+    wait_for("a's outbox to empty", Duration::from_secs(120), || {
+        (status(&dba, &no_store())["outbox"] == json!(0)).then_some(())
+    });
+    a.close();
+    let mut b = Host::spawn(&dbb);
+    let t0 = std::time::Instant::now();
+    let mut lat = Vec::new();
+    let mut n = 0;
+    loop {
+        let s = std::time::Instant::now();
+        if n % 2 == 0 {
+            b.ok("history.meta", json!({}));
+        } else {
+            b.ok(
+                "history.append",
+                json!({"entry": user(&format!("typed on the desk while it catches up {n}"))}),
+            );
+        }
+        lat.push(s.elapsed());
+        n += 1;
+        let have = b.ok("sessions.list", json!({"limit": 1}))["total"].as_u64().unwrap_or(0);
+        if have as usize > ids.len() {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(300), "the backlog did not arrive");
+    }
+    let caught_up = t0.elapsed();
+    lat.sort();
+    let (p50, p99, max) = (lat[lat.len() / 2], lat[lat.len() * 99 / 100], *lat.last().unwrap());
+    eprintln!(
+        "catching up on {chats} chats took {caught_up:?}; {} replies meanwhile: p50 {p50:?}, p99 {p99:?}, max {max:?}",
+        lat.len()
+    );
+    assert!(max < Duration::from_secs(5), "a reply waited {max:?} for the reader");
+    b.close();
+}
