@@ -513,3 +513,20 @@ fn a_restore_puts_back_what_the_copy_holds_and_purges_nothing_elsewhere() {
     }
     same(&mut [&mut a, &mut b]);
 }
+
+#[test]
+fn the_drawer_says_which_device_a_chat_came_from() {
+    let c = clock();
+    let (mut a, mut b, _folder, id) = shared_chat(&c);
+    let row = |d: &mut Dev| -> Value {
+        let l = d.s.sessions_list(None, None, None).unwrap();
+        let v: Value = serde_json::from_str(&l.to_json()).unwrap();
+        v["rows"].as_array().unwrap().iter().find(|r| r["id"] == json!(id)).unwrap().clone()
+    };
+    assert!(row(&mut a).get("device").is_none(), "a chat begun here names no device: {}", row(&mut a));
+    assert_eq!(row(&mut b)["device"], json!({"id": "dev-a", "name": null}));
+    b.s.sync_set_peer_name("dev-a", "Desktop").unwrap();
+    assert_eq!(row(&mut b)["device"], json!({"id": "dev-a", "name": "Desktop"}));
+    let origins = b.s.sync_origins().unwrap();
+    assert_eq!(origins.get(&id), Some(&("dev-a".to_owned(), Some("Desktop".to_owned()))));
+}

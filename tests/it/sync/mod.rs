@@ -188,6 +188,10 @@ pub fn dump(s: &mut Store) -> Value {
         .into_iter()
         .map(|r| serde_json::to_value(r).unwrap())
         .collect();
+    // which device a chat came from is said relative to the device that shows it
+    for r in &mut drawer {
+        r.as_object_mut().unwrap().remove("device");
+    }
     drawer.sort_by_key(|r| r["id"].as_str().unwrap().to_owned());
     let mut trash = s.trash_list().unwrap()["items"].as_array().unwrap().clone();
     trash.sort_by_key(|r| r["id"].as_str().unwrap().to_owned());
