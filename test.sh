@@ -8,7 +8,8 @@
 #   4b. the store archives (keepsake-chrome.zip, keepsake-firefox.xpi) and `web-ext lint`
 #   5. end to end: the real unpacked extension in Debian's headless Chromium (playwright-core) with
 #      the real host registered by `keepsake-host install --user-data-dir`, and its Firefox build
-#      in Debian's firefox-esr over WebDriver BiDi (puppeteer-core), one database for both
+#      in Debian's firefox-esr over WebDriver BiDi (puppeteer-core), one database for both, and
+#      two databases (Chromium's and Firefox's) sharing one sync folder
 #   5b. the Debian package, as root: built from the debug binary, `dpkg -i`, doctor, Chromium
 #      through the system-wide manifest, `dpkg --purge` leaves no file behind (tests/deb/run.sh)
 #   6. fuzzing, 60 s per target, when a nightly toolchain and cargo-fuzz are installed (T07)
@@ -93,7 +94,7 @@ rm -rf "${archives}"
 if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
 	step "end to end skipped (KEEPSAKE_SKIP_E2E=1)"
 else
-	step "end to end in headless Chromium (and firefox/firefox.e2e.mjs in firefox-esr)"
+	step "end to end in headless Chromium (and firefox/firefox.e2e.mjs and sync.e2e.mjs in firefox-esr)"
 	tests/e2e/run.sh
 fi
 
