@@ -8,7 +8,8 @@
 #   4b. the store archives (keepsake-chrome.zip, keepsake-firefox.xpi) and `web-ext lint`
 #   5. end to end: the real unpacked extension in Debian's headless Chromium (playwright-core) with
 #      the real host registered by `keepsake-host install --user-data-dir`, and its Firefox build
-#      in Debian's firefox-esr over WebDriver BiDi (puppeteer-core), one database for both
+#      in Debian's firefox-esr over WebDriver BiDi (puppeteer-core), one database for both, and
+#      two databases (Chromium's and Firefox's) sharing one sync folder
 #   5b. the Debian package, as root: built from the debug binary, `dpkg -i`, doctor, Chromium
 #      through the system-wide manifest, `dpkg --purge` leaves no file behind (tests/deb/run.sh)
 #   6. fuzzing, 60 s per target, when a nightly toolchain and cargo-fuzz are installed (T07)
@@ -43,6 +44,8 @@ command -v gnome-keyring-daemon >/dev/null 2>&1 || missing+=(gnome-keyring)
 command -v secret-tool >/dev/null 2>&1 || missing+=(libsecret-tools)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# syncthing (tests/it/sync/: two real instances on loopback replicate the sync folder)
+command -v syncthing >/dev/null 2>&1 || missing+=(syncthing)
 # dpkg-dev (dpkg-shlibdeps: the package's Depends line, packaging/deb/build.sh)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -54,6 +57,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 # installed above: the keyring tests run, and fail rather than skip if they cannot
 export KEEPSAKE_REQUIRE_KEYRING=1
+export KEEPSAKE_REQUIRE_SYNCTHING=1
 
 step "fetching Rust crates"
 cargo fetch --locked 2>/dev/null || cargo fetch
@@ -90,7 +94,7 @@ rm -rf "${archives}"
 if [ "${KEEPSAKE_SKIP_E2E:-0}" = 1 ]; then
 	step "end to end skipped (KEEPSAKE_SKIP_E2E=1)"
 else
-	step "end to end in headless Chromium (and firefox/firefox.e2e.mjs in firefox-esr)"
+	step "end to end in headless Chromium (and firefox/firefox.e2e.mjs and sync.e2e.mjs in firefox-esr)"
 	tests/e2e/run.sh
 fi
 

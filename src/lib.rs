@@ -11,4 +11,5 @@ pub mod protocol;
 pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod sync;
 pub mod util;

@@ -32,6 +32,7 @@ export const READ_OPS = Object.freeze([
   'storage.importPreview',
   'backups.list',
   'changes.since',
+  'sync.status',
 ]);
 
 /** Write operations (PROTOCOL.md §7 rows marked "W"): accept `clientRequestId`, may emit `changed`. */
@@ -67,6 +68,8 @@ export const WRITE_OPS = Object.freeze([
   'storage.import',
   'backups.create',
   'backups.restore',
+  'sync.pause',
+  'sync.resume',
 ]);
 
 /** Every operation name. */
@@ -125,6 +128,9 @@ export const OP_ARGS = Object.freeze({
   'backups.create': Object.freeze([]),
   'backups.restore': Object.freeze(['id']),
   'changes.since': Object.freeze(['seq']),
+  'sync.status': Object.freeze([]),
+  'sync.pause': Object.freeze([]),
+  'sync.resume': Object.freeze([]),
   'request.isContextOverflow': Object.freeze(['message']),
   'request.build': Object.freeze(['kind', 'turn', 'systemPrompt', 'bodyFields', 'source', 'upTo', 'pass', 'rescue', 'backfill', 'aging', 'imageRefs', 'since', 'retry']),
   'request.commitRescue': Object.freeze(['attachIds', 'sessionId']),

@@ -1,6 +1,7 @@
 // Options page: provider cards (ping, active provider/model), conversation settings, the Host panel
 // (connection facts from host.hello, checks, importing data an older version kept in the browser) and
-// Backups (options/backups.js: the host's copies of the database, and putting one back).
+// Backups (options/backups.js: the host's copies of the database, and putting one back) and Sync
+// (options/sync.js: this computer and the others sharing its sync folder, Pause / Resume, setting up).
 // Settings go to keepsake-host with settings.get / settings.set (explicit keys, storage-model §3, §9).
 // A `changed` event re-reads what it names; a restore names everything (protocol.js `changeAreas`).
 
@@ -21,6 +22,7 @@ import {
 import { operatingSystem } from '../lib/platform.js';
 import { saveSettings } from './settings-save.js';
 import { createBackups } from './backups.js';
+import { createSync } from './sync.js';
 import { t, localize, formatNumber } from '../lib/i18n.js';
 
 // the page's static words in the UI language before anything else runs (and before first paint)
@@ -795,6 +797,12 @@ const backups = createBackups({
   onRestored: () => { loadSettings(); loadCounts(); },
 });
 
+// ===================================================================================================
+// Sync
+// ===================================================================================================
+
+const sync = createSync({ el: $('sync-body'), storage, explain: explainLine, os: platformOs });
+
 onWorkerEvent((ev) => {
   if (!ev) return;
   if (ev.type === 'host.state') applyHostState(ev);
@@ -805,14 +813,19 @@ onWorkerEvent((ev) => {
     if (a.history || a.sessions) loadCounts();
     // any write ends the undo of a restore (backups.list `undo`); a restore or a backup changes the list
     backups.refreshSoon();
-  } else if (ev.type === 'events.connected' && ev.reconnected) { loadSettings(); loadHost(); backups.load(); }
+    // an apply of another device's changes, a pause or a resume is a write like any other
+    sync.refreshSoon();
+  } else if (ev.type === 'events.connected' && ev.reconnected) { loadSettings(); loadHost(); backups.load(); sync.load(); }
 });
-// a daily copy is made by the host on its own: the list is read again when the page is looked at
-document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') backups.refreshSoon(); });
+// a daily copy is made by the host on its own, and files arrive in the sync folder with no event:
+// both are read again when the page is looked at
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') { backups.refreshSoon(); sync.refreshSoon(); }
+});
 
 async function start() {
   renderChatSettings(); // defaults until the host answers
-  await Promise.allSettled([loadSettings(), loadHost(), previewBrowserData(), backups.load()]);
+  await Promise.allSettled([loadSettings(), loadHost(), previewBrowserData(), backups.load(), sync.load()]);
   document.documentElement.dataset.ready = 'true';
 }
 start();

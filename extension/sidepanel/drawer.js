@@ -5,7 +5,7 @@
 // "Recently deleted" view: the trash, with Restore, Delete for good and Empty trash.
 
 import { t, formatNumber } from '../lib/i18n.js';
-import { h, icon, iconButton, replaceChildren, debounce, downloadText, readAsText } from '../lib/ui/dom.js';
+import { h, icon, iconButton, replaceChildren, debounce, downloadText, readAsText, tNodes } from '../lib/ui/dom.js';
 import { highlightSegments, normalizeQuery } from './snippet.js';
 import { exportFilename, safeFilename, mimeForFormat } from './export-name.js';
 import { describeImportResult, formatWhen } from '../lib/ui/format.js';
@@ -22,6 +22,20 @@ const MAX_IMPORT_BYTES = 512 * 1024 * 1024;
 
 function highlighted(text, query, cls) {
   return h('span', { class: cls }, highlightSegments(text, query).map((s) => (s.match ? h('mark', { text: s.text }) : document.createTextNode(s.text))));
+}
+
+/**
+ * "from <device name>" for a chat started on another device (`sessions.list` row `device`, issue
+ * 31): text inside the row's button, so it is part of what a screen reader says for the row and
+ * needs no focus of its own; the name is the person's own, marked translate="no".
+ */
+export function deviceMark(row) {
+  const d = row?.device;
+  if (!d || typeof d !== 'object') return null;
+  const name = typeof d.name === 'string' && d.name.trim() ? d.name.trim() : typeof d.id === 'string' ? d.id.slice(0, 8) : '';
+  if (!name) return null;
+  return h('span', { class: 'session-device', testid: 'session-device', dataset: { deviceId: typeof d.id === 'string' ? d.id : undefined } },
+    tNodes('drawerFromDevice', h('span', { class: 'device-name', translate: 'no', text: name })));
 }
 
 const chats = (n) => (n === 1 ? t('drawerChatsOne') : t('drawerChatsMany', formatNumber(n)));
@@ -202,6 +216,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
     const name = row.name || t('drawerUntitled');
     const count = Number.isFinite(row.entryCount) ? messagesText(row.entryCount) : '';
     const sub = [formatWhen(row.createdAt), count].filter(Boolean).join(' · ');
+    const device = deviceMark(row);
     const li = h('li', {
       class: `session-row${active ? ' active' : ''}${row.pinned ? ' pinned' : ''}`, testid: 'session-row',
       dataset: { id: row.id, pinned: row.pinned ? 'true' : 'false', active: active ? 'true' : 'false', contentMatch: row.contentMatch === undefined ? undefined : String(row.contentMatch) },
@@ -217,7 +232,7 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
       nameEl,
       active ? h('span', { class: 'badge', testid: 'session-active', text: t('drawerCurrent') }) : null,
       bg.has(row.id) ? h('span', { class: 'bg-dot', testid: 'session-bg', title: t('drawerBgTitle'), 'aria-label': t('drawerBgLabel') }) : null),
-    h('span', { class: 'session-sub', text: sub }),
+    h('span', { class: 'session-sub' }, sub, device ? [' · ', device] : null),
     row.contentMatch === true ? h('span', { class: 'session-hint', testid: 'session-hint', text: t('drawerMatchMessages') }) : null,
     row.contentMatch === false ? h('span', { class: 'session-hint', testid: 'session-hint', text: t('drawerMatchName') }) : null,
     row.contentMatch === true && typeof row.snippet === 'string' ? highlighted(row.snippet, query, 'session-snippet') : null);

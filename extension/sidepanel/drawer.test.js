@@ -8,11 +8,12 @@ import { installFakeDom, fire, byTestId, allByTestId } from '../test-support/fak
 import { fakeKeeps } from '../test-support/fake-keeps.js';
 import { flush } from '../test-support/fakes.js';
 import { h } from '../lib/ui/dom.js';
+import { useLocale } from '../lib/i18n.js';
 import { createDrawer } from './drawer.js';
 
 let dom;
 beforeEach(() => { dom = installFakeDom(); });
-afterEach(() => { dom.restore(); delete globalThis.FileReader; });
+afterEach(() => { dom.restore(); delete globalThis.FileReader; useLocale('en'); });
 
 /** The drawer's markup as sidepanel.html has it (same data-testids). */
 function skeleton() {
@@ -426,4 +427,35 @@ test('Pin of a current chat not among the rows shown looks the chat up by id', a
   await settle();
   assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.get').map((c) => c.args), [{ id: 'c059', limit: 0, images: 'ref' }]);
   assert.deepEqual(host.calls.filter((c) => c.op === 'sessions.pin').map((c) => c.args), [{ id: 'c059', pinned: true }]);
+});
+
+test('a chat started on another device says "from <device name>" inside its row\'s button (issue 31), in every language', async () => {
+  const desk = { id: '9a71d3c4-0000-4000-8000-000000000002', name: 'ana-desktop' };
+  const host = fakeKeeps({ sessions: [
+    { id: 's1', name: 'Lighthouse log', device: desk },
+    { id: 's2', name: 'Written here' },
+    { id: 's3', name: 'Unnamed device', device: { id: '5b22e0f1-0000-4000-8000-000000000003', name: '' } },
+  ] });
+  const { el, drawer } = setup(host);
+  drawer.open();
+  await settle();
+  const row = (id) => allByTestId(el, 'session-row').find((r) => r.dataset.id === id);
+  const mark = byTestId(row('s1'), 'session-device');
+  assert.equal(mark.textContent, 'from ana-desktop');
+  assert.equal(mark.dataset.deviceId, desk.id);
+  const name = mark.querySelector('.device-name');
+  assert.equal(name.textContent, 'ana-desktop');
+  assert.equal(name.getAttribute('translate'), 'no', 'the device\'s name is the person\'s, not the UI\'s words');
+  // inside the row's one button: read with the row by a screen reader, reached by the row's Tab stop
+  const button = byTestId(row('s1'), 'session-load');
+  assert.ok(button.contains(mark), 'part of the load button');
+  assert.match(button.textContent, /Lighthouse log.* · from ana-desktop$/);
+  assert.equal(byTestId(row('s2'), 'session-device'), null, 'a chat started here has no mark');
+  assert.equal(byTestId(row('s3'), 'session-device').textContent, 'from 5b22e0f1', 'no name: the start of the id');
+
+  for (const [loc, want] of [['zh_CN', '来自 ana-desktop'], ['pt_BR', 'de ana-desktop']]) {
+    useLocale(loc);
+    drawer.rerender();
+    assert.equal(byTestId(row('s1'), 'session-device').textContent, want, loc);
+  }
 });

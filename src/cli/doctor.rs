@@ -209,6 +209,18 @@ fn collect(db: &Path) -> Report {
             }
             api_keys(&mut r, &mut store);
             backups(&mut r, &mut store);
+            super::sync::doctor_checks(&mut store, &mut |name, sev, detail, extra| {
+                let status = match sev {
+                    "ok" => Status::Ok,
+                    "warn" => Status::Warn,
+                    _ => Status::Fail,
+                };
+                if extra.as_object().is_some_and(|o| o.is_empty()) {
+                    r.add(name, status, detail)
+                } else {
+                    r.add_extra(name, status, detail, extra)
+                }
+            });
         }
         Err(e) => {
             let status = Status::Fail;

@@ -857,6 +857,7 @@ pub fn uninstall_in(env: &Env, db: &Path, o: &UninstallOpts) -> Result<i32, CliE
             sidecar(db, "-wal"),
             sidecar(db, "-shm"),
             sidecar(db, "-journal"),
+            crate::util::paths::sync_lock_for(db),
             log_path_for(db),
             data_dir.join(DEBUG_MARKER),
         ] {

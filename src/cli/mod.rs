@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod generate;
 pub mod install;
 pub mod proof;
+pub mod sync;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -127,6 +128,12 @@ pub enum Command {
     /// read or a write, and the JSON Schema of its arguments (`host.hello` reports its sha256 as
     /// `schemaHash`)
     Schema,
+    /// Sync this database with your other devices through a folder a syncer (Syncthing, …)
+    /// replicates: init, join, status, pause, resume, leave (docs/sync.md)
+    Sync {
+        #[command(subcommand)]
+        action: sync::SyncAction,
+    },
     /// Check the installation and the database; one line per finding
     Doctor {
         #[arg(long)]
@@ -409,6 +416,7 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             s.close();
             Ok(0)
         }
+        Command::Sync { action } => sync::run(&db, action),
         Command::Trash { action, json } => trash(&db, action.unwrap_or(TrashAction::List), json),
         Command::Backup { file } => {
             let report = backup_file(&db, &file).map_err(|e| match e {

@@ -22,5 +22,6 @@ pub mod search;
 pub mod secrets;
 pub mod sessions;
 pub mod settings;
+pub mod sync;
 pub mod text;
 pub mod trash;

@@ -31,6 +31,17 @@ pub struct DrawerRow {
     pub content_match: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
+    /// The device the chat began on, when it is another device (docs/sync.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<OriginDevice>,
+}
+
+/// Another device a chat began on: its id and the name it gave itself (`None` until its files
+/// were read).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OriginDevice {
+    pub id: String,
+    pub name: Option<String>,
 }
 
 /// Trim, then cut to 80 units (§11.14). Returns `None` when the result is blank.

@@ -88,6 +88,9 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     let mut backup_stop_rx = Some(backup_stop_rx);
     let stopping = Arc::new(AtomicBool::new(false));
     let mut backups = None;
+    // The sync threads (docs/sync.md "How it runs") start with the poller too; their commits
+    // carry an origin of their own, so the poller announces them like another process's.
+    let mut sync_engine = None;
 
     let code = loop {
         match read_frame(input, MAX_INBOUND_FRAME) {
@@ -101,6 +104,9 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
                         let origin = origin.clone();
                         poller =
                             Some(thread::spawn(move || poll_foreign_changes(&db, origin, seq, out, stop_rx)));
+                    }
+                    if sync_engine.is_none() {
+                        sync_engine = Some(start_sync(db, &origin));
                     }
                     if let Some(stop_rx) = backup_stop_rx.take() {
                         let db: PathBuf = db.to_path_buf();
@@ -135,10 +141,27 @@ pub fn serve(db: &Path, input: &mut impl Read, out: Outbox) -> i32 {
     if let Some(b) = backups {
         let _ = b.join();
     }
+    if let Some(e) = sync_engine {
+        e.stop();
+    }
     if let Some(Ok(s)) = ctx.store {
         s.close();
     }
     code
+}
+
+/// Start the sync engine's threads: each opens a connection of its own, whose origin differs from
+/// this process's so that the poller announces what the reader applies.
+fn start_sync(db: &Path, origin: &str) -> crate::sync::engine::Engine {
+    use crate::sync::engine::{Engine, Opener};
+    use crate::sync::replica::Replica;
+    let (path, origin) = (db.to_path_buf(), format!("{origin}-sync"));
+    let open: Opener = Arc::new(move || {
+        Store::open_more(&path, origin.clone())
+            .map(|s| Box::new(s) as Box<dyn Replica + Send>)
+            .map_err(|e| format!("the sync threads cannot open the database: {e}"))
+    });
+    Engine::start(db, open, crate::secrets::system())
 }
 
 /// The `db` event (PROTOCOL.md §4): what `host.hello` would now say about the database.

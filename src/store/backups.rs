@@ -43,7 +43,8 @@ const DAILY_META: &str = "daily_backup";
 /// What the last restore did: `{seq, undo, restored, at}` (the `undo` of `backups.list`).
 const RESTORE_META: &str = "last_restore";
 /// `meta` rows that describe this device's host, not the history: a restore keeps them.
-const DEVICE_META: [&str; 2] = [DAILY_META, "trash_expired_at"];
+const DEVICE_META: [&str; 4] =
+    [DAILY_META, "trash_expired_at", super::sync_folder::FOLDER_META, super::sync_folder::KEY_META];
 /// The name the copy being restored is attached under.
 const RESTORED: &str = "restored";
 
@@ -343,7 +344,10 @@ impl Store {
     /// The restore's transaction, the copy attached as `restored` (same schema as the database).
     fn restore_attached(&mut self, id: &str, version: u32, crid: Option<&str>) -> HostResult<WriteOutcome> {
         let db = self.path.clone();
-        let tables = same_tables(&self.conn)?;
+        // sync's tables are this device's, like its backup settings: a copy never replaces them
+        // (the recorder then records what the copy holds, keeping what other devices added)
+        let tables: Vec<Table> =
+            same_tables(&self.conn)?.into_iter().filter(|t| !t.name.starts_with("sync_")).collect();
         self.write("backups.restore", crid, |w| {
             let now = w.now;
             // 1. the database as it is, checked, under this transaction's write lock
@@ -355,7 +359,10 @@ impl Store {
             // 2. what stays: the device's own settings and bookkeeping, the change sequence
             let local = device_rows(&w.tx)?;
             let live_seq = current_seq(&w.tx)?;
-            // 3. every row replaced by the copy's (foreign keys checked at the commit)
+            // 3. every row replaced by the copy's (foreign keys checked at the commit); with sync
+            // set up, what the copy holds is recorded as this write's, and what it lacks is kept
+            // (never purged on the other devices)
+            w.sync_union = true;
             w.tx.execute_batch("PRAGMA defer_foreign_keys=ON;")?;
             for t in &tables {
                 w.tx.execute(&format!("DELETE FROM main.\"{}\"", t.name), [])?;

@@ -132,11 +132,14 @@ pub(super) fn refresh_auto_name(w: &mut WriteTx, sid: &str, gone: &[Value]) -> H
     Ok(())
 }
 
-/// Write a new session's body (imports, snapshots): entries get entryIds of their own.
-pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostResult<()> {
+/// Write a new session's body (imports, snapshots): entries get entryIds of their own. Returns
+/// the entryIds given, in order (an entry keeps its own when no stored entry has it).
+pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostResult<Vec<String>> {
+    let mut ids = Vec::with_capacity(entries.len());
     for (i, e) in entries.iter().enumerate() {
         let e = entries::with_entry_id(&w.tx, e)?;
         entries::insert_row(&w.tx, sid, None, i, &e, w.now)?;
+        ids.push(crate::domain::entry::entry_id(&e).unwrap_or_default().to_owned());
     }
     w.tx.execute(
         "UPDATE sessions SET entry_count = ?2, updated_at = ?3 WHERE id = ?1",
@@ -144,7 +147,7 @@ pub(super) fn write_body(w: &mut WriteTx, sid: &str, entries: &[Value]) -> HostR
     )?;
     w.reindex.insert(sid.to_owned());
     touched(w, sid);
-    Ok(())
+    Ok(ids)
 }
 
 /// Create a session row (body written separately).

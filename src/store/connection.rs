@@ -19,6 +19,7 @@ use super::migrate;
 use super::open::{self, Mode};
 use super::salvage::{check, marker, recover};
 use super::search;
+use super::sync::recorder;
 use super::tx::{ChangeSet, WriteTx};
 use crate::domain::backups::{Kind, KEEP_PREMIGRATION};
 use crate::protocol::{ErrorCode, HostError, HostResult};
@@ -175,6 +176,11 @@ impl Store {
     }
 
     /// Keep API keys in another secret store from now on (tests of a store that fails).
+    /// The secret store this connection uses (API keys, the sync key).
+    pub fn secret_store(&self) -> std::sync::Arc<dyn crate::secrets::SecretStore> {
+        self.secrets.clone()
+    }
+
     pub fn set_secret_store(&mut self, secrets: std::sync::Arc<dyn crate::secrets::SecretStore>) {
         self.secrets = secrets;
     }
@@ -308,8 +314,12 @@ impl Store {
             new_blobs: Vec::new(),
             now,
             reindex: BTreeSet::new(),
+            sync_applying: false,
+            sync_union: false,
         };
         let result = f(&mut w)?;
+        // while sync is set up: what this write changed becomes operations, in this transaction
+        recorder::record(&mut w)?;
         let mut postings = search::Postings::default();
         for sid in std::mem::take(&mut w.reindex) {
             indexing::rebuild_search(&w.tx, &sid, &mut postings)?;

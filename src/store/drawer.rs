@@ -15,14 +15,24 @@ use rusqlite::Connection;
 
 use super::search::{int_col, text_col, utf8};
 use crate::domain::listing::{cursor_after, SortKey};
-use crate::domain::sessions::DrawerRow;
+use crate::domain::sessions::{DrawerRow, OriginDevice};
 use crate::protocol::{HostError, HostResult};
 
-/// The columns [`drawer_row`] reads, from the `sessions` table aliased `s`.
-pub(super) const ROW_COLS: &str = "s.id, s.name, s.created_at, s.pinned, s.entry_count";
+/// The columns [`drawer_row`] reads, from the `sessions` table aliased `s`: the row's own, then
+/// the device the chat began on when that is another one (the device of the stamp sync first
+/// recorded it with, `sync_sessions.created`; its name from `sync_peers`).
+pub(super) const ROW_COLS: &str = "s.id, s.name, s.created_at, s.pinned, s.entry_count,
+    (SELECT substr(y.created, 28) FROM sync_sessions y WHERE y.session_id = s.id
+        AND substr(y.created, 28) IS NOT (SELECT device_id FROM sync_device)),
+    (SELECT p.name FROM sync_sessions y JOIN sync_peers p ON p.device_id = substr(y.created, 28)
+        WHERE y.session_id = s.id)";
+
+/// How many columns [`ROW_COLS`] has.
+const ROW_COL_COUNT: usize = 7;
 
 /// A drawer row from [`ROW_COLS`] at the start of `r`.
 pub(super) fn drawer_row(r: &rusqlite::Row) -> rusqlite::Result<DrawerRow> {
+    let device: Option<String> = r.get(5)?;
     Ok(DrawerRow {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -31,6 +41,7 @@ pub(super) fn drawer_row(r: &rusqlite::Row) -> rusqlite::Result<DrawerRow> {
         entry_count: r.get(4)?,
         content_match: None,
         snippet: None,
+        device: device.map(|id| OriginDevice { id, name: r.get(6).ok().flatten() }),
     })
 }
 
@@ -89,13 +100,14 @@ struct Read {
 impl Read {
     fn of(r: &rusqlite::Row) -> HostResult<Read> {
         let row = drawer_row(r)?;
-        let name_lower = utf8(text_col(r, 5)?)?.to_owned();
+        let n = ROW_COL_COUNT;
+        let name_lower = utf8(text_col(r, n)?)?.to_owned();
         // a session the index lacks has no document (the LEFT JOIN's NULL): name hits only
-        let doc = match r.get_ref(6)? {
+        let doc = match r.get_ref(n + 1)? {
             ValueRef::Null => None,
-            _ => Some((int_col(r, 6)?, usize::try_from(int_col(r, 7)?).unwrap_or(usize::MAX))),
+            _ => Some((int_col(r, n + 1)?, usize::try_from(int_col(r, n + 2)?).unwrap_or(usize::MAX))),
         };
-        Ok(Read { row, name_lower, doc, seq: int_col(r, 8)? })
+        Ok(Read { row, name_lower, doc, seq: int_col(r, n + 3)? })
     }
 }
 
@@ -418,6 +430,7 @@ mod tests {
             entry_count: 3,
             content_match: None,
             snippet: None,
+            device: None,
         }
     }
 

@@ -155,7 +155,13 @@ impl Store {
                     continue;
                 }
                 insert_session(w, &s.id, &s.name, s.created_at.unwrap_or(now), s.pinned, Some(&s.extra))?;
-                write_body(w, &s.id, &ing.entries)?;
+                let stored = write_body(w, &s.id, &ing.entries)?;
+                let ids = ing
+                    .entries
+                    .iter()
+                    .zip(stored)
+                    .filter_map(|(e, new)| Some((crate::domain::entry::entry_id(e)?.to_owned(), new)))
+                    .collect();
                 let forks: Vec<ImportFork> = forks
                     .iter()
                     .map(|(f, ing)| ImportFork {
@@ -163,7 +169,7 @@ impl Store {
                         ..f.clone()
                     })
                     .collect();
-                super::versions::import(w, &s.id, &forks)?;
+                super::versions::import(w, &s.id, &forks, ids)?;
                 created.insert(s.id.clone());
                 imported += 1;
             }

@@ -123,8 +123,13 @@ pub(crate) fn dropped(old: Option<&Value>, new: Option<&Value>) -> BTreeSet<Stri
 }
 
 /// Write `secret` under `account`, then read it back from the store and compare: only a key the
-/// store gives back is ever referenced from the file.
-fn put_verified(store: &dyn SecretStore, account: &str, label: &str, secret: &str) -> Result<(), String> {
+/// store gives back is ever referenced from the file (API keys here, the sync key in `sync/key.rs`).
+pub(crate) fn put_verified(
+    store: &dyn SecretStore,
+    account: &str,
+    label: &str,
+    secret: &str,
+) -> Result<(), String> {
     store.put(account, label, secret)?;
     match store.get(account) {
         Ok(Some(back)) if back == secret => Ok(()),

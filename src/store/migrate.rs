@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[(u32, &str)] = &[
     (4, include_str!("migrations/0004_search_piece_keys.sql")),
     (5, include_str!("migrations/0005_keepsake_keeps.sql")),
     (6, include_str!("migrations/0006_image_renditions.sql")),
+    (7, include_str!("migrations/0007_sync.sql")),
 ];
 
 /// The schema version this binary writes.

@@ -36,6 +36,8 @@ pub mod salvage;
 mod search;
 mod sessions;
 mod settings;
+mod sync;
+mod sync_folder;
 mod trash;
 mod tx;
 mod versions;
@@ -50,8 +52,12 @@ pub use drawer::Listing;
 pub use error::StoreError;
 pub use history::{FailedTarget, Page};
 pub use import::ImportOptions;
+pub(crate) use keys::put_verified;
 pub use keys::{ApiKeys, MoveReport, Severity};
 pub use open::Mode;
 pub use requests::{BuildArgs, ImageRefsMode};
 pub use sessions::{AppendFlags, ExportFormat};
+pub use sync::{
+    ApplyOutcome, Checkpoint, OutboxOp, PeerApplied, PeerStatus, SyncApplied, SyncCounts, SyncDevice,
+};
 pub use tx::{check_client_request_id, ChangeSet, WriteTx};

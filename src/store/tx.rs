@@ -89,6 +89,12 @@ pub struct WriteTx<'c> {
     /// Sessions whose text changed other than by appending: their search data is rebuilt once,
     /// before the commit.
     pub(crate) reindex: BTreeSet<String>,
+    /// This write applies other devices' operations: what it writes is the replicated state
+    /// already and is not recorded again (`store/sync/recorder.rs`).
+    pub(crate) sync_applying: bool,
+    /// This write put back a copy of the database (`backups.restore`): what it lacks is not
+    /// purged elsewhere but laid out again from the replicated state.
+    pub(crate) sync_union: bool,
 }
 
 /// Validate an optional `clientRequestId`.

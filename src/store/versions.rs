@@ -257,26 +257,56 @@ pub(super) fn export_json(conn: &Connection, sid: &str) -> HostResult<Vec<Value>
 }
 
 /// Store the versions of an imported session (after its chosen path); their entries are ingested
-/// already (image references, not data URLs).
-pub(super) fn import(w: &mut WriteTx, sid: &str, forks: &[ImportFork]) -> HostResult<()> {
+/// already (image references, not data URLs). `ids`: the entryIds the chosen path's entries had
+/// in the document → the ones they were stored with (an entryId another stored entry has is
+/// replaced): a fork keyed by a replaced entryId follows it, so the versions stay where they were.
+pub(super) fn import(
+    w: &mut WriteTx,
+    sid: &str,
+    forks: &[ImportFork],
+    mut ids: std::collections::HashMap<String, String>,
+) -> HostResult<()> {
+    // every version's entries get their ids first: a fork may be keyed by one of them
+    let mut lists: Vec<Vec<Vec<Value>>> = Vec::with_capacity(forks.len());
+    let mut given = std::collections::HashSet::new();
     for f in forks {
+        let mut out = Vec::with_capacity(f.others.len());
+        for (_, list) in &f.others {
+            let mut stored = Vec::with_capacity(list.len());
+            for e in list {
+                let mut s = entries::with_entry_id(&w.tx, e)?;
+                if !given.insert(entry_id(&s).unwrap_or_default().to_owned()) {
+                    // the document names one entryId twice: the second gets one of its own
+                    s[crate::domain::entry::ENTRY_ID] = Value::String(entries::new_entry_id());
+                    given.insert(entry_id(&s).unwrap_or_default().to_owned());
+                }
+                if let (Some(old), Some(new)) = (entry_id(e), entry_id(&s)) {
+                    ids.insert(old.to_owned(), new.to_owned());
+                }
+                stored.push(s);
+            }
+            out.push(stored);
+        }
+        lists.push(out);
+    }
+    for (f, stored) in forks.iter().zip(lists) {
+        let key = ids.get(&f.fork_entry_id).cloned().unwrap_or_else(|| f.fork_entry_id.clone());
         w.tx.execute(
             "INSERT OR IGNORE INTO session_forks (session_id, fork_entry_id, chosen, versions) VALUES (?1, ?2, ?3, ?4)",
-            params![sid, f.fork_entry_id, f.chosen, f.count],
+            params![sid, key, f.chosen, f.count],
         )?;
-        for (version, list) in &f.others {
+        for ((version, _), list) in f.others.iter().zip(stored) {
             let n = w.tx.execute(
                 "INSERT OR IGNORE INTO session_branches (session_id, fork_entry_id, version, created_at)
                  VALUES (?1, ?2, ?3, ?4)",
-                params![sid, f.fork_entry_id, version, w.now],
+                params![sid, key, version, w.now],
             )?;
             if n == 0 {
                 continue;
             }
             let bid = w.tx.last_insert_rowid();
             for (i, e) in list.iter().enumerate() {
-                let e = entries::with_entry_id(&w.tx, e)?;
-                entries::insert_row(&w.tx, sid, Some(bid), i, &e, w.now)?;
+                entries::insert_row(&w.tx, sid, Some(bid), i, e, w.now)?;
             }
         }
     }

@@ -66,6 +66,12 @@ pub fn backups_dir_for(db: &Path) -> PathBuf {
     db.parent().unwrap_or(Path::new(".")).join(BACKUPS_DIR)
 }
 
+/// The lock beside a database that makes one host process the one that syncs it
+/// (`sync::engine`).
+pub fn sync_lock_for(db: &Path) -> PathBuf {
+    sidecar(db, ".sync-lock")
+}
+
 /// The log file beside a database.
 pub fn log_path_for(db: &Path) -> PathBuf {
     db.parent().unwrap_or(Path::new(".")).join(LOG_FILE)

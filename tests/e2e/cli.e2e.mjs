@@ -5,50 +5,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { HOST_BIN, CHROMIUM, ARTIFACTS, SCREENSHOTS } from './harness.mjs';
+import { HOST_BIN, CHROMIUM, ARTIFACTS, SCREENSHOTS, serveHost } from './harness.mjs';
 
 const UPDATE = process.env.KEEPSAKE_E2E_UPDATE_SCREENSHOTS === '1';
-
-/** `keepsake-host serve` over pipes: `call(op, args)` → result (rejects on an error reply). */
-function serve(db) {
-  const child = spawn(HOST_BIN, ['--db', db, 'serve'], { stdio: ['pipe', 'pipe', 'ignore'] });
-  let buf = Buffer.alloc(0);
-  const waiting = new Map();
-  let next = 1;
-  child.stdout.on('data', (d) => {
-    buf = Buffer.concat([buf, d]);
-    while (buf.length >= 4) {
-      const n = buf.readUInt32LE(0);
-      if (buf.length < 4 + n) break;
-      const msg = JSON.parse(buf.subarray(4, 4 + n).toString('utf8'));
-      buf = buf.subarray(4 + n);
-      const w = waiting.get(msg.id);
-      if (!w) continue;
-      waiting.delete(msg.id);
-      if (msg.ok) w.resolve(msg.result);
-      else w.reject(Object.assign(new Error(msg.error.message), { code: msg.error.code }));
-    }
-  });
-  return {
-    call(op, args = {}) {
-      const id = next++;
-      const body = Buffer.from(JSON.stringify({ id, op, args }));
-      const head = Buffer.alloc(4);
-      head.writeUInt32LE(body.length);
-      child.stdin.write(Buffer.concat([head, body]));
-      return new Promise((resolve, reject) => waiting.set(id, { resolve, reject }));
-    },
-    async close() {
-      child.stdin.end();
-      await new Promise((r) => child.on('exit', r));
-    },
-  };
-}
 
 const cli = (db, ...args) => execFileSync(HOST_BIN, ['--db', db, ...args], { encoding: 'utf8' });
 
@@ -63,7 +27,7 @@ async function chat(h, turns) {
 test('keepsake-host trash lists what was deleted, restores it and purges it', { timeout: 60_000 }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-e2e-cli-'));
   const db = path.join(dir, 'keepsake.db');
-  const h = serve(db);
+  const h = serveHost(db);
   try {
     const trip = await chat(h, [
       ['Plan a three-day trip to Lisbon in March', 'Day 1: Alfama and the castle…'],

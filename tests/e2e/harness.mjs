@@ -9,7 +9,7 @@
 // Every wait has a timeout; nothing here can hang a test run.
 
 import { chromium } from 'playwright-core';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -595,3 +595,63 @@ export async function workerCall(page, kind, payload = {}, { timeoutMs = 30_000 
   }
   return reply.result;
 }
+
+// ---------------------------------------------------------------------------------------------
+// A host of the test's own, and sync set up as a person does it
+
+/**
+ * `keepsake-host serve` over pipes on `db` (a second process beside the browser's, or a device
+ * with no browser): `call(op, args)` → result (rejects with the error's code), `close()`.
+ * `env` is its environment (default: this process's, with no secret store).
+ */
+export function serveHost(db, { env = { ...process.env, KEEPSAKE_SECRET_STORE: 'off' } } = {}) {
+  const child = spawn(HOST_BIN, ['--db', db, 'serve'], { env, stdio: ['pipe', 'pipe', 'ignore'] });
+  let buf = Buffer.alloc(0);
+  const waiting = new Map();
+  let next = 1;
+  child.stdout.on('data', (d) => {
+    buf = Buffer.concat([buf, d]);
+    while (buf.length >= 4) {
+      const n = buf.readUInt32LE(0);
+      if (buf.length < 4 + n) break;
+      const msg = JSON.parse(buf.subarray(4, 4 + n).toString('utf8'));
+      buf = buf.subarray(4 + n);
+      const w = waiting.get(msg.id);
+      if (!w) continue;
+      waiting.delete(msg.id);
+      if (msg.ok) w.resolve(msg.result);
+      else w.reject(Object.assign(new Error(msg.error.message), { code: msg.error.code }));
+    }
+  });
+  return {
+    call(op, args = {}) {
+      const id = next++;
+      const body = Buffer.from(JSON.stringify({ id, op, args }));
+      const head = Buffer.alloc(4);
+      head.writeUInt32LE(body.length);
+      child.stdin.write(Buffer.concat([head, body]));
+      return withTimeout(new Promise((resolve, reject) => waiting.set(id, { resolve, reject })), 60_000, `serveHost ${op}`);
+    },
+    async close() {
+      child.stdin.end();
+      await withTimeout(new Promise((r) => (child.exitCode !== null ? r() : child.on('exit', r))), 30_000, 'the host exiting').catch(() => child.kill('SIGKILL'));
+    },
+  };
+}
+
+/**
+ * `keepsake-host sync init --folder … --name …` on the database `env.KEEPSAKE_DB`, as a person types
+ * it: the key it printed once (52 letters and digits in groups of four).
+ */
+export function syncInit(env, folder, name) {
+  const out = execFileSync(HOST_BIN, ['sync', 'init', '--folder', folder, '--name', name], { env, encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  const m = /\b[a-z2-7]{4}(?:-[a-z2-7]{4}){12}\b/.exec(out);
+  if (!m) throw new Error(`sync init printed no key:\n${out}`);
+  return m[0];
+}
+
+/** `keepsake-host sync join --folder … --key … --name …` on the database `env.KEEPSAKE_DB`. */
+export function syncJoin(env, folder, key, name) {
+  return execFileSync(HOST_BIN, ['sync', 'join', '--folder', folder, '--key', key, '--name', name], { env, encoding: 'utf8', timeout: 60_000, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+

@@ -1,7 +1,9 @@
 // The UI speaks the browser's language (issue 21): Chromium started with --lang=zh-CN or --lang=pt-BR
 // shows the side panel (a conversation with a reply, the model switcher, the chats drawer and its
 // Recently deleted view) and the Options page (with a backup listed and the question Restore asks)
-// with no English word, checked against the catalogue:
+// with no English word, checked against the catalogue. The database syncs (issue 31) with a second
+// one that made a chat of its own, and the folder holds a file that is not Keepsake's: the drawer
+// marks that chat "from <device>", and Options → Sync shows the device and the problem:
 // a word of the English catalogue that the locale's own catalogue never uses (so "Keepsake",
 // "JSON" or "keepsake-host" pass) must not appear in any visible text, title, aria-label or
 // placeholder. The conversation itself is in the locale's language, and the provider and model
@@ -13,9 +15,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import crypto from 'node:crypto';
 
-import { launch, waitFor, hostCall, EXT_DIR, ARTIFACTS, SCREENSHOTS } from './harness.mjs';
+import { launch, waitFor, hostCall, EXT_DIR, ARTIFACTS, SCREENSHOTS, serveHost, syncInit, syncJoin } from './harness.mjs';
 import { startMockLlm } from './mock-llm.mjs';
 import { tid, waitForBubbles, openDrawer } from './panel.mjs';
 
@@ -79,6 +83,42 @@ async function shoot(page, name) {
   }
 }
 
+/**
+ * A database that syncs (issue 31), for the browser's host: `sync init` on it, `sync join` on a
+ * second one, which makes a chat of its own and writes it into the folder (its own host, serving
+ * until its segment is there); then a file in the folder that no Keepsake sealed, which the
+ * browser's host reports once it has stopped changing. → `{dataDir, env, cleanup}`.
+ */
+async function syncedDatabase(c) {
+  const tmp = (what) => fs.mkdtempSync(path.join(os.tmpdir(), `keepsake-e2e-i18n-${what}-`));
+  const folder = tmp('folder');
+  const dataDir = tmp('data');
+  const home = tmp('home');
+  const other = tmp('other');
+  const env = { ...process.env, HOME: home, KEEPSAKE_SECRET_STORE: 'off', KEEPSAKE_DB: path.join(dataDir, 'keepsake.db') };
+  const envB = { ...env, KEEPSAKE_DB: path.join(other, 'keepsake.db') };
+  const key = syncInit(env, folder, c.here);
+  syncJoin(envB, folder, key, c.there.name);
+  const b = serveHost(envB.KEEPSAKE_DB, { env: envB });
+  try {
+    await b.call('host.hello');
+    await b.call('history.append', { entry: { role: 'user', content: c.there.ask } });
+    await b.call('history.append', { entry: { role: 'assistant', content: c.there.reply } });
+    await b.call('history.clear', {});
+    await waitFor(async () => {
+      const st = await b.call('sync.status');
+      return st.outbox === 0 && st.devices.some((d) => d.self && d.segments > 0);
+    }, { timeoutMs: 30_000, what: 'the second device\'s chat written into the folder' });
+  } finally {
+    await b.close();
+  }
+  // a file of no Keepsake in a device folder of its own: reported as a problem
+  const junk = path.join(folder, 'keepsake', 'devices', crypto.randomUUID());
+  fs.mkdirSync(junk, { recursive: true });
+  fs.writeFileSync(path.join(junk, '000000000001.seg'), crypto.randomBytes(300));
+  return { dataDir, env, cleanup: () => { for (const d of [folder, dataDir, home, other]) fs.rmSync(d, { recursive: true, force: true }); } };
+}
+
 const CASES = [
   {
     locale: 'zh_CN',
@@ -86,6 +126,8 @@ const CASES = [
     ask: '灯塔的守护者在暴风雨那晚写了什么？',
     reply: '日志上写着：**一切正常，灯还亮着。**\n\n- 风力：九级\n- 守护者：马罗夫人\n\n光传到 $d$ 公里外的船需要 $t = \\frac{d}{c}$ 秒：\n\n```python\ndef 传播时间(d_km):\n    return d_km / 299_792\n```',
     date: /\d{4}年\d{1,2}月\d{1,2}日/,
+    here: '书房电脑',
+    there: { name: '客厅笔记本', ask: '潮汐表在哪里？', reply: '在灯塔的抽屉里。', from: '来自 客厅笔记本' },
   },
   {
     locale: 'pt_BR',
@@ -93,6 +135,8 @@ const CASES = [
     ask: 'O que o faroleiro escreveu na noite da tempestade?',
     reply: 'O diário diz: **tudo certo, luz acesa.**\n\n- Vento: forte\n- Faroleira: senhora Marrow\n\nA luz leva $t = \\frac{d}{c}$ segundos até um navio a $d$ km:\n\n```python\ndef tempo(d_km):\n    return d_km / 299_792\n```',
     date: /\d{1,2} de [a-zç]+\.? de \d{4}/,
+    here: 'Computador do escritório',
+    there: { name: 'Notebook da sala', ask: 'Onde está a tábua das marés?', reply: 'Na gaveta do farol.', from: 'de Notebook da sala' },
   },
 ];
 
@@ -101,7 +145,8 @@ for (const c of CASES) {
     const vocab = englishOnly(c.locale);
     assert.ok(vocab.size > 100, `the English-only vocabulary is real (${vocab.size} words)`);
     const mock = await startMockLlm({ script: { text: c.reply, chunkSize: 6, delayMs: 2 }, models: ['qwen2.5:7b', 'llama3.1:8b'] });
-    const k = await launch({ name: `i18n-${c.locale}`, browserArgs: [`--lang=${c.lang}`] });
+    const synced = await syncedDatabase(c);
+    const k = await launch({ name: `i18n-${c.locale}`, browserArgs: [`--lang=${c.lang}`], dataDir: synced.dataDir, env: { HOME: synced.env.HOME } });
     try {
       const panel = await k.openPanel();
       await panel.locator('html[data-ready="true"]').waitFor({ timeout: 15_000 });
@@ -131,6 +176,9 @@ for (const c of CASES) {
       await openDrawer(panel);
       await panel.locator(tid('session-row')).first().waitFor({ timeout: 10_000 });
       const sub = await panel.innerText(`${tid('session-row')} .session-sub`);
+      // the other device's chat, marked with its name in the UI's words
+      const mark = await waitFor(() => panel.$eval(tid('session-device'), (el) => el.textContent).catch(() => null), { timeoutMs: 30_000, what: 'the other device\'s chat in the drawer' });
+      assert.equal(mark, c.there.from);
       seen.push(...(await visibleText(panel)));
       await panel.click(tid('trash-toggle'));
       await panel.locator(tid('trash-view')).waitFor({ state: 'visible', timeout: 10_000 });
@@ -147,6 +195,13 @@ for (const c of CASES) {
       await options.locator(tid('confirm-text')).waitFor({ timeout: 5000 });
       seen.push(...(await visibleText(options)));
       await options.keyboard.press('Escape');
+      // Sync: this computer, the other device, the file that is not Keepsake's (reported once it
+      // has not changed for 10 s)
+      await options.locator(`${tid('sync-device-row')}[data-id]`).first().waitFor({ timeout: 30_000 });
+      await options.locator(tid('sync-problem')).first().waitFor({ timeout: 60_000 });
+      const devices = await options.$$eval(tid('sync-device-row-name'), (els) => els.map((e) => e.textContent));
+      assert.ok(devices.includes(c.there.name), `Options → Sync lists ${c.there.name}: ${JSON.stringify(devices)}`);
+      seen.push(...(await visibleText(options)));
 
       const english = englishIn(seen, vocab);
       assert.deepEqual(english, [], `English words on screen in ${c.locale}:\n${english.join('\n')}`);
@@ -156,6 +211,7 @@ for (const c of CASES) {
     } finally {
       await k.close();
       await mock.close();
+      synced.cleanup();
     }
   });
 }

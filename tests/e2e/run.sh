@@ -75,11 +75,12 @@ if [ "${node_major}" -lt 20 ]; then
 	exit 1
 fi
 
-# ---- npm packages (playwright-core, and puppeteer-core for firefox/; each pinned in its package-lock.json)
+# ---- npm packages (playwright-core, and puppeteer-core for firefox/ and sync.e2e.mjs, which drives
+# Firefox through firefox/launch.mjs; each pinned in its package-lock.json)
 say "npm ci"
 (cd "${here}" && npm ci --no-audit --no-fund --loglevel=error)
 case "${files:- firefox/}" in
-*firefox/*) (cd "${here}/firefox" && npm ci --no-audit --no-fund --loglevel=error) ;;
+*firefox/* | *sync.e2e.mjs*) (cd "${here}/firefox" && npm ci --no-audit --no-fund --loglevel=error) ;;
 *) ;;
 esac
 

@@ -25,3 +25,4 @@ mod requests;
 mod sessions;
 mod settings;
 mod storage_file;
+mod sync;

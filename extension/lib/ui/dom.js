@@ -4,12 +4,13 @@
 import { t } from '../i18n.js';
 import { setLink, ownObjectUrl, revokeOwnObjectUrl } from '../links.js';
 
-const ATTRS = new Set(['role', 'for', 'tabindex', 'spellcheck', 'autocomplete', 'inputmode']);
+const ATTRS = new Set(['role', 'for', 'tabindex', 'spellcheck', 'autocomplete', 'inputmode', 'translate']);
 
 /**
  * h('button', {class: 'x', text: 'Go', testid: 'send', on: {click}}, ...children)
  * Props: class, text, testid (→ data-testid), dataset, on (event map), style (object),
- * aria-* / data-* / role / for / other attributes (set as attributes), anything else as a property.
+ * aria-* / data-* / role / for / translate / other attributes (set as attributes: `translate: 'no'`
+ * is the attribute, not the boolean property), anything else as a property.
  * `href` (any case, or `…:href`) always goes through lib/links.js `setLink`: an address it refuses
  * (`javascript:`, `file:`, `data:`, …) leaves the element without a link; with a `download` prop
  * the page's own object URLs (`ownObjectUrl`) are admitted too.
@@ -41,6 +42,35 @@ export function append(el, children) {
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return el;
+}
+
+/**
+ * A catalogue message with nodes in its `$1`…`$9` places: `tNodes('drawerFromDevice', nameSpan)`
+ * → `['from ', nameSpan]` in English, `['来自 ', nameSpan]` in Chinese, wherever each language puts
+ * it. For data inside the UI's words that must stay an element of its own (a device name marked
+ * `translate="no"`). Each node is placed once (a message naming `$1` twice shows it at the last).
+ * @param {string} key
+ * @param {...(Node|string)} subs
+ * @returns {(Node|string)[]} for `h()` or `append()`
+ */
+export function tNodes(key, ...subs) {
+  const marks = subs.map((_, i) => `\u0002${i}\u0003`);
+  let rest = t(key, ...marks); // i18n-ok: the caller's key, a literal there (i18n.test.js checks the calls of tNodes too)
+  const out = [];
+  for (;;) {
+    let at = -1;
+    let which = -1;
+    marks.forEach((m, i) => {
+      const j = rest.indexOf(m);
+      if (j >= 0 && (at < 0 || j < at)) { at = j; which = i; }
+    });
+    if (at < 0) break;
+    if (at > 0) out.push(rest.slice(0, at));
+    out.push(subs[which]);
+    rest = rest.slice(at + marks[which].length);
+  }
+  if (rest) out.push(rest);
+  return out;
 }
 
 /** Remove every child. */

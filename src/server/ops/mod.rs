@@ -16,6 +16,7 @@ pub mod request;
 pub mod sessions;
 pub mod settings;
 pub mod storage;
+pub mod sync;
 pub mod trash;
 mod types;
 
@@ -127,6 +128,9 @@ pub const OPS: &[OpEntry] = &[
     entry::<backups::Create>(),
     entry::<backups::Restore>(),
     entry::<changes::Since>(),
+    entry::<sync::Status>(),
+    entry::<sync::Pause>(),
+    entry::<sync::Resume>(),
     entry::<request::IsContextOverflow>(),
     entry::<request::Build>(),
     entry::<request::CommitRescue>(),

@@ -115,10 +115,15 @@ pub(super) fn salvage_into(src: &Path, dest: &Path) -> Result<Salvaged, StoreErr
         }
         reports.push(copy_table(&conn, t, &cols));
     }
-    // tables whose b-tree could not be walked completely: read their rows off the pages
+    // tables whose b-tree could not be walked completely: read their rows off the pages. Not
+    // sync's: most of them keep their rows in index pages (WITHOUT ROWID), and their loose shapes
+    // would take other tables' rows; what they held is recorded again from the salvaged chats
+    // (`repair.rs`) and the other devices still have the rest
     let targets: Vec<String> = reports
         .iter()
-        .filter(|r| !r.complete && !["about", "meta"].contains(&r.table.as_str()))
+        .filter(|r| {
+            !r.complete && !["about", "meta"].contains(&r.table.as_str()) && !r.table.starts_with("sync_")
+        })
         .map(|r| r.table.clone())
         .collect();
     if !targets.is_empty() {
@@ -196,7 +201,9 @@ fn copy_version(conn: &Connection, found: Option<u32>, header_rebuilt: bool) -> 
         .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
         .unwrap_or_default();
     let has = |t: &str| tables.contains(t);
-    let read_off = if has("image_renditions") {
+    let read_off = if has("sync_device") || has("sync_entries") {
+        Some(7)
+    } else if has("image_renditions") {
         Some(6)
     } else if has("session_branches") || has("session_forks") {
         Some(5)

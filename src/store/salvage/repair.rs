@@ -125,8 +125,12 @@ fn repair_steps(
         repairs.push(format!("{recomputed} entry row(s) had their counts recomputed from the entry"));
     }
     *at = "unreferenced images";
-    let orphans =
-        conn.execute("DELETE FROM images WHERE sha256 NOT IN (SELECT sha256 FROM image_refs)", [])?;
+    // (pictures sync keeps for operations not sealed or not applied yet stay)
+    let orphans = conn.execute(
+        "DELETE FROM images WHERE sha256 NOT IN (SELECT sha256 FROM image_refs)
+             AND sha256 NOT IN (SELECT sha256 FROM sync_blobs)",
+        [],
+    )?;
     if orphans > 0 {
         repairs.push(format!("{orphans} image(s) no surviving entry uses were left out"));
     }
@@ -278,6 +282,20 @@ fn repair_steps(
          WHERE id = 1 AND live_from > coalesce((SELECT entry_count FROM sessions WHERE id = active_session_id), 0)",
         [],
     )?;
+    *at = "sync";
+    // The replicated state may have lost registers the salvaged rows still have, or the other
+    // way round: compared with it, chats lost in the damage would read as purged and be purged
+    // on every device. It is recorded again from the salvaged chats instead, at the next write
+    // (as when sync is set up); tombstones, what was applied and the outbox stay.
+    let synced: bool = conn.query_row("SELECT EXISTS (SELECT 1 FROM sync_device)", [], |r| r.get(0))?;
+    if synced {
+        conn.execute_batch(
+            "DELETE FROM sync_sessions; DELETE FROM sync_entries; DELETE FROM sync_settings; DELETE FROM sync_dirty;
+             INSERT INTO sync_dirty (kind, id) SELECT 'session', id FROM sessions;
+             INSERT INTO sync_dirty (kind, id) SELECT 'setting', key FROM settings;",
+        )?;
+        repairs.push("sync: every chat is recorded again from the salvaged rows at the next write".into());
+    }
     *at = "change log";
     // The change log may have holes: one change naming every area, and a floor at it, so every
     // client's next changes.since answers reset.

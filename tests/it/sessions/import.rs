@@ -1610,3 +1610,43 @@ fn cli_imports_an_export_and_connected_ports_are_told() {
     );
     assert_eq!(watcher.ok("images.get", json!({"ref": img_ref(&p)}))["mime"], "image/png");
 }
+
+/// A chat exported and imported under another id (its entryIds are taken, so its entries get new
+/// ones): its other versions stay at their forks. They were kept at fork keys naming entries of
+/// the first chat, so the copy showed none of them.
+#[test]
+fn an_imported_copy_whose_entries_get_new_ids_keeps_its_versions() {
+    let (_d, db) = temp_db();
+    let mut h = Host::spawn(&db);
+    h.ok("history.append", json!({"entry": user("q1")}));
+    h.ok("history.append", json!({"entry": assistant("a1")}));
+    h.ok("history.append", json!({"entry": user("q2")}));
+    h.ok("history.append", json!({"entry": assistant("a2")}));
+    h.ok("history.branch", json!({"index": 3, "entry": assistant("a2, take two")}));
+    let r = h.ok("history.branch", json!({"index": 2, "entry": user("q2, edited")}));
+    let id = r["sessionId"].as_str().unwrap().to_owned();
+    let doc = h.ok("sessions.export", json!({"ids": [id], "format": "json"}));
+    let mut doc: Value = serde_json::from_str(doc["text"].as_str().unwrap()).unwrap();
+    doc["sessions"][0]["id"] = json!("the-copy");
+    import(&mut h, &doc);
+    let original = h.ok("sessions.get", json!({"id": id}));
+    let copy = h.ok("sessions.get", json!({"id": "the-copy"}));
+    assert_eq!(
+        copy["forks"].as_array().unwrap().len(),
+        original["forks"].as_array().unwrap().len(),
+        "{copy}"
+    );
+    assert_eq!(copy["forks"][0]["versions"], json!(2), "{copy}");
+    // every fork of the copy is keyed by one of its own entries (or is at its start)
+    let c = sql(&db);
+    let dangling: i64 = c
+        .query_row(
+            "SELECT count(*) FROM session_forks f WHERE f.session_id = 'the-copy' AND f.fork_entry_id <> ''
+             AND NOT EXISTS (SELECT 1 FROM session_entries e WHERE e.entry_id = f.fork_entry_id AND e.session_id = 'the-copy')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(dangling, 0);
+    h.close();
+}

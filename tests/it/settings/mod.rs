@@ -1,4 +1,4 @@
 //! Settings, and provider API keys in the operating system's secret store.
 
 mod basics;
-mod secrets;
+pub(crate) mod secrets;

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 const SERVICE: &str = "dev.keepsake.host";
 
 /// A D-Bus session bus and an unlocked GNOME Keyring, for one test; both end with it.
-struct Keyring {
+pub(crate) struct Keyring {
     dir: tempfile::TempDir,
     address: String,
     dbus: Child,
@@ -39,7 +39,7 @@ impl Keyring {
     /// Start one. `None` (the test says so on stderr and checks nothing) only when a program it
     /// needs is not installed and the run did not ask for the keyring tests with
     /// `KEEPSAKE_REQUIRE_KEYRING=1` (test.sh installs the packages and sets it).
-    fn start() -> Option<Keyring> {
+    pub(crate) fn start() -> Option<Keyring> {
         let missing: Vec<&str> =
             ["dbus-daemon", "gnome-keyring-daemon", "secret-tool"].into_iter().filter(|c| !have(c)).collect();
         if !missing.is_empty() {
@@ -158,7 +158,7 @@ impl Keyring {
     }
 
     /// The environment a host needs to use this keyring.
-    fn host_env(&self) -> Vec<(String, String)> {
+    pub(crate) fn host_env(&self) -> Vec<(String, String)> {
         let mut e = Self::env_in(self.dir.path(), &self.address);
         e.push(("KEEPSAKE_SECRET_STORE".into(), "os".into()));
         e
@@ -198,7 +198,7 @@ impl Keyring {
 
     /// Every Keepsake item: (account, label, secret). `secret-tool search` prints each item's
     /// label and secret on stdout and its attributes on stderr, both in the same item order.
-    fn items(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn items(&self) -> Vec<(String, String, String)> {
         let o = self.secret_tool(&["search", "--all", "--unlock", "service", SERVICE]);
         let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
         let users: Vec<String> = stderr
@@ -232,12 +232,12 @@ impl Drop for Keyring {
     }
 }
 
-fn env_refs(e: &[(String, String)]) -> Vec<(&str, &str)> {
+pub(crate) fn env_refs(e: &[(String, String)]) -> Vec<(&str, &str)> {
     e.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
 /// The CLI with this environment: (exit code, stdout, stderr).
-fn cli_env(db: &Path, args: &[&str], env: &[(String, String)]) -> (i32, String, String) {
+pub(crate) fn cli_env(db: &Path, args: &[&str], env: &[(String, String)]) -> (i32, String, String) {
     let home = tempfile::tempdir().unwrap();
     let mut c = Command::new(BIN);
     c.arg("--db").arg(db).args(args);

@@ -984,8 +984,42 @@ fn build_fixture(path: &Path, version: u32) {
     let tx = c.transaction().unwrap();
     fixture_rows(&tx, version);
     tx.commit().unwrap();
+    drop(c);
+    if version >= 7 {
+        sync_rows(path);
+    }
+    let c = Connection::open(path).unwrap();
     c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);").unwrap();
     drop(c);
+}
+
+/// v7: sync set up by the host itself (its clock at the fixture's time), which records every chat
+/// and synced setting as this device's first operations (the replicated state, the outbox and
+/// the pictures it keeps for them), then what a device that has synced a while also holds: a peer
+/// with its name and what was applied from it, a segment waiting for a picture, tombstones, and a
+/// chat this device's cap evicted and purged.
+fn sync_rows(path: &Path) {
+    let mut s = keepsake_host::store::Store::open(path).unwrap();
+    s.set_clock(std::sync::Arc::new(|| T0 + 10_000));
+    s.sync_setup("f1x7ure0-0000-4000-8000-000000000007", "Fixture desktop").unwrap();
+    s.close();
+    let c = Connection::open(path).unwrap();
+    let peer = "f1x7ure0-0000-4000-8000-0000000000b2";
+    let stamp = format!("{:015}-{:010}-{peer}", T0 + 20_000, 0);
+    c.execute_batch(&format!(
+        "INSERT INTO sync_peers (device_id, name, ops_applied, segments_applied, checkpoint_applied, last_applied_at)
+             VALUES ('{peer}', 'Laptop', 3, 2, 1, {t});
+         INSERT INTO sync_applied_segments (device_id, lo, hi) VALUES ('{peer}', 1, 2);
+         INSERT INTO sync_applied_ops (device_id, lo, hi) VALUES ('{peer}', 1, 3);
+         INSERT INTO sync_pending (device_id, kind, seq, missing, since)
+             VALUES ('{peer}', 'segment', 3, '[\"{miss}\"]', {t});
+         INSERT INTO sync_tombstones (kind, id, stamp) VALUES ('session', 's-purged-on-laptop', '{stamp}'),
+             ('entry', 'e0000000-0000-4000-8000-00000000dead', '{stamp}');
+         INSERT INTO sync_dropped (session_id) VALUES ('s-evicted-then-purged');",
+        t = T0 + 20_000,
+        miss = sha256_hex(b"a picture still on its way"),
+    ))
+    .unwrap();
 }
 
 /// Regenerate `tests/fixtures/db/v<k>.db` for every version. Never run this for versions that have
