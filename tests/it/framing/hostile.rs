@@ -869,7 +869,14 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
         ("HOME", home_s.as_str()),
         ("XDG_CONFIG_HOME", home_s.as_str()),
         ("KEEPSAKE_SYSTEM_ROOT", sysroot_s.as_str()),
+        // the sync key stays in the file, as `cli` (below) put it there
+        ("KEEPSAKE_SECRET_STORE", "off"),
     ];
+    // a database that syncs: the engine's threads run beside the server, and they too must keep
+    // stdout to frames
+    let folder = dir.path().join("sync-folder");
+    let (code, _, err) = cli(&db, &["sync", "init", "--folder", folder.to_str().unwrap(), "--name", "t06"]);
+    assert_eq!(code, 0, "sync init: {err}");
     let mut h = RawHost::spawn(&db, &[ORIGIN, "--parent-window=0"], &env);
     let mut events = Vec::new();
     let mut n = 0u64;
@@ -1008,6 +1015,10 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     served(call(&mut h, "backups.list", json!({})), "backups.list", &mut served_ops);
     let args = json!({"id": made["result"]["copy"]["id"]});
     served(call(&mut h, "backups.restore", args), "backups.restore", &mut served_ops);
+    // sync: what it says, pause, resume
+    served(call(&mut h, "sync.status", json!({})), "sync.status", &mut served_ops);
+    served(call(&mut h, "sync.pause", json!({"clientRequestId": "t06-p"})), "sync.pause", &mut served_ops);
+    served(call(&mut h, "sync.resume", json!({"clientRequestId": "t06-r"})), "sync.resume", &mut served_ops);
     // A commit by another process (the CLI) is announced by the poller.
     let doc = dir.path().join("import.json");
     std::fs::write(&doc, json!({"fromCli": 1}).to_string()).unwrap();
