@@ -50,11 +50,11 @@ CREATE TABLE sync_entries (
     session_id TEXT,
     parent     TEXT,                                  -- '' = the first entry of the chat
     loc_stamp  TEXT,
-    body       TEXT CHECK (body IS NULL OR json_valid(body)),
-    body_stamp TEXT,
     fork       TEXT CHECK (fork IS NULL OR json_valid(fork)),          -- {versions: [entryId or ''], chosen}
-    fork_stamp TEXT
-) WITHOUT ROWID;
+    fork_stamp TEXT,
+    body_stamp TEXT,
+    body       TEXT CHECK (body IS NULL OR json_valid(body))           -- last: the other columns are read without it
+);
 CREATE INDEX sync_entries_session ON sync_entries(session_id);
 
 -- The replicated state of the settings that sync (the list is in docs/sync.md).

@@ -230,10 +230,11 @@ pub(in crate::store) fn lay_out(
                     changed.insert(sid.clone());
                     relaid.insert(sid.clone());
                 }
+                let had: std::collections::HashSet<&String> = old.ids().collect();
                 for id in layout.ids() {
                     let here = if bodies.contains(id) {
                         local::entry_json(&w.tx, id)?
-                    } else if local::has_entry(&w.tx, id)? {
+                    } else if had.contains(id) || local::has_entry(&w.tx, id)? {
                         continue;
                     } else {
                         None

@@ -20,7 +20,7 @@ use crate::domain::sync::op::{EntryOp, Op, Purged, SessionOp, SettingOp, OP_VERS
 use crate::domain::sync::regs::{EntryRegs, Fork, Kind, Loc, SessionRegs, Trash};
 use crate::domain::sync::settings::is_synced;
 use crate::domain::sync::stamp::Stamp;
-use crate::domain::sync::tree::{self, effective, same_fork};
+use crate::domain::sync::tree::{self, effective, same_fork, Node};
 use crate::protocol::HostResult;
 use crate::store::entries::update_row;
 use crate::store::rows::touched;
@@ -28,7 +28,7 @@ use crate::store::search;
 use crate::store::tx::{setting_value, WriteTx};
 use crate::store::window::binding;
 
-/// How many local writes left rows the state lays out otherwise (`meta`; `sync status` shows it).
+/// How many local writes left rows the state lays out otherwise (`meta`; `sync_status_counts`).
 pub(in crate::store) const RELAID_META: &str = "sync_relaid";
 
 /// What the write under way touched.
@@ -131,10 +131,13 @@ fn local_fork(tree: &tree::Tree, node: &str, kids: &[String]) -> (Vec<String>, O
 
 /// One session's part of the write: its operation's registers (stamps filled in later).
 struct SessionDiff {
+    sid: String,
     session: Option<SessionOp>,
     session_created: bool,
     entries: Vec<EntryOp>,
     purged: Vec<Purged>,
+    /// The state, once these registers are merged, lays the session out as its rows are.
+    laid_as_rows: bool,
 }
 
 impl SessionDiff {
@@ -143,7 +146,8 @@ impl SessionDiff {
     }
 }
 
-/// Compare session `sid`'s rows with the state. `fresh`: a new stamp for each entry made here.
+/// Compare session `sid`'s rows with the state (`None`: nothing to compare, its row and its
+/// registers are both gone or kept). `fresh`: a new stamp for each entry made here.
 fn diff_session(
     w: &WriteTx,
     sid: &str,
@@ -171,7 +175,14 @@ fn diff_session(
                 purged.push(Purged { kind: Kind::Entry, id: e.id });
             }
         }
-        return Ok(Some(SessionDiff { session: None, session_created: false, entries: vec![], purged }));
+        return Ok(Some(SessionDiff {
+            sid: sid.to_owned(),
+            session: None,
+            session_created: false,
+            entries: vec![],
+            purged,
+            laid_as_rows: true,
+        }));
     };
     w.tx.execute("DELETE FROM sync_dropped WHERE session_id = ?1", [sid])?;
     let layout = local::layout(&w.tx, sid)?;
@@ -225,14 +236,18 @@ fn diff_session(
         any = true;
     }
     let root_local = local_fork(&tree, "", kids_of(""));
+    let mut root_after = regs.root.as_ref().map(|r| r.v.clone());
     if !same_fork(&root_local, &effective(regs.root.as_ref().map(|r| &r.v), kids_of(""))) {
-        s.root = Some(Fork { versions: root_local.0, chosen: root_local.1.unwrap_or(0) });
+        let f = Fork { versions: root_local.0, chosen: root_local.1.unwrap_or(0) };
+        root_after = Some(f.clone());
+        s.root = Some(f);
         any = true;
     }
     let session_created = regs.created.is_none();
 
-    // its entries' registers
+    // its entries' registers, and the tree the state will hold for them
     let mut entries = Vec::new();
+    let mut nodes = Vec::new();
     for id in layout.ids() {
         let k = known.get(id);
         let is_new = new_here.contains(id);
@@ -249,25 +264,49 @@ fn diff_session(
             }
         }
         let f = local_fork(&tree, id, kids_of(id));
+        let mut fork_after = k.and_then(|e| e.fork.as_ref()).map(|r| r.v.clone());
         if !same_fork(&f, &effective(k.and_then(|e| e.fork.as_ref()).map(|r| &r.v), kids_of(id))) {
-            op.fork = Some(Fork { versions: f.0, chosen: f.1.unwrap_or(0) });
+            let fork = Fork { versions: f.0, chosen: f.1.unwrap_or(0) };
+            fork_after = Some(fork.clone());
+            op.fork = Some(fork);
         }
+        nodes.push(Node {
+            id: id.clone(),
+            parent: tree.parent.get(id).cloned().unwrap_or_default(),
+            created: created.get(id).cloned().expect("given above"),
+            fork: fork_after,
+        });
         if is_new || op.loc.is_some() || op.body.is_some() || op.fork.is_some() {
             entries.push(op);
         }
     }
-    // entries the state had here that no table holds any more: purged
+    // entries the state had here that no table holds any more: purged; one another session's
+    // rows hold, or one kept (a restore, a session the state does not hold yet), stays in the
+    // state's layout of this session until that is merged: laid out again below
     let mut purged = Vec::new();
-    if regs.ready() && !w.sync_union {
-        for e in known.values() {
-            if e.session() == Some(sid) && e.ready() && !local::has_entry(&w.tx, &e.id)? {
-                purged.push(Purged { kind: Kind::Entry, id: e.id.clone() });
-            }
+    let mut laid_as_rows = true;
+    let here: BTreeSet<&String> = layout.ids().collect();
+    for e in known.values() {
+        if e.session() != Some(sid) || !e.ready() || here.contains(&e.id) {
+            continue;
+        }
+        if regs.ready() && !w.sync_union && !local::has_entry(&w.tx, &e.id)? {
+            purged.push(Purged { kind: Kind::Entry, id: e.id.clone() });
+        } else {
+            laid_as_rows = false;
         }
     }
-    let diff =
-        SessionDiff { session: (any || session_created).then_some(s), session_created, entries, purged };
-    Ok((!diff.is_empty()).then_some(diff))
+    // the state's layout once these registers are merged (as `materialize::plan` computes it)
+    laid_as_rows = laid_as_rows && tree::materialize(&nodes, root_after.as_ref()) == layout;
+    let diff = SessionDiff {
+        sid: sid.to_owned(),
+        session: (any || session_created).then_some(s),
+        session_created,
+        entries,
+        purged,
+        laid_as_rows,
+    };
+    Ok(Some(diff))
 }
 
 /// Record the write under way (see the module comment). Called by `Store::write` before the
@@ -297,11 +336,7 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
     }
     let mut gone_ids = Vec::new();
     for sid in &dirty.sessions {
-        for id in local::layout(&w.tx, sid)?.ids() {
-            if state::tombstoned(&w.tx, Kind::Entry, id)? {
-                gone_ids.push(id.clone());
-            }
-        }
+        gone_ids.extend(state::tombstoned_entries_in(&w.tx, sid)?);
     }
     if !gone_ids.is_empty() {
         for id in &gone_ids {
@@ -319,10 +354,18 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
         let (t, c) = hlc.tick(now);
         Stamp::new(t, c, &dev_id)
     };
+    // sessions whose rows the state, once merged, lays out otherwise (a shape it does not hold
+    // as the rows have it): laid out again below, so every device shows the same
+    let mut relay: BTreeSet<String> = BTreeSet::new();
     let mut diffs: Vec<SessionDiff> = Vec::new();
     for sid in &dirty.sessions {
         if let Some(d) = diff_session(w, sid, &dirty, &mut fresh)? {
-            diffs.push(d);
+            if !d.laid_as_rows {
+                relay.insert(d.sid.clone());
+            }
+            if !d.is_empty() {
+                diffs.push(d);
+            }
         }
     }
     let mut settings = Vec::new();
@@ -339,7 +382,7 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
     }
     if diffs.is_empty() && settings.is_empty() {
         // only stamps for entries that turned out to need none: nothing to keep
-        return Ok(());
+        return follow_state(w, &relay);
     }
     let stamp = fresh();
     let mut ops = Vec::new();
@@ -403,22 +446,29 @@ pub(in crate::store) fn record(w: &mut WriteTx) -> HostResult<()> {
     state::save_clock(&w.tx, hlc, dev.next_seq)?;
     // the rows now say what the state says; where the state lays a session out otherwise (a
     // shape it does not hold), the rows follow it, so every device shows the same
-    let mut check: BTreeSet<String> = dirty.sessions.clone();
-    check.extend(touched_state.sessions);
     if w.sync_union {
-        check.extend(state::all_session_ids(&w.tx)?);
+        relay.extend(dirty.sessions.iter().cloned());
+        relay.extend(touched_state.sessions);
+        relay.extend(state::all_session_ids(&w.tx)?);
     }
-    match lay_out(w, &check, &BTreeSet::new())? {
-        Laid::Done(changed) if !changed.is_empty() => {
-            // a shape the state does not hold as the rows had it: counted (sync status) and logged
-            tracing::warn!(sessions = ?changed, "sync: rows laid out again after a local write");
-            w.tx.execute(
-                "INSERT INTO meta (key, value) VALUES (?1, '1')
-                 ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
-                [RELAID_META],
-            )?;
+    follow_state(w, &relay)
+}
+
+/// Lay sessions `relay` out again from the state (see `record`), then clear the dirty marks
+/// that wrote.
+fn follow_state(w: &mut WriteTx, relay: &BTreeSet<String>) -> HostResult<()> {
+    if !relay.is_empty() {
+        if let Laid::Done(changed) = lay_out(w, relay, &BTreeSet::new())? {
+            if !changed.is_empty() && !w.sync_union {
+                // a shape the state does not hold as the rows had it: counted (sync status), logged
+                tracing::warn!(sessions = ?changed, "sync: rows laid out again after a local write");
+                w.tx.execute(
+                    "INSERT INTO meta (key, value) VALUES (?1, '1')
+                     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+                    [RELAID_META],
+                )?;
+            }
         }
-        _ => {}
     }
     take_dirty(w)?;
     Ok(())

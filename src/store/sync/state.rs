@@ -296,6 +296,17 @@ pub(in crate::store) fn tombstoned(conn: &Connection, kind: Kind, id: &str) -> H
         .is_some())
 }
 
+/// The entryIds of session `sid`'s rows that a purge made final (an import or a restore brought
+/// them back).
+pub(in crate::store) fn tombstoned_entries_in(conn: &Connection, sid: &str) -> HostResult<Vec<String>> {
+    let mut st = conn.prepare_cached(
+        "SELECT e.entry_id FROM session_entries e JOIN sync_tombstones t ON t.kind = 'entry' AND t.id = e.entry_id
+         WHERE e.session_id = ?1",
+    )?;
+    let rows = st.query_map([sid], |r| r.get(0))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
 /// Every tombstone `(kind, id, stamp)` (a checkpoint).
 pub(in crate::store) fn all_tombstones(conn: &Connection) -> HostResult<Vec<(Kind, String, Stamp)>> {
     let mut st = conn.prepare("SELECT kind, id, stamp FROM sync_tombstones ORDER BY kind, id")?;

@@ -9,6 +9,7 @@
 //!   eviction, settings, pictures);
 //! - `properties`: random operation sequences on three devices with random delivery converge;
 //! - `crash`: kill -9 during apply, hundreds of times: every batch applied exactly once.
+//! - `cost`: what recording costs an append to a long chat (printed; a wide bound only).
 //!
 //! The transport and the surface, with the real binary (the sealed folder, `sync init`/`join`,
 //! the serving host's threads) and real Syncthing on loopback:
@@ -21,6 +22,7 @@
 //! - `surface`: `sync init/status/pause/resume/leave`, the `sync.*` operations, `doctor`; a chat
 //!   continued elsewhere reaches the open panel; replies never wait for a catch-up.
 
+mod cost;
 mod crash;
 mod merge;
 mod properties;

@@ -662,7 +662,7 @@ fn three_devices_with_random_delivery_converge_keeping_every_acknowledged_entry(
         "sync property: {cases} cases × {steps} steps ({steps_run} steps), 3 devices (clocks −3 h / 0 / +3 h), seed {seed} \
          (KEEPSAKE_SEED={seed} replays), {:.1} s; {acked} entries acknowledged, all reachable on every device but {excused} \
          in the {purged} chats or items purged; segments {} (resealed after a kill {}), deliveries {} (duplicates {}, \
-         half-copied first {}, waited for pictures {} of {} sent), steps with a device offline {}; actions: {:?}",
+         half-copied first {}, waiting for a picture {}; pictures sent {}), steps with a device offline {}; actions: {:?}",
         started.elapsed().as_secs_f64(),
         total.segments,
         total.resealed,
