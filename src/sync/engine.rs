@@ -183,7 +183,11 @@ impl Engine {
     /// Stop both threads between two steps and wait for them.
     pub fn stop(mut self) {
         self.stopping.store(true, Ordering::SeqCst);
-        self.stop_tx.clear();
+        // wake both now (the reader's channel also has the watcher's sender, so it would not see
+        // a disconnect)
+        for tx in self.stop_tx.drain(..) {
+            let _ = tx.send(());
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -305,7 +309,8 @@ fn step_writer(
 fn watch(folder: &Folder, nudge: Sender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
     let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if ev.is_ok() {
+        // files created, written, renamed or removed; never the reader's own reads
+        if ev.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
             let _ = nudge.send(());
         }
     })

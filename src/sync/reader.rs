@@ -341,8 +341,4 @@ impl Reader {
         }
         Ok(missing)
     }
-
-    pub fn device_name(&self, dev: &str) -> Option<&str> {
-        self.names.get(dev).map(String::as_str)
-    }
 }
