@@ -156,7 +156,7 @@ export function syncSection(r) {
 
 A device holding ${f.sessions.toLocaleString('en-US')} saved sessions of ${f.entries} entries of about ${f.chars.toLocaleString('en-US')} characters each (English and CJK text; one
 session in ${f.pictureEvery} with a 1280×720 screenshot, ${f.pictures} pictures) runs \`keepsake-host sync init\` and its host seals every chat
-into the sync folder; a second device runs \`sync join\` on that folder and its host catches up. ${figs.length === 1 ? 'One round' : `${figs.length} rounds`}, each with a folder and
+into the sync folder; a second device runs \`sync join\` on that folder and its host catches up. ${figs.length === 1 ? 'One round, with' : `${figs.length} rounds, each with`} a folder and
 databases of its own built by the test (\`keepsake-host import\`); ${host}; real files on the local disk. Measured by the sync
 figures test (\`tests/it/sync/figures.rs\`) and, through two real Syncthing instances on loopback, by T32
 (\`tests/it/sync/converge.rs\`${r.converge ? `, ${r.converge.edits} edits per side` : ''}); alone: \`BENCH_ONLY=sync ./bench.sh\` (\`KEEPSAKE_SYNC_SESSIONS\`,

@@ -74,7 +74,8 @@ test('the section names its size, where the new device starts from and how to ru
   assert.match(s, /10,000 saved sessions of 10 entries of about 1,000 characters/);
   assert.match(s, /one\nsession in 20 with a 1280×720 screenshot, 500 pictures/);
   assert.match(s, /the release keepsake-host/);
-  assert.match(s, /One round/);
+  assert.match(s, /One round, with a folder and/);
+  assert.match(syncSection({ folder: [fig(20_000), fig(21_000)], converge }), /2 rounds, each with a folder and/);
   assert.match(s, /30 edits per side/);
   assert.match(s, /catches up from segments.*60 segments\) holds none/);
   assert.match(s, /BENCH_ONLY=sync \.\/bench\.sh/);
