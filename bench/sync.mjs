@@ -113,8 +113,17 @@ export function syncRows(figs, converge, skipped = '') {
       figure: range(figs.map((x) => x.join.ms), sec),
       detail: `from the host's start until every segment is applied (${f.folder.segments} segments, ${f.sessions.toLocaleString('en-US')} chats in its drawer; the host reports a device's progress when a look ends, so this is one figure)`,
     },
+    ...(figs.every((x) => x.joinFromCheckpoint)
+      ? [
+          {
+            what: 'New device joins: caught up from a checkpoint',
+            figure: range(figs.map((x) => x.joinFromCheckpoint.ms), sec),
+            detail: `a checkpoint of the whole state (${range(figs.map((x) => x.joinFromCheckpoint.checkpointBytes), mib)}; made here by the first device's writer repairing a segment damaged on purpose, the same checkpoint it writes every 1,000 segments), from the host's start; peak RSS ${range(figs.map((x) => x.joinFromCheckpoint.peakKiB), kib)}`,
+          },
+        ]
+      : []),
     {
-      what: 'New device: host peak RSS while catching up',
+      what: 'New device: host peak RSS while catching up from segments',
       figure: range(figs.map((x) => x.join.peakKiB), kib),
       detail: 'VmHWM of the joining host',
     },
@@ -160,7 +169,7 @@ into the sync folder; a second device runs \`sync join\` on that folder and its 
 databases of its own built by the test (\`keepsake-host import\`); ${host}; real files on the local disk. Measured by the sync
 figures test (\`tests/it/sync/figures.rs\`) and, through two real Syncthing instances on loopback, by T32
 (\`tests/it/sync/converge.rs\`${r.converge ? `, ${r.converge.edits} edits per side` : ''}); alone: \`BENCH_ONLY=sync ./bench.sh\` (\`KEEPSAKE_SYNC_SESSIONS\`,
-\`KEEPSAKE_SYNC_EDITS\`, \`BENCH_ROUNDS\`). ${f.folder.checkpoints ? `The folder held ${f.folder.checkpoints} checkpoint(s): the new device applied the newest, then the segments after it.` : `The new device catches up from segments: a device writes a checkpoint only after 1,000 segments of its own, so this folder (${f.folder.segments} segments) holds none.`}
+\`KEEPSAKE_SYNC_EDITS\`, \`BENCH_ROUNDS\`). ${f.folder.checkpoints ? `The folder held ${f.folder.checkpoints} checkpoint(s): the new device applied the newest, then the segments after it.` : `A device writes a checkpoint only after 1,000 segments of its own, so this folder (${f.folder.segments} segments) holds none: the new device catches up from segments.${f.joinFromCheckpoint ? ' A third device then joins from a checkpoint of the same state.' : ''}`}
 
 ${markdownTable(syncRows(figs, r.converge, r.convergeSkipped), COLUMNS)}
 `;

@@ -21,6 +21,7 @@ const fig = (joinMs, checkpoints = 0) => ({
   db: { bytes: 400 * MiB, withSyncBytes: 800 * MiB, newDeviceBytes: 700 * MiB },
   folder: { bytes: 300 * MiB, segments: 60, segmentBytes: 200 * MiB, blobs: 500, blobBytes: 100 * MiB, checkpoints, checkpointBytes: 0 },
   seal: { initMs: 2000, ms: 8000, peakKiB: 80 * 1024 },
+  joinFromCheckpoint: { checkpointBytes: 150 * MiB, writtenMs: 3000, ms: 12_000, ops: 10_000, peakKiB: 300 * 1024 },
   join: { from: checkpoints ? 'a checkpoint and the segments after it' : 'segments', ms: joinMs, ops: 10_000, peakKiB: 120 * 1024 },
 });
 const converge = { edits: 30, probes: 30, p50Ms: 1250, maxMs: 1690, pausedWrites: 60, catchUpMs: 44_700, acked: 120, lost: 0, syncthing: 'v1.19.2-ds1', host: 'x', release: true };
@@ -55,6 +56,8 @@ test('rows give ranges over rounds and T32’s percentiles', () => {
   assert.equal(by('New device joins').figure, '20.0–25.0 s');
   assert.match(by('New device joins').what, /from segments$/);
   assert.equal(by('New device: host peak RSS').figure, '120 MiB');
+  assert.equal(by('New device joins: caught up from a checkpoint').figure, '12.0 s');
+  assert.match(by('New device joins: caught up from a checkpoint').detail, /150 MiB.*peak RSS 300 MiB/);
   assert.equal(by('Apply throughput').figure, '400–500 operations/s, 8.4–10.5 MB/s');
   assert.equal(by('Two hosts through real Syncthing').figure, 'p50 1,250 ms, max 1,690 ms');
   assert.match(by('Two hosts through real Syncthing').detail, /30 probes.*v1\.19\.2-ds1/);
@@ -77,7 +80,7 @@ test('the section names its size, where the new device starts from and how to ru
   assert.match(s, /One round, with a folder and/);
   assert.match(syncSection({ folder: [fig(20_000), fig(21_000)], converge }), /2 rounds, each with a folder and/);
   assert.match(s, /30 edits per side/);
-  assert.match(s, /catches up from segments.*60 segments\) holds none/);
+  assert.match(s, /this folder \(60 segments\) holds none: the new device catches up from segments\. A third device then joins from a checkpoint/);
   assert.match(s, /BENCH_ONLY=sync \.\/bench\.sh/);
   assert.match(syncSection({ folder: [fig(20_000, 1)], converge }), /held 1 checkpoint\(s\)/);
   assert.equal(syncSection({ folder: [], converge: null }), '');

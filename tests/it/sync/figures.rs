@@ -3,7 +3,10 @@
 //! init`, its host seals everything into the folder; then what the folder holds per byte of the
 //! database and per byte of content, and a new device that joins that folder: seconds until it
 //! has caught up (from segments: a device writes a checkpoint only after 1,000 segments of its
-//! own), its host's peak RSS, and its apply throughput (operations/s, MB/s of segment bytes).
+//! own), its host's peak RSS, and its apply throughput (operations/s, MB/s of segment bytes);
+//! then, from a checkpoint (the first device's writer repairs a segment damaged on purpose with
+//! one), a third device the same way — a checkpoint whose chats hold pictures used to wait for
+//! them forever (the reader fetched pictures only for segments).
 //! The release host when there is one (`timing_host_bin`); prints the figures and one
 //! `Sync figures json:` line for bench/sync.mjs. Small in CI; `KEEPSAKE_SYNC_SESSIONS=N` (or
 //! `KEEPSAKE_LONG=1`: 10,000) for the bench.
@@ -109,6 +112,54 @@ fn until(h: &mut Host, limit: Duration, what: &str, f: &mut dyn FnMut(&Value) ->
     }
 }
 
+/// What a new device's catching up measured.
+struct Joined {
+    ms: u64,
+    peak_kib: u64,
+    ops: u64,
+}
+
+/// `sync join` on a new database `db`, then its host until it has applied every one of the
+/// `segments` of the device "laptop" (and holds `n` chats); the time from the host's start, its
+/// peak RSS and the operations it counted.
+#[allow(clippy::too_many_arguments)]
+fn join_and_catch_up(
+    bin: &Path,
+    db: &Path,
+    folder: &Path,
+    key: &str,
+    name: &str,
+    segments: u64,
+    n: usize,
+    limit: Duration,
+) -> Joined {
+    let (code, out, err) = cli_env_bin(
+        bin,
+        db,
+        &["sync", "join", "--folder", &folder.display().to_string(), "--key", key, "--name", name],
+        &no_store(),
+    );
+    assert_eq!(code, 0, "sync join: {out}{err}");
+    let s = Instant::now();
+    let mut h = Host::spawn_bin(bin, db);
+    let laptop =
+        |v: &Value| v["devices"].as_array().and_then(|d| d.iter().find(|d| d["name"] == "laptop")).cloned();
+    let st = until(&mut h, limit, &format!("{name} catches up"), &mut |v| {
+        laptop(v).is_some_and(|d| {
+            d["segments"].as_u64() == Some(segments)
+                && d["applied"] == d["segments"]
+                && d["pending"] == json!(0)
+        })
+    });
+    let ms = s.elapsed().as_millis() as u64;
+    let peak_kib = h.peak_rss_kib();
+    assert!(st["problems"].as_array().unwrap().is_empty(), "{name}: {st:#}");
+    let ops = laptop(&st).unwrap()["opsApplied"].as_u64().unwrap();
+    assert_eq!(drawer(&mut h).len(), n, "every chat reached {name}");
+    h.close();
+    Joined { ms, peak_kib, ops }
+}
+
 #[test]
 fn sync_figures_folder_bytes_apply_throughput_and_a_new_device_catching_up() {
     let _serial = serial();
@@ -151,31 +202,33 @@ fn sync_figures_folder_bytes_apply_throughput_and_a_new_device_catching_up() {
     assert_eq!(blobs as usize, pictures, "one blob per picture");
 
     // device B joins the folder; its host catches up from A's segments
-    let (code, out, err) = cli_env_bin(
-        &bin,
-        &dbb,
-        &["sync", "join", "--folder", &folder.display().to_string(), "--key", &key, "--name", "desk"],
-        &no_store(),
-    );
-    assert_eq!(code, 0, "sync join: {out}{err}");
-    let s = Instant::now();
-    let mut b = Host::spawn_bin(&bin, &dbb);
-    let st = until(&mut b, limit, "B catches up", &mut |v| {
-        let Some(d) = v["devices"].as_array().and_then(|d| d.iter().find(|d| d["name"] == "laptop")).cloned()
-        else {
-            return false;
-        };
-        d["segments"].as_u64() == Some(segments) && d["applied"] == d["segments"] && d["pending"] == json!(0)
-    });
-    let caught_ms = s.elapsed().as_millis() as u64;
-    let peak = b.peak_rss_kib();
-    assert!(st["problems"].as_array().unwrap().is_empty(), "{st:#}");
-    let dev = st["devices"].as_array().unwrap().iter().find(|d| d["name"] == "laptop").unwrap().clone();
-    let ops = dev["opsApplied"].as_u64().unwrap();
-    let rows = drawer(&mut b).len();
-    assert_eq!(rows, n, "every chat reached the new device");
-    b.close();
+    let joined = join_and_catch_up(&bin, &dbb, &folder, &key, "desk", segments, n, limit);
+    let (caught_ms, peak, ops) = (joined.ms, joined.peak_kib, joined.ops);
     let db_b = db_bytes(&dbb);
+
+    // from a checkpoint: A's newest segment damaged in the folder, A's writer makes it good at its
+    // next start with a checkpoint of the whole state (the one a device writes every 1,000
+    // segments); device C joins and applies it
+    let newest = files(&keepsake).into_iter().map(|(p, _)| p).filter(|p| ext(p, "seg")).max().unwrap();
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&newest, &bytes).unwrap();
+    let mut a = Host::spawn_bin(&bin, &dba);
+    a.ok("sync.status", json!({})); // the host opens the database (and starts sync) at its first request
+    let s = Instant::now();
+    let ckp = loop {
+        let (k, b) = bytes_of(&keepsake, &|p| ext(p, "ckp"));
+        if k > 0 {
+            break b;
+        }
+        assert!(s.elapsed() < limit, "no checkpoint after a damaged segment");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let ckp_ms = s.elapsed().as_millis() as u64;
+    a.close();
+    let dbc = t.path().join("c/keepsake.db");
+    let from_ckp = join_and_catch_up(&bin, &dbc, &folder, &key, "tablet", segments, n, limit);
 
     let content = text_bytes + picture_bytes;
     let secs = caught_ms as f64 / 1000.0;
@@ -201,6 +254,14 @@ fn sync_figures_folder_bytes_apply_throughput_and_a_new_device_catching_up() {
         segment_bytes as f64 / 1e6 / secs,
         db_b as f64 / 1048576.0,
     );
+    eprintln!(
+        "Sync figures: from a checkpoint ({:.1} MiB, written {ckp_ms} ms after A's restart): a third device caught up in \
+         {:.1} s, peak RSS {} MiB, {} operations",
+        ckp as f64 / 1048576.0,
+        from_ckp.ms as f64 / 1000.0,
+        from_ckp.peak_kib / 1024,
+        from_ckp.ops
+    );
     // the same figures for bench/sync.mjs (`BENCH_ONLY=sync ./bench.sh`, BENCHMARKS.md)
     eprintln!(
         "Sync figures json: {}",
@@ -210,6 +271,7 @@ fn sync_figures_folder_bytes_apply_throughput_and_a_new_device_catching_up() {
             "folder": {"bytes": all_bytes, "segments": segments, "segmentBytes": segment_bytes, "blobs": blobs,
                 "blobBytes": blob_bytes, "checkpoints": checkpoints, "checkpointBytes": checkpoint_bytes},
             "seal": {"initMs": init_ms, "ms": seal_ms, "peakKiB": seal_peak},
-            "join": {"from": if checkpoints > 0 { "a checkpoint and the segments after it" } else { "segments" }, "ms": caught_ms, "ops": ops, "peakKiB": peak}})
+            "join": {"from": if checkpoints > 0 { "a checkpoint and the segments after it" } else { "segments" }, "ms": caught_ms, "ops": ops, "peakKiB": peak},
+            "joinFromCheckpoint": {"checkpointBytes": ckp, "writtenMs": ckp_ms, "ms": from_ckp.ms, "ops": from_ckp.ops, "peakKiB": from_ckp.peak_kib}})
     );
 }
