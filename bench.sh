@@ -22,6 +22,10 @@
 #   BENCH_ONLY=backups ./bench.sh "Back up now", a restore and a pre-migration copy at 10,000 sessions
 #                                 (KEEPSAKE_BACKUP_SESSIONS), time and peak RSS with the release host
 #                                 (bench/backups.mjs: T27's figures test, 3 rounds), printed only
+#   BENCH_ONLY=sync ./bench.sh    sync with the release host (bench/sync.mjs): folder bytes per byte
+#                                 stored, a new device joining a folder of 10,000 sessions
+#                                 (KEEPSAKE_SYNC_SESSIONS; seconds, peak RSS, operations/s, MB/s) and
+#                                 two hosts through real Syncthing (T32, KEEPSAKE_SYNC_EDITS), printed only
 #
 # Needs cargo, node >= 20, npm, /usr/bin/chromium (Debian's; never downloaded) and playwright-core
 # in tests/e2e/node_modules (installed with `npm ci` there when missing). Exit status 0 unless
@@ -35,7 +39,7 @@ say() { printf '==> bench: %s\n' "$*" >&2; }
 
 case "${1:-}" in
 -h | --help)
-	sed -n '2,25p' "$0"
+	sed -n '2,29p' "$0"
 	exit 0
 	;;
 esac
@@ -62,6 +66,19 @@ if [ "${BENCH_ONLY:-}" = backups ]; then
 	export KEEPSAKE_HOST_BIN KEEPSAKE_BACKUP_SESSIONS
 	say "node bench/backups.mjs (${KEEPSAKE_BACKUP_SESSIONS} sessions, 3 rounds)"
 	exec node bench/backups.mjs
+fi
+
+if [ "${BENCH_ONLY:-}" = sync ]; then
+	say "cargo build --release (keepsake-host)"
+	cargo build --release --locked --bin keepsake-host
+	# bench/sync.mjs runs the sync figures test (tests/it/sync/figures.rs) with the release host:
+	# KEEPSAKE_SYNC_SESSIONS (default 10,000) sessions sealed into a folder by one device, then a
+	# new device joining it; and T32 (tests/it/sync/converge.rs) through two real Syncthing instances
+	KEEPSAKE_HOST_BIN="${CARGO_TARGET_DIR:-${root}/target}/release/keepsake-host"
+	KEEPSAKE_SYNC_SESSIONS="${KEEPSAKE_SYNC_SESSIONS:-10000}"
+	export KEEPSAKE_HOST_BIN KEEPSAKE_SYNC_SESSIONS
+	say "node bench/sync.mjs (${KEEPSAKE_SYNC_SESSIONS} sessions)"
+	exec node bench/sync.mjs
 fi
 
 chromium_bin="${KEEPSAKE_E2E_CHROMIUM:-/usr/bin/chromium}"

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { markdownTable } from './report.mjs';
+import { markdownTable, range } from './report.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MiB = 1024 * 1024;
@@ -21,15 +21,33 @@ const COLUMNS = [
 ];
 
 /**
- * The figures of one run of the test, from its output, or null when it printed none.
+ * The figures of one run of a figures test, from its output, or null when it printed none.
  * @param {string} text the test's stderr
+ * @param {string} [mark] what the figures line starts with (T27's by default)
  */
-export function parseFigures(text) {
+export function parseFigures(text, mark = MARK) {
   const line = String(text)
     .split('\n')
-    .find((l) => l.startsWith(MARK));
+    .find((l) => l.startsWith(mark));
   if (!line) return null;
-  return JSON.parse(line.slice(MARK.length));
+  return JSON.parse(line.slice(mark.length));
+}
+
+/**
+ * Run one Rust figures test (`cargo test --test it <test> -- --nocapture`) with `env` added; its
+ * output (stdout and stderr) and the figures its `mark` line holds, or null.
+ * @param {{test: string, mark: string, env: object}} o
+ * @returns {{status: number|null, text: string, fig: object|null}}
+ */
+export function runFiguresTest({ test, mark, env }) {
+  const r = spawnSync('cargo', ['test', '--locked', '--test', 'it', test, '--', '--nocapture'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    maxBuffer: 64 * MiB,
+  });
+  const text = `${r.stderr}\n${r.stdout}`;
+  return { status: r.status, text, fig: parseFigures(text, mark) };
 }
 
 /**
@@ -41,26 +59,15 @@ export function runBackupFigures({ hostBin, sessions = 10_000, rounds = 3, log =
   const out = [];
   for (let i = 0; i < rounds; i++) {
     log(`backups: round ${i + 1} of ${rounds} (${sessions} sessions)`);
-    const r = spawnSync('cargo', ['test', '--locked', '--test', 'it', 'storage_file::backups::t27_figures', '--', '--nocapture'], {
-      cwd: ROOT,
-      env: { ...process.env, KEEPSAKE_HOST_BIN: hostBin, KEEPSAKE_BACKUP_SESSIONS: String(sessions) },
-      encoding: 'utf8',
-      maxBuffer: 64 * MiB,
+    const r = runFiguresTest({
+      test: 'storage_file::backups::t27_figures',
+      mark: MARK,
+      env: { KEEPSAKE_HOST_BIN: hostBin, KEEPSAKE_BACKUP_SESSIONS: String(sessions) },
     });
-    const fig = parseFigures(`${r.stderr}\n${r.stdout}`);
-    if (r.status !== 0 || !fig) throw new Error(`the backup figures test failed (exit ${r.status}):\n${r.stderr.slice(-4000)}`);
-    out.push(fig);
+    if (r.status !== 0 || !r.fig) throw new Error(`the backup figures test failed (exit ${r.status}):\n${r.text.slice(-4000)}`);
+    out.push(r.fig);
   }
   return out;
-}
-
-/** "a–b unit" of the values (one value alone when they agree once formatted), each number by `f`. */
-function range(values, [f, unit]) {
-  const v = values.filter((x) => Number.isFinite(x));
-  if (!v.length) return '–';
-  const lo = f(Math.min(...v));
-  const hi = f(Math.max(...v));
-  return lo === hi ? `${lo} ${unit}` : `${lo}–${hi} ${unit}`;
 }
 
 const ms = [(x) => Math.round(x).toLocaleString('en-US'), 'ms'];

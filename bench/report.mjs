@@ -78,6 +78,20 @@ const COLUMNS = [
   ['met', 'Met?'],
 ];
 
+/**
+ * "a–b unit" of the values over rounds (one value alone when they agree once formatted), each
+ * number formatted by `f`; "–" when there is none.
+ * @param {number[]} values
+ * @param {[(x: number) => string, string]} format the formatter and the unit
+ */
+export function range(values, [f, unit]) {
+  const v = values.filter((x) => Number.isFinite(x));
+  if (!v.length) return '–';
+  const lo = f(Math.min(...v));
+  const hi = f(Math.max(...v));
+  return lo === hi ? `${lo} ${unit}` : `${lo}–${hi} ${unit}`;
+}
+
 /** The rows as an aligned plain-text table. */
 export function textTable(rows, columns = COLUMNS) {
   const width = columns.map(([k, h]) => Math.max(h.length, ...rows.map((r) => String(r[k]).length)));

@@ -210,7 +210,15 @@ impl Reader {
                     {
                         match Checkpoint::open(&b, &dev, n) {
                             Ok((_, state)) => {
-                                let (out, ev) = r.sync_apply_checkpoint(&dev, n, state)?;
+                                let (mut out, mut ev) = r.sync_apply_checkpoint(&dev, n, state)?;
+                                // a checkpoint names no pictures ahead: the ones its chats need
+                                // are fetched when the store says which, then it is applied again
+                                // (still missing: the next look tries again)
+                                if let Applied::Pending { missing_blobs } = &out {
+                                    if self.fetch_blobs(r, missing_blobs, true, &mut present)?.is_empty() {
+                                        (out, ev) = r.sync_apply_checkpoint(&dev, n, state)?;
+                                    }
+                                }
                                 self.count(&dev, &out, now, &mut st);
                                 if let Some(ev) = ev {
                                     emit(ev);
@@ -250,7 +258,7 @@ impl Reader {
                             continue;
                         }
                     };
-                let missing = self.fetch_blobs(r, &seg, apply, &mut present)?;
+                let missing = self.fetch_blobs(r, &seg.blobs, apply, &mut present)?;
                 if !apply {
                     ds.pending += 1;
                     ds.waiting_pictures += missing.len() as u64;
@@ -308,17 +316,17 @@ impl Reader {
         }
     }
 
-    /// Bring the pictures a segment names into the database (with `apply`); the ones still
+    /// Bring the pictures `blobs` (sha256) into the database (with `apply`); the ones still
     /// missing (not arrived, or refused).
     fn fetch_blobs(
         &mut self,
         r: &mut dyn Replica,
-        seg: &Segment,
+        blobs: &[String],
         apply: bool,
         present: &mut HashSet<PathBuf>,
     ) -> Result<Vec<String>, SyncError> {
         let mut missing = Vec::new();
-        for sha in &seg.blobs {
+        for sha in blobs {
             if r.sync_has_blob(sha)? {
                 continue;
             }
@@ -340,9 +348,5 @@ impl Reader {
             }
         }
         Ok(missing)
-    }
-
-    pub fn device_name(&self, dev: &str) -> Option<&str> {
-        self.names.get(dev).map(String::as_str)
     }
 }

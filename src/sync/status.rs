@@ -26,10 +26,11 @@ pub struct Seen {
 }
 
 fn key_json(secrets: &dyn SecretStore, d: &Device, check: &Result<Check, String>) -> Value {
-    let (kept, reachable) = match &d.key {
-        KeyRef::Keyring(_) => ("secretStore", secrets.probe()),
-        KeyRef::Text(_) => ("databaseFile", secrets.probe()),
+    let kept = match &d.key {
+        KeyRef::Keyring(_) => "secretStore",
+        KeyRef::Text(_) => "databaseFile",
     };
+    let reachable = secrets.probe();
     let (ok, detail) = match check {
         Ok(Check::Right) => (true, match &d.key {
             KeyRef::Keyring(_) => format!("the sync key is in {} and opens the folder", secrets.name()),

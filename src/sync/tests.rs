@@ -407,7 +407,8 @@ fn the_engine_writes_within_a_second_applies_pauses_and_stops() {
     let took = wait("the segment", || Replica::sync_outbox_pending(&mut a.s).unwrap() == 0);
     assert!(took < Duration::from_secs(10), "{took:?}");
     eprintln!("engine: a write sealed into a segment after {took:?} (target 1 s)");
-    wait("b applies it", || entries(&mut b).contains(&"\"hello\"".to_string()));
+    let applied = wait("b applies it", || entries(&mut b).contains(&"\"hello\"".to_string()));
+    eprintln!("engine: the other engine applied it {applied:?} later");
     // a second engine on the same database waits for the lock: nothing sealed twice
     let a2 = start(&a);
     Replica::sync_set_paused(&mut b.s, true).unwrap();
@@ -416,14 +417,29 @@ fn the_engine_writes_within_a_second_applies_pauses_and_stops() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(!entries(&mut b).iter().any(|e| e.contains("paused")), "applied while paused");
     Replica::sync_set_paused(&mut b.s, false).unwrap();
-    wait("b applies it after resume", || entries(&mut b).iter().any(|e| e.contains("paused")));
+    let resumed = wait("b applies it after resume", || entries(&mut b).iter().any(|e| e.contains("paused")));
+    eprintln!("engine: applied {resumed:?} after resume");
     assert_eq!(entries(&mut b), entries(&mut a));
     let (dev, _) = parts(&mut a);
     let segs = list_device(&Folder::new(&folder).device_dir(&dev.id)).unwrap().segments;
     assert_eq!(segs.len(), 2, "one segment per write, none twice: {segs:?}");
+    // idle, the reader looks on its timer only: its own reads of the folder do not wake it
+    let looked = || super::engine::shared_for(b.s.path()).and_then(|s| s.snapshot()).map(|s| s.at);
+    let (first, t1) = (looked(), std::time::Instant::now());
+    let mut changes = 0;
+    let mut last = first;
+    while t1.elapsed() < Duration::from_millis(1500) {
+        if looked() != last {
+            changes += 1;
+            last = looked();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(changes <= 1, "the idle reader looked {changes} times in 1.5 s");
     let t0 = std::time::Instant::now();
     for e in [ea, eb, a2] {
         e.stop();
     }
+    eprintln!("engine: three engines stopped in {:?}", t0.elapsed());
     assert!(t0.elapsed() < Duration::from_secs(10), "stop took {:?}", t0.elapsed());
 }

@@ -1207,6 +1207,8 @@ impl Host {
         let mut cmd = Command::new(bin);
         cmd.arg(ORIGIN)
             .env("KEEPSAKE_DB", db)
+            // as `spawn`: a developer's desktop keyring is never touched
+            .env("KEEPSAKE_SECRET_STORE", "off")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());

@@ -238,8 +238,18 @@ pub(crate) fn env_refs(e: &[(String, String)]) -> Vec<(&str, &str)> {
 
 /// The CLI with this environment: (exit code, stdout, stderr).
 pub(crate) fn cli_env(db: &Path, args: &[&str], env: &[(String, String)]) -> (i32, String, String) {
+    cli_env_bin(Path::new(BIN), db, args, env)
+}
+
+/// [`cli_env`] with the binary `bin` (the release host of a figures test).
+pub(crate) fn cli_env_bin(
+    bin: &Path,
+    db: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+) -> (i32, String, String) {
     let home = tempfile::tempdir().unwrap();
-    let mut c = Command::new(BIN);
+    let mut c = Command::new(bin);
     c.arg("--db").arg(db).args(args);
     c.env("HOME", home.path())
         .env("XDG_CONFIG_HOME", home.path().join(".config"))

@@ -2,7 +2,8 @@
 //! reliability.md T32): two Syncthing instances on loopback (tests/it/sync/syncthing.rs), two
 //! hosts with their own databases, random edits on both sides, including a stretch with one
 //! instance paused; they converge with 0 acknowledged entries lost, and the time from a write to
-//! its appearance on the other side is printed (p50, max). Short in CI; `KEEPSAKE_LONG=1` (or
+//! its appearance on the other side is printed (p50, max), also as one `T32 figures json:` line
+//! that bench/sync.mjs reads (BENCHMARKS.md "Sync"). Short in CI; `KEEPSAKE_LONG=1` (or
 //! `KEEPSAKE_SYNC_EDITS=N`) runs more.
 
 use std::time::{Duration, Instant};
@@ -47,8 +48,10 @@ fn t32_two_hosts_through_real_syncthing_converge_with_nothing_lost() {
         fb.join("keepsake/keycheck").is_file().then_some(())
     });
     join(&dbb, &fb, &key, "desk", &no_store());
-    let mut a = Host::spawn(&dba);
-    let mut b = Host::spawn(&dbb);
+    // the release host when it is current (bench/sync.mjs gives it), else the debug one
+    let (bin, release, note) = timing_host_bin();
+    let mut a = Host::spawn_bin(&bin, &dba);
+    let mut b = Host::spawn_bin(&bin, &dbb);
     let mut rng = Rng::from_env();
     let edits = size("KEEPSAKE_SYNC_EDITS", 12, 200);
     eprintln!("T32: seed {} edits {edits} per side", rng.seed());
@@ -107,6 +110,14 @@ fn t32_two_hosts_through_real_syncthing_converge_with_nothing_lost() {
         acked.len(),
         latencies.len(),
         2 * edits
+    );
+    // the same figures for bench/sync.mjs (`BENCH_ONLY=sync ./bench.sh`, BENCHMARKS.md "Sync")
+    let ms = |d: Duration| d.as_millis() as u64;
+    eprintln!(
+        "T32 figures json: {}",
+        json!({"edits": edits, "probes": latencies.len(), "p50Ms": ms(p50), "maxMs": ms(max),
+            "pausedWrites": 2 * edits, "catchUpMs": ms(catch_up), "acked": acked.len(), "lost": lost.len(),
+            "syncthing": super::syncthing::version(), "host": note, "release": release})
     );
     a.close();
     b.close();

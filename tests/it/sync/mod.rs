@@ -20,7 +20,9 @@
 //! - `crash_writer`: kill -9 while a host writes segments, hundreds of times (T31);
 //! - `converge`: two hosts through two Syncthing instances, with a paused stretch (T32);
 //! - `surface`: `sync init/status/pause/resume/leave`, the `sync.*` operations, `doctor`; a chat
-//!   continued elsewhere reaches the open panel; replies never wait for a catch-up.
+//!   continued elsewhere reaches the open panel; replies never wait for a catch-up;
+//! - `figures`: bytes in the folder per byte stored, a new device catching up (seconds, peak RSS,
+//!   operations/s): BENCHMARKS.md "Sync" (`BENCH_ONLY=sync ./bench.sh`).
 
 mod cost;
 mod crash;
@@ -33,6 +35,7 @@ mod syncthing;
 
 mod converge;
 mod crash_writer;
+mod figures;
 mod privacy;
 mod replication;
 mod surface;

@@ -153,7 +153,11 @@ fn a_chat_continued_on_another_device_reaches_the_open_panel_as_a_changed_event(
     assert_eq!(last["content"], "continued on the laptop", "{h:#}");
     eprintln!("the open panel on the other device got {} after {took:?}", ev["areas"]);
     a.close();
-    b.close();
+    // a host that syncs exits as soon as its stdin closes (both threads stopped between steps)
+    let (code, exit) = b.close();
+    eprintln!("a syncing host exited {exit:?} after its stdin closed");
+    assert_eq!(code, Some(0));
+    assert!(exit < Duration::from_secs(3), "{exit:?}");
 }
 
 /// Replies never wait for sync (docs/sync.md "How it runs"): while a host catches up on another

@@ -41,6 +41,16 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// `syncthing --version`'s version word (`v1.19.2-ds1`), for the figures.
+pub fn version() -> String {
+    Command::new("syncthing")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).split_whitespace().nth(1).map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// Whether this run can use Syncthing; prints why not.
 pub fn available() -> bool {
     if have("syncthing") {
