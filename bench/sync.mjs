@@ -35,7 +35,7 @@ export function runSyncFigures({ hostBin, sessions = 10_000, rounds = 1, edits =
   for (let i = 0; i < rounds; i++) {
     log(`sync: round ${i + 1} of ${rounds} (${sessions} sessions, a new device joining)`);
     const r = runFiguresTest({
-      test: 'sync::figures::sync_figures',
+      test: 'sync::figures::t36_sync_figures',
       mark: FOLDER_MARK,
       env: { KEEPSAKE_HOST_BIN: hostBin, KEEPSAKE_SYNC_SESSIONS: String(sessions) },
     });

@@ -164,7 +164,7 @@ fn consistent(db: &Path) -> Result<(), String> {
 }
 
 #[test]
-fn kill_9_during_apply_leaves_every_batch_applied_exactly_once() {
+fn t34_kill_9_during_apply_leaves_every_batch_applied_exactly_once() {
     let _serial = crate::harness::serial();
     let kills = size("KEEPSAKE_SYNC_KILLS", 100, 500);
     let mut rng = Rng::from_env();

@@ -161,7 +161,7 @@ fn join_and_catch_up(
 }
 
 #[test]
-fn sync_figures_folder_bytes_apply_throughput_and_a_new_device_catching_up() {
+fn t36_sync_figures_folder_bytes_apply_throughput_and_a_new_device_catching_up() {
     let _serial = serial();
     let n = size("KEEPSAKE_SYNC_SESSIONS", 200, 10_000);
     let (bin, release, note) = timing_host_bin();

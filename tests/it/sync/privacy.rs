@@ -69,12 +69,12 @@ fn privacy_run(env: &[(String, String)], tag: &str) {
 }
 
 #[test]
-fn the_folder_holds_no_word_typed_no_picture_and_no_api_key_without_a_secret_store() {
+fn t35_the_folder_holds_no_word_typed_no_picture_and_no_api_key_without_a_secret_store() {
     privacy_run(&no_store(), "nostore");
 }
 
 #[test]
-fn the_folder_holds_no_word_typed_no_picture_and_no_api_key_with_a_secret_store() {
+fn t35_the_folder_holds_no_word_typed_no_picture_and_no_api_key_with_a_secret_store() {
     let Some(kr) = Keyring::start() else { return };
     privacy_run(&kr.host_env(), "keyring");
     // the sync key went to the keyring, as API keys do
@@ -109,7 +109,7 @@ fn dump(db: &Path) -> Vec<String> {
 }
 
 #[test]
-fn a_wrong_key_at_join_is_a_clear_error_that_changes_nothing() {
+fn t35_a_wrong_key_at_join_is_a_clear_error_that_changes_nothing() {
     let t = tempfile::tempdir().unwrap();
     let folder = t.path().join("Sync");
     let (dba, dbb) = (t.path().join("a/keepsake.db"), t.path().join("b/keepsake.db"));
@@ -142,7 +142,7 @@ fn age(p: &Path) {
 }
 
 #[test]
-fn a_segment_with_one_flipped_byte_is_refused_and_reported() {
+fn t35_a_segment_with_one_flipped_byte_is_refused_and_reported() {
     let t = tempfile::tempdir().unwrap();
     let folder = t.path().join("Sync");
     let (dba, dbb) = (t.path().join("a/keepsake.db"), t.path().join("b/keepsake.db"));

@@ -582,7 +582,7 @@ impl Sim {
 }
 
 #[test]
-fn three_devices_with_random_delivery_converge_keeping_every_acknowledged_entry() {
+fn t33_three_devices_with_random_delivery_converge_keeping_every_acknowledged_entry() {
     let cases = size("KEEPSAKE_SYNC_CASES", 6, 30);
     let steps = size("KEEPSAKE_SYNC_STEPS", 120, 1_500);
     let only: Option<usize> = std::env::var("KEEPSAKE_SYNC_ONLY").ok().and_then(|v| v.parse().ok());
