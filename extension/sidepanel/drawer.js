@@ -437,7 +437,8 @@ export function createDrawer({ el, toggleButton, storage, onLoad, report, getAct
         setStatus(t('drawerImportNotJson', file.name, err?.message || err), 'error', 'import-result');
         return;
       }
-      if (!doc || typeof doc !== 'object' || Array.isArray(doc)) {
+      // an array goes to the host too: it says what the file looks like (another product's export, …)
+      if (!doc || typeof doc !== 'object') {
         setStatus(t('drawerImportNotExport', file.name), 'error', 'import-result');
         return;
       }

@@ -39,25 +39,33 @@ pub enum Command {
     Serve,
     /// Counts, sizes, schema version and integrity of the database
     Inspect {
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
     /// List saved sessions (pinned first, newest first)
     Sessions {
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
     /// Search saved sessions by name and full text
     Search {
         query: String,
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
-    /// Export sessions (markdown: one session; json: one or more)
+    /// Export sessions (markdown: one session; json: one or more, or every one with --all)
     Export {
         /// Chat ids, whole or their first characters (8 are usually enough)
-        #[arg(required = true)]
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
         ids: Vec<String>,
+        /// Export every saved chat (pinned first, newest first) as one JSON document, as the
+        /// panel's "Export all" does; implies --format json
+        #[arg(long)]
+        all: bool,
+        /// markdown (one chat, readable) or json (lossless, for `keepsake-host import`)
         #[arg(long, value_enum, default_value_t = Format::Markdown)]
         format: Format,
         /// Write to this file instead of stdout (a new file, mode 0600)
@@ -84,6 +92,7 @@ pub enum Command {
     Trash {
         #[command(subcommand)]
         action: Option<TrashAction>,
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
@@ -99,6 +108,7 @@ pub enum Command {
     /// The copies are in the backup folder (setting backupFolder; by default the folder `backups`
     /// beside the database); copies made before a migration are always in `backups` beside it.
     Backups {
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
@@ -115,12 +125,14 @@ pub enum Command {
         /// Do not ask for confirmation (required when stdin is not a terminal)
         #[arg(long)]
         yes: bool,
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
     /// Check the database and, if it is damaged, keep a copy aside and salvage what can be read
     /// into a fresh database (what a host start does at most once per 24 h)
     Salvage {
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },
@@ -136,6 +148,7 @@ pub enum Command {
     },
     /// Check the installation and the database; one line per finding
     Doctor {
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
         /// Also check this browser profile folder (`--user-data-dir` of the browser); repeatable
@@ -208,11 +221,16 @@ pub enum TrashAction {
     /// List what is in the trash, newest first (the default)
     List,
     /// Put an item back: a session under its own id, name and pin; entries as a session of their own
-    Restore { id: String },
+    Restore {
+        /// The item's id, as `keepsake-host trash` lists it
+        id: String,
+    },
     /// Destroy an item for good (or every item with --all)
     Purge {
+        /// The item's id, as `keepsake-host trash` lists it
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         id: Option<String>,
+        /// Destroy every item in the trash
         #[arg(long)]
         all: bool,
     },
@@ -362,16 +380,19 @@ pub fn run(cli: Cli) -> Result<i32, CliError> {
             }
             Ok(0)
         }
-        Command::Export { ids, format, out } => {
+        Command::Export { ids, all, format, out } => {
             let mut s = Store::open_read_only(&db)?;
             let f = match format {
+                _ if all => ExportFormat::Json,
                 Format::Markdown if ids.len() != 1 => {
                     return Err(CliError("markdown export takes exactly one session id".into(), 2))
                 }
                 Format::Markdown => ExportFormat::Markdown,
                 Format::Json => ExportFormat::Json,
             };
-            let ids = resolve_ids(&s.sessions_list(None, None, None)?.rows(), &ids)?;
+            let rows = s.sessions_list(None, None, None)?.rows();
+            let ids =
+                if all { rows.iter().map(|r| r.id.clone()).collect() } else { resolve_ids(&rows, &ids)? };
             let v = s.sessions_export(&ids, f)?;
             let text = v["text"].as_str().unwrap_or_default();
             match out {

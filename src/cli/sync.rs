@@ -38,6 +38,7 @@ pub enum SyncAction {
     },
     /// This device, the devices seen, operations applied and pending, and problems
     Status {
+        /// Print the result as JSON (for scripts) instead of text
         #[arg(long)]
         json: bool,
     },

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::dataurl::forgiving_base64_decode;
 use super::export::{EXPORT_FORMAT, EXPORT_VERSION, EXPORT_VERSION_MIN};
-use super::settings::{check_key, check_value, is_device_local, is_reserved};
+use super::settings::{check_key, check_value, is_device_local, is_known, is_reserved};
 
 /// One session to create.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +101,9 @@ pub struct ImportPlan {
     /// Device-local settings the document carries (the backup settings, storage-model §3): never
     /// imported, listed so the preview can say so.
     pub settings_device_local: Vec<String>,
+    /// Keys of a dump that are no Keepsake setting (`settings::KNOWN_KEYS`): never imported, each
+    /// with a warning.
+    pub settings_unknown: usize,
     /// Export image map, sha256 hex → blob.
     pub images: BTreeMap<String, ImportBlob>,
     pub warnings: Vec<String>,
@@ -241,15 +244,81 @@ fn session_element(
     });
 }
 
-/// Plan the import of `doc`.
+/// Plan the import of `doc`: a Keepsake export, or a browser dump it recognises (a key of
+/// Keepsake's: `history`, `savedSessions`, `activeSessionId`, `session_<id>` or a known setting).
+/// Anything else is refused with what it looks like (`Unsupported`).
 pub fn plan(doc: &Value) -> Result<ImportPlan, ImportError> {
-    let Some(obj) = doc.as_object() else {
-        return Err(ImportError::BadRequest("the document must be a JSON object".into()));
+    let Some(obj) = doc.as_object().filter(|o| is_export(o) || is_dump(o)) else {
+        return Err(ImportError::Unsupported(looks_like(doc)));
     };
-    if obj.get("format").and_then(Value::as_str) == Some(EXPORT_FORMAT) {
+    if is_export(obj) {
         plan_export(obj)
     } else {
         Ok(plan_dump(obj))
+    }
+}
+
+fn is_export(obj: &Map<String, Value>) -> bool {
+    obj.get("format").and_then(Value::as_str) == Some(EXPORT_FORMAT)
+}
+
+/// A browser dump holds at least one key Keepsake (or its older versions) wrote.
+fn is_dump(obj: &Map<String, Value>) -> bool {
+    obj.keys().any(|k| is_reserved(k) || is_known(k))
+}
+
+/// Another product's chat export, recognised from its content (never from a file name: several
+/// products call theirs `conversations.json`).
+fn other_product(doc: &Value) -> Option<&'static str> {
+    let has = |v: &Value, a: &str, b: &str| v.get(a).is_some() && v.get(b).is_some();
+    let items: Vec<&Value> = match doc {
+        Value::Array(a) if !a.is_empty() && a.iter().all(Value::is_object) => a.iter().collect(),
+        Value::Object(_) => vec![doc],
+        _ => return None,
+    };
+    if items.iter().any(|c| has(c, "mapping", "current_node")) {
+        Some("a ChatGPT export (conversations.json)")
+    } else if items.iter().any(|c| has(c, "chat_messages", "uuid")) {
+        Some("a Claude export (conversations.json)")
+    } else {
+        None
+    }
+}
+
+/// What a document Keepsake cannot import looks like, in words the person who chose the file
+/// can act on. Keys are quoted as data, cut to 40 characters, at most 8 of them.
+pub fn looks_like(doc: &Value) -> String {
+    if let Some(product) = other_product(doc) {
+        return format!("this looks like {product}; importing it is not supported yet");
+    }
+    const NOT: &str = "not a Keepsake export or a Keepsake browser dump";
+    let n = |k: usize, one: &str, many: &str| if k == 1 { format!("1 {one}") } else { format!("{k} {many}") };
+    match doc {
+        Value::Object(m) if m.is_empty() => format!("an empty JSON object: {NOT}"),
+        Value::Object(m) => {
+            let mut keys: Vec<String> = m
+                .keys()
+                .take(8)
+                .map(|k| {
+                    let cut: String = k.chars().take(40).collect();
+                    if cut.len() < k.len() {
+                        format!("{cut}…")
+                    } else {
+                        cut
+                    }
+                })
+                .collect();
+            if m.len() > 8 {
+                keys.push(format!("and {} more", m.len() - 8));
+            }
+            let what = if m.len() == 1 { "key" } else { "keys" };
+            format!("a JSON object with {what} {}: {NOT}", keys.join(", "))
+        }
+        Value::Array(a) => format!("a JSON array of {}: {NOT}", n(a.len(), "item", "items")),
+        Value::String(_) => format!("a JSON string: {NOT}"),
+        Value::Number(_) => format!("a JSON number: {NOT}"),
+        Value::Bool(_) => format!("a JSON boolean: {NOT}"),
+        Value::Null => format!("JSON null: {NOT}"),
     }
 }
 
@@ -333,6 +402,11 @@ fn plan_dump(obj: &Map<String, Value>) -> ImportPlan {
                 "setting {k:?} is not imported: backup settings belong to the device that made the file"
             ));
             plan.settings_device_local.push(k.clone());
+            continue;
+        }
+        if !is_known(k) {
+            plan.warnings.push(format!("key {k:?} is not a Keepsake setting: not imported"));
+            plan.settings_unknown += 1;
             continue;
         }
         match check_key(k).and_then(|_| check_value(k, v)) {
@@ -494,6 +568,7 @@ mod tests {
             "history": [{"role":"user","content":"live"}],
             "activeSessionId": "b",
             "theme": "dark",
+            "systemPrompt": "Be brief",
             "maxSessions": "bad",
             "backupFolder": "/tmp/elsewhere",
             "backupsEnabled": false
@@ -509,7 +584,9 @@ mod tests {
         assert!(p.sessions[2].entries.is_empty());
         assert_eq!(p.malformed_sessions, 3);
         assert_eq!(p.live.as_ref().unwrap().len(), 1);
-        assert_eq!(p.settings, vec![("theme".to_string(), json!("dark"))]);
+        assert_eq!(p.settings, vec![("systemPrompt".to_string(), json!("Be brief"))]);
+        assert_eq!(p.settings_unknown, 1, "theme is no Keepsake setting");
+        assert!(p.warnings.iter().any(|w| w.contains("\"theme\" is not a Keepsake setting")));
         assert_eq!(p.settings_invalid, 1);
         assert_eq!(p.settings_device_local, ["backupFolder", "backupsEnabled"], "never imported");
         assert!(p.warnings.iter().any(|w| w.contains("session_zzz")));
@@ -526,7 +603,7 @@ mod tests {
         let bad = json!({"format":"keepsake.sessions","version":1,"sessions":[],
             "images":{h: {"mime":"image/png","data": "AAAA"}}});
         assert!(matches!(plan(&bad), Err(ImportError::BadRequest(_))));
-        assert!(matches!(plan(&json!([1])), Err(ImportError::BadRequest(_))));
+        assert!(matches!(plan(&json!([1])), Err(ImportError::Unsupported(_))));
         let v3 = json!({"format":"keepsake.sessions","version":3});
         assert!(matches!(plan(&v3), Err(ImportError::Unsupported(_))));
         let v2 = json!({"format":"keepsake.sessions","version":2,"sessions":[{"id":"s","entries":[],
@@ -536,6 +613,36 @@ mod tests {
         assert_eq!(p.sessions[0].versions.len(), 1, "the fork whose numbers do not add up is skipped");
         assert_eq!(p.sessions[0].versions[0].others[0].0, 1);
         assert_eq!(p.warnings.len(), 1);
+    }
+
+    #[test]
+    fn what_is_neither_an_export_nor_a_dump_is_refused_with_what_it_looks_like() {
+        let refused = |doc: Value| match plan(&doc) {
+            Err(ImportError::Unsupported(m)) => m,
+            other => panic!("{doc}: {other:?}"),
+        };
+        assert_eq!(
+            refused(json!({"hello": "world", "theme": "dark"})),
+            "a JSON object with keys hello, theme: not a Keepsake export or a Keepsake browser dump"
+        );
+        let gpt = json!([{"title": "t", "mapping": {}, "current_node": "n", "create_time": 1.0}]);
+        assert_eq!(
+            refused(gpt),
+            "this looks like a ChatGPT export (conversations.json); importing it is not supported yet"
+        );
+        let claude = json!([{"uuid": "u", "name": "n", "chat_messages": []}]);
+        assert!(refused(claude).starts_with("this looks like a Claude export"));
+        assert!(refused(json!([1, 2])).starts_with("a JSON array of 2 items: not a Keepsake export"));
+        assert!(refused(json!({})).starts_with("an empty JSON object"));
+        assert!(refused(json!("x")).starts_with("a JSON string"));
+        let many: Map<String, Value> =
+            (0..10).map(|i| (format!("k{i}{}", "x".repeat(50)), json!(1))).collect();
+        let m = refused(Value::Object(many));
+        assert!(m.contains("and 2 more") && m.contains('…') && !m.contains(&"x".repeat(41)), "{m}");
+        // one key of Keepsake's makes a dump; its unknown keys never become settings
+        let p = plan(&json!({"maxSessions": 3, "hello": "world"})).unwrap();
+        assert_eq!(p.settings, vec![("maxSessions".to_string(), json!(3))]);
+        assert_eq!(p.settings_unknown, 1);
     }
 
     #[test]

@@ -84,6 +84,31 @@ pub fn is_device_local(key: &str) -> bool {
     DEVICE_LOCAL.contains(&key)
 }
 
+/// Every setting Keepsake keeps (the extension's keys: `OPTION_KEYS` of
+/// `extension/options/providers.js`, the composer draft, the agents' sessions, and the device-local
+/// backup keys). An import writes no other key: another product's settings never become
+/// Keepsake's (docs/keeps.md "Imports").
+pub const KNOWN_KEYS: [&str; 14] = [
+    "providers",
+    "activeProvider",
+    "activeModel",
+    "systemPrompt",
+    "autoSummarizeAttachments",
+    "summarizeThresholdChars",
+    "maxSessions",
+    "trashDays",
+    "composerDraft",
+    "agentSessions",
+    BACKUPS_ENABLED,
+    BACKUP_FOLDER,
+    BACKUP_DAILY,
+    BACKUP_WEEKLY,
+];
+
+pub fn is_known(key: &str) -> bool {
+    KNOWN_KEYS.contains(&key)
+}
+
 /// `backupFolder`'s rule: `""`, or an absolute path of at most 4,096 bytes without NUL.
 fn folder_ok(s: &str) -> bool {
     s.is_empty() || (s.len() <= 4096 && !s.contains('\0') && std::path::Path::new(s).is_absolute())

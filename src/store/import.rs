@@ -228,7 +228,8 @@ impl Store {
             };
 
             let mut settings_imported = 0u64;
-            let mut settings_skipped = (plan.settings_invalid + plan.settings_device_local.len()) as u64;
+            let mut settings_skipped =
+                (plan.settings_invalid + plan.settings_device_local.len() + plan.settings_unknown) as u64;
             for (k, v) in &plan.settings {
                 let existing = setting_value(&w.tx, k)?;
                 let prepared;
@@ -342,7 +343,7 @@ mod tests {
         use crate::domain::import::SettingsMode;
         let mem = Arc::new(MemoryStore::new());
         let (dir, mut s) = open(&mem);
-        let doc = json!({"providers": cards("sk-imported-a", ""), "theme": "dark"});
+        let doc = json!({"providers": cards("sk-imported-a", ""), "systemPrompt": "dark"});
         let r = s.storage_import(&doc, ImportOptions { settings: SettingsMode::Overwrite }, None).unwrap();
         assert_eq!(r.result["settingsImported"], json!(2));
         assert!(raw(&mut s)[0]["apiKey"]["keyring"].is_string());

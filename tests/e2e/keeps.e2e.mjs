@@ -288,6 +288,38 @@ test('an imported file with maxSessions, systemPrompt and providers: listed with
   }
 });
 
+test('issue 32: a file that is no Keepsake document is refused with what it looks like; nothing imported, no setting taken', { timeout: 90_000 }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keepsake-e2e-import-'));
+  try {
+    await withKeepsake(t, {}, async (k) => {
+      const files = [
+        // any JSON object used to be read as a browser dump: "0 new chats … 2 settings", `hello` written
+        ['settings.json', { hello: 'world', theme: 'dark' }, /a JSON object with keys hello, theme: not a Keepsake export or a Keepsake browser dump/],
+        // ChatGPT's conversations.json (recognised from its content: `mapping` and `current_node`)
+        ['conversations.json', [{ title: 'Tides', create_time: 1.7e9, current_node: 'b', mapping: {
+          a: { id: 'a', message: null, parent: null, children: ['b'] },
+          b: { id: 'b', parent: 'a', children: [], message: { id: 'b', author: { role: 'user' }, content: { content_type: 'text', parts: ['hi'] } } },
+        } }], /this looks like a ChatGPT export \(conversations\.json\); importing it is not supported yet/],
+      ];
+      const panel = await k.openPanel();
+      await openDrawer(panel);
+      for (const [name, doc, said] of files) {
+        const file = path.join(dir, name);
+        fs.writeFileSync(file, JSON.stringify(doc));
+        await panel.setInputFiles(tid('import-json'), file);
+        await waitFor(async () => said.test(await panel.innerText(tid('drawer-status')).catch(() => '')), { timeoutMs: 15_000, what: `the host's words for ${name}` });
+        const shown = await panel.innerText(tid('import-result'));
+        assert.match(shown, new RegExp(`Import of ${name.replace('.', '\\.')} failed`), shown);
+        assert.equal(await panel.locator(tid('import-confirm')).count(), 0, 'no settings question');
+      }
+      assert.equal(sessions(k).length, 0, 'nothing imported');
+      assert.deepEqual(allSettings(k), {}, 'no setting written');
+    });
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('Options "Import browser data" asks before taking the settings the browser kept', { timeout: 90_000 }, async (t) => {
   await withKeepsake(t, {}, async (k) => {
     const opt = await k.openOptions();

@@ -776,7 +776,7 @@ fn writes_from_another_process_are_announced_within_a_second_exactly_once() {
     }
     // A CLI commit is announced to both ports.
     let doc = d.path().join("import.json");
-    std::fs::write(&doc, json!({"myKey": 5}).to_string()).unwrap();
+    std::fs::write(&doc, json!({"activeModel": "m"}).to_string()).unwrap();
     let t0 = Instant::now();
     let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap(), "--settings", "keep"]);
     assert_eq!(code, 0, "{err}");

@@ -458,7 +458,7 @@ fn t03_malformed_payloads_get_typed_errors_and_the_next_request_is_answered() {
         ("sessions.appendTo", json!({"id": "", "entry": user("x")})),
         ("sessions.export", json!({"ids": "a", "format": "json"})),
         ("sessions.export", json!({"ids": ["a"], "format": "pdf"})),
-        ("storage.import", json!({"document": [1, 2]})),
+        ("storage.importPreview", json!({"document": {}, "extra": 1})),
         ("storage.import", json!({"document": {}, "settings": "merge"})),
         ("changes.since", json!({"seq": "0"})),
     ];
@@ -637,7 +637,7 @@ fn t04_depth_bombs_on_a_256_kib_stack() {
         json!({"id": 2, "op": "sessions.save", "args": {"name": "deep"}}),
         json!({"id": 2, "op": "sessions.list", "args": {"query": "x"}}),
         json!({"id": 2, "op": "request.build", "args": {"kind": "chat", "turn": {"userText": "hi"}, "bodyFields": {"x": deep(120)}}}),
-        json!({"id": 2, "op": "storage.import", "args": {"document": {"deepSetting": deep(120)}}}),
+        json!({"id": 2, "op": "storage.import", "args": {"document": {"agentSessions": deep(120)}}}),
         json!({"id": 2, "op": "sessions.export", "args": {"ids": [], "format": "json"}}),
     ];
     let mut walked = 0;
@@ -936,7 +936,7 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
         ("sessions.save", json!({"name": "hygiene"})),
         ("sessions.list", json!({"query": "world"})),
         ("changes.since", json!({"seq": 0})),
-        ("storage.import", json!({"document": {"importedKey": 5}, "settings": "keep"})),
+        ("storage.import", json!({"document": {"agentSessions": 5}, "settings": "keep"})),
         ("history.removeByAttachId", json!({"attachId": "none"})),
         ("history.removeLastPageContext", json!({})),
         ("history.truncateFrom", json!({"index": 3})),
@@ -1008,7 +1008,7 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     let branched = served(call(&mut h, "history.branch", args), "history.branch", &mut served_ops);
     let args = json!({"forkEntryId": branched["result"]["forkEntryId"], "version": 1});
     served(call(&mut h, "history.switchVersion", args), "history.switchVersion", &mut served_ops);
-    let args = json!({"document": {"previewKey": 1}});
+    let args = json!({"document": {"systemPrompt": "p"}});
     served(call(&mut h, "storage.importPreview", args), "storage.importPreview", &mut served_ops);
     // copies of the database: a manual copy, the list, a restore of that copy
     let made = served(call(&mut h, "backups.create", json!({})), "backups.create", &mut served_ops);
@@ -1021,13 +1021,13 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     served(call(&mut h, "sync.resume", json!({"clientRequestId": "t06-r"})), "sync.resume", &mut served_ops);
     // A commit by another process (the CLI) is announced by the poller.
     let doc = dir.path().join("import.json");
-    std::fs::write(&doc, json!({"fromCli": 1}).to_string()).unwrap();
+    std::fs::write(&doc, json!({"activeModel": "from-cli"}).to_string()).unwrap();
     // (imports take no setting unless asked)
     let (code, _, err) = cli(&db, &["import", doc.to_str().unwrap(), "--settings", "keep"]);
     assert_eq!(code, 0, "{err}");
     // wait for the poller to announce it (a condition, not a time: a busy machine may take a while)
     let announced =
-        |f: &Value| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["fromCli"]);
+        |f: &Value| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["activeModel"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
         if h.next_frame(Duration::from_millis(250)).is_some_and(|(f, _)| announced(&f)) {
@@ -1082,7 +1082,9 @@ fn t06_every_stdout_byte_is_a_frame_at_trace_level() {
     assert!(!String::from_utf8_lossy(&out).contains("keepsake_host"), "log text on stdout");
     assert!(foreign >= 1, "the CLI's commit was not announced");
     assert!(
-        frames.iter().any(|f| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["fromCli"])),
+        frames
+            .iter()
+            .any(|f| f["event"] == json!("changed") && f["areas"]["settings"] == json!(["activeModel"])),
         "the CLI's commit was not announced"
     );
 }

@@ -630,3 +630,77 @@ fn a_symlinked_database_path_is_refused_and_its_target_untouched() {
     assert_ne!(code, 0);
     assert!(err.contains("symbolic link") || err.to_lowercase().contains("symlink"), "{err}");
 }
+
+/// Issue 32 (13): `export --all` writes every saved chat as the panel's "Export all" does (the
+/// trashed one stays out), and every `--json` flag and `trash restore`'s id say what they are in
+/// `--help`.
+#[test]
+fn export_all_and_help_texts() {
+    let (d, db) = temp_db();
+    let s = seed(&db);
+    let out = d.path().join("everything.json");
+    let (code, stdout, err) = cli(&db, &["export", "--all", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(stdout.is_empty(), "{stdout}");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(doc["format"], json!("keepsake.sessions"), "--all implies json");
+    let mut got: Vec<String> =
+        doc["sessions"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_owned()).collect();
+    got.sort();
+    let listed = json_out(&db, &["sessions", "--json"]);
+    let mut want: Vec<String> = listed["rows"]
+        .as_array()
+        .or(listed.as_array())
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_owned())
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "every saved chat");
+    for id in [&s.alpha, &s.beta, &s.gamma, &s.live] {
+        assert!(got.contains(id), "{id} missing from {got:?}");
+    }
+    assert!(!got.contains(&s.trashed), "the trash is not exported");
+    // to stdout too; ids and --all do not mix; neither is a usage error
+    let (code, text, _) = cli(&db, &["export", "--all"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["sessions"].as_array().unwrap().len(),
+        got.len()
+    );
+    assert_eq!(cli(&db, &["export", "--all", &s.alpha]).0, 2);
+    assert_eq!(cli(&db, &["export"]).0, 2);
+
+    let help = |args: &[&str]| {
+        let (code, out, err) = cli(&db, args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        out
+    };
+    let export = help(&["export", "--help"]);
+    assert!(export.contains("--all") && export.contains("Export every saved chat"), "{export}");
+    let restore = help(&["trash", "restore", "--help"]);
+    assert!(restore.contains("The item's id, as `keepsake-host trash` lists it"), "{restore}");
+    let purge = help(&["trash", "purge", "--help"]);
+    assert!(purge.contains("Destroy every item in the trash"), "{purge}");
+    // every --json flag has its line of help (`-h`: one line per option)
+    for cmd in [
+        &["inspect"][..],
+        &["sessions"],
+        &["search"],
+        &["trash"],
+        &["backups"],
+        &["restore"],
+        &["salvage"],
+        &["doctor"],
+        &["install"],
+        &["uninstall"],
+        &["sync", "status"],
+    ] {
+        let text = help(&[cmd, &["-h"]].concat());
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("--json"))
+            .unwrap_or_else(|| panic!("{cmd:?}: {text}"));
+        assert!(line.trim_start().len() > "--json".len() + 4, "{cmd:?}: --json has no help: {line:?}");
+    }
+}

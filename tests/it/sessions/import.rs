@@ -259,7 +259,7 @@ fn legacy_inline_layout_imports_every_body_row_by_row() {
             {"id": "inline-2", "name": "Second", "createdAt": 1_700_000_005_000i64, "pinned": false,
              "digest": "stale", "searchText": "stale", "history": s2}
         ],
-        "theme": "dark"
+        "systemPrompt": "dark"
     });
     let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["sessionsImported"], 2, "{r}");
@@ -295,7 +295,7 @@ fn legacy_inline_layout_imports_every_body_row_by_row() {
         })
         .unwrap();
     assert_eq!((mime.as_str(), bytes.as_slice(), len), ("image/png", a.as_slice(), a.len() as i64));
-    assert_eq!(setting(&mut h, "theme"), Some(json!("dark")));
+    assert_eq!(setting(&mut h, "systemPrompt"), Some(json!("dark")));
     // Search data is rebuilt, not the stale digest.
     let hits = h.list(json!({"query": "look at"}));
     assert_eq!(hits.as_array().unwrap().len(), 1);
@@ -477,7 +477,7 @@ fn legacy_saved_sessions_not_an_array_counts_as_absent() {
     let dump = json!({
         "savedSessions": {"a": {"id": "a", "name": "A", "history": [user("x")]}},
         "session_a": [user("y")],
-        "theme": "dark"
+        "systemPrompt": "dark"
     });
     let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["sessionsImported"], 0, "{r}");
@@ -487,7 +487,7 @@ fn legacy_saved_sessions_not_an_array_counts_as_absent() {
     assert!(w.iter().any(|x| x.contains("session_a")), "unnamed session key → warning: {w:?}");
     assert_eq!(count(&db, "sessions"), 0);
     assert_eq!(count(&db, "session_entries"), 0);
-    assert_eq!(setting(&mut h, "theme"), Some(json!("dark")));
+    assert_eq!(setting(&mut h, "systemPrompt"), Some(json!("dark")));
     for v in [json!("text"), json!(5), json!(null), json!(true)] {
         let r = import(&mut h, &json!({"savedSessions": v, "session_a": [user("y")]}));
         assert_eq!(r["sessionsImported"], 0, "{r}");
@@ -711,7 +711,7 @@ fn live_absent_for_missing_empty_or_non_array_history() {
     h.ok("sessions.load", json!({"id": sid}));
     let live = live_rows(&db);
     for doc in [
-        json!({"theme": "x"}),
+        json!({"systemPrompt": "x"}),
         json!({"history": []}),
         json!({"history": "text"}),
         json!({"history": {"role": "user", "content": "obj"}}),
@@ -749,12 +749,16 @@ fn live_absent_for_missing_empty_or_non_array_history() {
 fn dump_settings_none_by_default_keep_or_overwrite_on_request_invalid_skipped() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    h.ok("settings.set", json!({"map": {"theme": "light", "fontSize": 12}}));
+    h.ok("settings.set", json!({"map": {"systemPrompt": "light", "activeProvider": "p1"}}));
     let long_key = "k".repeat(201);
+    // Keepsake's settings (opaque to the host but these), invalid values of typed ones, and keys
+    // that are no Keepsake setting (never imported, issue 32)
     let mut dump = json!({
-        "theme": "dark",
-        "fontSize": 12,
-        "newKey": {"nested": [1, {"b": null}], "s": "ü"},
+        "systemPrompt": "dark",
+        "activeProvider": "p1",
+        "agentSessions": {"nested": [1, {"b": null}], "s": "ü"},
+        "composerDraft": {"text": "draft", "at": 1},
+        "activeModel": "m",
         "flag": false,
         "num": 3.5,
         "nul": null,
@@ -773,22 +777,24 @@ fn dump_settings_none_by_default_keep_or_overwrite_on_request_invalid_skipped() 
     let settings_before = snapshot(&db)["settings"].clone();
     let r = import(&mut h, &dump);
     assert_eq!(r["settingsImported"], 0, "{r}");
-    assert_eq!(r["settingsSkipped"], 11, "6 valid, not asked for, and 5 invalid: {r}");
+    assert_eq!(r["settingsSkipped"], 13, "5 valid, not asked for, 3 invalid and 5 no setting of ours: {r}");
     assert!(warnings(&r).iter().any(|w| w.contains("not applied")), "{r}");
     assert_eq!(snapshot(&db)["settings"], settings_before);
     // keep: the ones the host lacks
     let r = import_mode(&mut h, &dump, "keep");
-    assert_eq!(r["settingsImported"], 4, "newKey, flag, num, nul: {r}");
-    assert!(r["settingsSkipped"].as_u64().unwrap() >= 5, "5 invalid settings: {r}");
+    assert_eq!(r["settingsImported"], 3, "agentSessions, composerDraft, activeModel: {r}");
+    assert!(r["settingsSkipped"].as_u64().unwrap() >= 8, "3 invalid settings, 5 unknown keys: {r}");
     let w = warnings(&r);
     for k in ["maxSessions", "summarizeThresholdChars", "autoSummarizeAttachments"] {
         assert!(w.iter().any(|x| x.contains(k)), "warning for {k}: {w:?}");
     }
-    assert_eq!(setting(&mut h, "theme"), Some(json!("light")), "keep leaves existing values");
-    assert_eq!(setting(&mut h, "newKey"), Some(dump["newKey"].clone()));
-    assert_eq!(setting(&mut h, "flag"), Some(json!(false)));
-    assert_eq!(setting(&mut h, "num"), Some(json!(3.5)));
-    assert_eq!(setting(&mut h, "nul"), Some(json!(null)));
+    for k in ["flag", "num", "nul"] {
+        assert!(w.iter().any(|x| x.contains(&format!("{k:?} is not a Keepsake setting"))), "{k}: {w:?}");
+    }
+    assert_eq!(setting(&mut h, "systemPrompt"), Some(json!("light")), "keep leaves existing values");
+    assert_eq!(setting(&mut h, "agentSessions"), Some(dump["agentSessions"].clone()));
+    assert_eq!(setting(&mut h, "composerDraft"), Some(dump["composerDraft"].clone()));
+    assert_eq!(setting(&mut h, "activeModel"), Some(json!("m")));
     for k in ["maxSessions", "summarizeThresholdChars", "autoSummarizeAttachments"] {
         assert_eq!(setting(&mut h, k), None, "{k} invalid → not stored");
     }
@@ -797,22 +803,23 @@ fn dump_settings_none_by_default_keep_or_overwrite_on_request_invalid_skipped() 
         let mut st = c.prepare("SELECT key FROM settings WHERE json_valid(value) ORDER BY key").unwrap();
         st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
     };
-    assert_eq!(keys, ["flag", "fontSize", "newKey", "nul", "num", "theme"]);
+    assert_eq!(keys, ["activeModel", "activeProvider", "agentSessions", "composerDraft", "systemPrompt"]);
     let ev = h.wait_event(EVENT_WAIT, |e| e["event"] == "changed").expect("changed event");
     let mut ev_keys: Vec<&str> =
         ev["areas"]["settings"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
     ev_keys.sort();
-    assert_eq!(ev_keys, ["flag", "newKey", "nul", "num"], "only the written keys: {ev}");
+    assert_eq!(ev_keys, ["activeModel", "agentSessions", "composerDraft"], "only the written keys: {ev}");
 
     assert_rerun_is_noop(&mut h, &db, &dump);
     let r = import_mode(&mut h, &dump, "keep");
     assert_eq!(r["settingsImported"], 0, "{r}");
-    assert_eq!(setting(&mut h, "theme"), Some(json!("light")));
+    assert_eq!(setting(&mut h, "systemPrompt"), Some(json!("light")));
 
     let r = import_mode(&mut h, &dump, "overwrite");
-    assert_eq!(r["settingsImported"], 1, "only theme differs: {r}");
-    assert_eq!(setting(&mut h, "theme"), Some(json!("dark")));
-    assert_eq!(setting(&mut h, "fontSize"), Some(json!(12)));
+    assert_eq!(r["settingsImported"], 1, "only systemPrompt differs: {r}");
+    assert_eq!(setting(&mut h, "systemPrompt"), Some(json!("dark")));
+    assert_eq!(setting(&mut h, "activeProvider"), Some(json!("p1")));
+    assert_eq!(setting(&mut h, "flag"), None, "no setting of Keepsake's: never written");
     assert_eq!(setting(&mut h, "maxSessions"), None);
     let r = import_mode(&mut h, &dump, "overwrite");
     assert_eq!(r["settingsImported"], 0, "overwrite re-run imports nothing: {r}");
@@ -1005,7 +1012,7 @@ fn import_stores_no_unreferenced_blob_and_accepts_known_references() {
 /// A database with some of everything in it.
 fn populated(h: &mut Host) -> String {
     let p = png_bytes(6, 6, 99);
-    h.ok("settings.set", json!({"map": {"theme": "light", "maxSessions": 20}}));
+    h.ok("settings.set", json!({"map": {"systemPrompt": "light", "maxSessions": 20}}));
     h.ok(
         "history.replace",
         json!({"entries": [user_image("pre", &data_url("image/png", &p)), assistant("pre reply")]}),
@@ -1031,8 +1038,7 @@ fn failed_import_leaves_the_database_unchanged() {
     sessions.push(
         json!({"id": "f-bad", "name": "bad", "createdAt": 9, "history": [user_image("dangling", &unknown)]}),
     );
-    let dump =
-        json!({"savedSessions": sessions, "newSetting": 1, "theme": "dark", "history": [user("new live")]});
+    let dump = json!({"savedSessions": sessions, "newSetting": 1, "systemPrompt": "dark", "history": [user("new live")]});
     assert_eq!(h.err("storage.import", json!({"document": dump})), "bad_request");
     assert_eq!(snapshot(&db), before, "unknown reference in a later session");
     assert_eq!(
@@ -1113,7 +1119,7 @@ fn big_dump(n: usize, per: usize) -> Value {
             json!({"id": format!("big-{i:04}"), "name": format!("Big {i}"), "createdAt": 1_700_000_000_000i64 + i as i64, "history": hist})
         })
         .collect();
-    json!({"savedSessions": sessions, "history": [user("big live"), assistant("big reply")], "bigSetting": {"n": n}})
+    json!({"savedSessions": sessions, "history": [user("big live"), assistant("big reply")], "agentSessions": {"n": n}})
 }
 
 /// Outcome of a killed import: true fully imported, false untouched. A full import has the `n`
@@ -1133,8 +1139,8 @@ fn check_all_or_nothing(db: &Path, n: i64, per: i64) -> bool {
     let (entries, live, big_setting, marker) = (
         one("SELECT count(*) FROM session_entries"),
         one("SELECT count(*) FROM history_entries"),
-        one("SELECT count(*) FROM settings WHERE key = 'bigSetting'"),
-        one("SELECT count(*) FROM settings WHERE key = 'marker'"),
+        one("SELECT count(*) FROM settings WHERE key = 'agentSessions'"),
+        one("SELECT count(*) FROM settings WHERE key = 'systemPrompt'"),
     );
     assert_eq!(marker, 1, "pre-existing data survives");
     if full {
@@ -1152,7 +1158,7 @@ fn killed_cli_import_is_all_or_nothing() {
     let (n, per) = (300usize, 30usize);
     let work = tempfile::tempdir().unwrap();
     let doc_path = write_file(work.path(), "big.json", &big_dump(n, per));
-    let marker = write_file(work.path(), "marker.json", &json!({"marker": 1}));
+    let marker = write_file(work.path(), "marker.json", &json!({"systemPrompt": "marker"}));
     let init = |db: &Path| {
         std::fs::create_dir_all(db.parent().unwrap()).unwrap();
         let (code, out, err) = cli(db, &["import", "--settings", "keep", marker.to_str().unwrap()]);
@@ -1308,14 +1314,14 @@ fn json_export_round_trips_into_a_fresh_database() {
     assert_body(&db2, "new-from-export", &[user_image("n", &img_ref(&b))]);
 
     // Through the wire the text itself (a string) is not an object document.
-    assert_eq!(h2.err("storage.import", json!({"document": text})), "bad_request");
+    assert_eq!(h2.err("storage.import", json!({"document": text})), "unsupported");
 }
 
 #[test]
 fn export_versions_and_non_object_documents_are_refused() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    h.ok("settings.set", json!({"map": {"theme": "light"}}));
+    h.ok("settings.set", json!({"map": {"systemPrompt": "light"}}));
     let before = snapshot(&db);
     for v in [json!(3), json!(0), json!(1.5), json!("1")] {
         let doc = json!({"format": "keepsake.sessions", "version": v, "exportedAt": "x",
@@ -1323,12 +1329,15 @@ fn export_versions_and_non_object_documents_are_refused() {
                          "images": {}});
         assert_eq!(h.err("storage.import", json!({"document": doc})), "unsupported", "version {v}");
     }
-    for d in [json!([]), json!([{"history": []}]), json!("text"), json!(5), json!(null), json!(true)] {
-        assert_eq!(h.err("storage.import", json!({"document": d})), "bad_request", "{d}");
+    // neither an export nor a dump: refused with what it looks like (issue 32)
+    for d in
+        [json!([]), json!([{"history": []}]), json!("text"), json!(5), json!(null), json!(true), json!({})]
+    {
+        assert_eq!(h.err("storage.import", json!({"document": d})), "unsupported", "{d}");
     }
     assert_eq!(snapshot(&db), before);
-    // An empty object is a valid (empty) dump.
-    let r = import(&mut h, &json!({}));
+    // A dump with nothing in it imports nothing.
+    let r = import(&mut h, &json!({"savedSessions": []}));
     assert_eq!(
         (&r["sessionsImported"], &r["settingsImported"], &r["live"], &r["imagesStored"], &r["overCap"]),
         (&json!(0), &json!(0), &json!("absent"), &json!(0), &json!(0))
@@ -1426,13 +1435,13 @@ fn import_never_evicts_and_reports_over_cap() {
 fn import_emits_one_change_event_and_replays_by_client_request_id() {
     let (_d, db) = temp_db();
     let mut h = Host::spawn(&db);
-    let doc = json!({"savedSessions": five_sessions(), "theme": "dark", "history": [user("live")]});
+    let doc = json!({"savedSessions": five_sessions(), "systemPrompt": "dark", "history": [user("live")]});
     h.events.clear();
     let r1 = h.ok("storage.import", json!({"document": doc, "settings": "keep", "clientRequestId": "imp-A"}));
     assert_eq!(r1["sessionsImported"], 6, "five and the session keeping the live history: {r1}");
     let ev = h.wait_event(EVENT_WAIT, |e| e["event"] == "changed").expect("changed event");
     assert_eq!(ev["clientRequestId"], "imp-A");
-    assert_eq!(ev["areas"]["settings"], json!(["theme"]), "{ev}");
+    assert_eq!(ev["areas"]["settings"], json!(["systemPrompt"]), "{ev}");
     assert_eq!(ev["areas"]["sessions"]["index"], true, "{ev}");
     assert_eq!(ev["areas"]["history"], true, "{ev}");
     let seq = ev["seq"].as_i64().unwrap();
@@ -1472,7 +1481,7 @@ fn cli_import_file_prints_the_result_and_is_idempotent() {
         "session_c1": l1,
         "history": [user("cli live")],
         "activeSessionId": "c2",
-        "theme": "dark"
+        "systemPrompt": "dark"
     });
     let f = write_file(dir.path(), "dump.json", &dump);
     let (code, out, err) = cli(&db, &["import", "--settings", "keep", f.to_str().unwrap()]);
@@ -1507,15 +1516,16 @@ fn cli_import_file_prints_the_result_and_is_idempotent() {
     assert_eq!(counts(&db), before);
 
     // --settings overwrite
-    let f2 = write_file(dir.path(), "s.json", &json!({"theme": "light"}));
+    let f2 = write_file(dir.path(), "s.json", &json!({"systemPrompt": "light"}));
     let (code, out, _) = cli(&db, &["import", f2.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["settingsImported"], 0);
     let (code, out, _) = cli(&db, &["import", "--settings", "overwrite", f2.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["settingsImported"], 1);
-    let v: String =
-        sql(&db).query_row("SELECT value FROM settings WHERE key = 'theme'", [], |r| r.get(0)).unwrap();
+    let v: String = sql(&db)
+        .query_row("SELECT value FROM settings WHERE key = 'systemPrompt'", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(v, "\"light\"");
 
     // A missing file fails without touching anything.
@@ -1531,7 +1541,7 @@ fn cli_import_dash_reads_stdin() {
     let p = png_bytes(4, 2, 50);
     let dump = json!({
         "savedSessions": [{"id": "stdin-1", "name": "From stdin", "createdAt": 77, "history": [user_image("pic", &data_url("image/png", &p))]}],
-        "lang": "fr"
+        "activeModel": "fr"
     });
     let run = |doc: &Value| -> (i32, String) {
         let mut child = Command::new(BIN)
@@ -1649,4 +1659,90 @@ fn an_imported_copy_whose_entries_get_new_ids_keeps_its_versions() {
         .unwrap();
     assert_eq!(dangling, 0);
     h.close();
+}
+
+/// Issue 32 (6): a JSON object that is neither a Keepsake export nor a browser dump was taken as
+/// a dump (`{"hello":"world","theme":"dark"}` offered "2 settings" and wrote `hello`); another
+/// product's export was refused as "not a JSON object". Each is now refused, preview and import,
+/// over the wire and on the command line, with what the file looks like (from its content, the
+/// file name says nothing), and the database is left as it was.
+#[test]
+fn what_is_no_keepsake_document_is_refused_with_what_it_looks_like() {
+    let (dir, db) = fresh_db();
+    let mut h = Host::spawn(&db);
+    h.ok("settings.set", json!({"map": {"systemPrompt": "mine"}}));
+    let not_ours = "not a Keepsake export or a Keepsake browser dump";
+    // ChatGPT's conversations.json: conversations with a `mapping` tree and a `current_node`
+    let chatgpt = json!([{"title": "Tides", "create_time": 1.7e9, "update_time": 1.7e9, "current_node": "b",
+        "mapping": {"a": {"id": "a", "message": null, "parent": null, "children": ["b"]},
+                    "b": {"id": "b", "parent": "a", "children": [], "message": {"id": "b",
+                          "author": {"role": "user"}, "content": {"content_type": "text", "parts": ["hi"]}}}}}]);
+    // Claude's export: conversations with a `uuid` and their `chat_messages`
+    let claude = json!([{"uuid": "5b0e", "name": "Lamps", "created_at": "2025-01-01T00:00:00Z",
+        "chat_messages": [{"uuid": "m1", "sender": "human", "text": "hello"}]}]);
+    let cases = [
+        (
+            json!({"hello": "world", "theme": "dark"}),
+            format!("a JSON object with keys hello, theme: {not_ours}"),
+        ),
+        (
+            chatgpt,
+            "this looks like a ChatGPT export (conversations.json); importing it is not supported yet".into(),
+        ),
+        (
+            claude,
+            "this looks like a Claude export (conversations.json); importing it is not supported yet".into(),
+        ),
+        (json!([1, 2, 3]), format!("a JSON array of 3 items: {not_ours}")),
+        (json!({}), format!("an empty JSON object: {not_ours}")),
+    ];
+    let before = snapshot(&db);
+    for (i, (doc, said)) in cases.iter().enumerate() {
+        for (op, args) in [
+            ("storage.importPreview", json!({"document": doc})),
+            ("storage.import", json!({"document": doc, "settings": "overwrite"})),
+        ] {
+            let r = h.call(op, args);
+            assert_eq!(r["ok"], json!(false), "{op} took {doc}: {r}");
+            assert_eq!(r["error"]["code"], json!("unsupported"), "{op} {doc}: {r}");
+            assert_eq!(r["error"]["message"], json!(said), "{op} {doc}");
+        }
+        // the name says nothing: ChatGPT's file name on a dump is still a dump, and the other way round
+        let f = write_file(dir.path(), &format!("conversations-{i}.json"), doc);
+        let (code, out, err) = cli(&db, &["import", "--settings", "overwrite", f.to_str().unwrap()]);
+        assert_ne!(code, 0, "{doc}: {out}");
+        assert!(err.contains(said.as_str()), "{doc}: stderr {err}");
+        let (code, _, err) = cli(&db, &["import", "--preview", f.to_str().unwrap()]);
+        assert_ne!(code, 0);
+        assert!(err.contains(said.as_str()), "{doc}: stderr {err}");
+    }
+    assert_eq!(snapshot(&db), before, "a refused document changed the database");
+
+    // A recognised dump still imports, under any name; its unknown keys never become settings.
+    let dump = json!({"savedSessions": [{"id": "d1", "name": "Kept", "history": [user("kept")]}],
+        "systemPrompt": "theirs", "maxSessions": 0, "hello": "world", "theme": "dark"});
+    let p = h.ok("storage.importPreview", json!({"document": dump}));
+    let keys: Vec<&str> =
+        p["settings"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["systemPrompt", "maxSessions"], "{p}");
+    assert_eq!(p["sessionsNew"], json!(1));
+    assert!(p["warnings"].to_string().contains("\\\"hello\\\" is not a Keepsake setting"), "{p}");
+    let f = write_file(dir.path(), "conversations.json", &dump);
+    let r = json_of(&cli(&db, &["import", "--settings", "overwrite", f.to_str().unwrap()]));
+    assert_eq!(
+        (&r["sessionsImported"], &r["settingsImported"], &r["settingsSkipped"]),
+        (&json!(1), &json!(2), &json!(2)),
+        "{r}"
+    );
+    let stored: Vec<String> = {
+        let c = sql(&db);
+        let mut st = c.prepare("SELECT key FROM settings ORDER BY key").unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    assert_eq!(stored, ["maxSessions", "systemPrompt"], "only Keepsake's settings are written");
+}
+
+fn json_of((code, out, err): &(i32, String, String)) -> Value {
+    assert_eq!(*code, 0, "stdout: {out} stderr: {err}");
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("non-JSON ({e}): {out}"))
 }
