@@ -1014,7 +1014,7 @@ fn t30_backup_settings_belong_to_the_device() {
         assert!(!ex["text"].as_str().unwrap().contains(k), "{k} exported");
     }
     // an import never writes them, and its preview says so
-    let dump = json!({"theme": "imported", "backupFolder": "/tmp/elsewhere", "backupsEnabled": false,
+    let dump = json!({"systemPrompt": "imported", "backupFolder": "/tmp/elsewhere", "backupsEnabled": false,
                       "backupDaily": 1, "backupWeekly": 0});
     let p = h.ok("storage.importPreview", json!({"document": dump}));
     assert_eq!(
@@ -1023,18 +1023,18 @@ fn t30_backup_settings_belong_to_the_device() {
     );
     let keys: Vec<&str> =
         p["settings"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["theme"], "{p}");
+    assert_eq!(keys, ["systemPrompt"], "{p}");
     assert!(p["warnings"].to_string().contains("\\\"backupFolder\\\" is not imported"), "{p}");
     let r = h.ok("storage.import", json!({"document": dump, "settings": "overwrite"}));
     assert_eq!(r["settingsImported"], 1, "{r}");
     assert_eq!(r["settingsSkipped"], 4, "{r}");
     let s = h.ok(
         "settings.get",
-        json!({"keys": ["theme", "backupFolder", "backupsEnabled", "backupDaily", "backupWeekly"]}),
+        json!({"keys": ["systemPrompt", "backupFolder", "backupsEnabled", "backupDaily", "backupWeekly"]}),
     );
     assert_eq!(
         s,
-        json!({"theme": "imported", "backupFolder": folder.display().to_string(), "backupsEnabled": true, "backupDaily": 9, "backupWeekly": 2})
+        json!({"systemPrompt": "imported", "backupFolder": folder.display().to_string(), "backupsEnabled": true, "backupDaily": 9, "backupWeekly": 2})
     );
     h.close();
 }
