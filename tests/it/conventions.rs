@@ -41,6 +41,42 @@ fn every_error_code_is_in_the_protocol_table() {
     }
 }
 
+/// The settings an import may write (`domain::settings::KNOWN_KEYS`, issue 32) are the ones the
+/// extension keeps: every key of its lists (`OPTION_KEYS`, `TURN_SETTING_KEYS`, `BACKUP_KEYS`,
+/// `AGENT_SESSIONS_KEY`) and the composer draft is known, and every known key is one the
+/// extension names. A setting added to the extension without the host knowing it would be dropped
+/// by every import.
+#[test]
+fn the_settings_an_import_writes_are_the_extensions() {
+    use keepsake_host::domain::settings::KNOWN_KEYS;
+    let quoted =
+        |text: &str| -> Vec<String> { text.split('\'').skip(1).step_by(2).map(str::to_owned).collect() };
+    let list = |file: &str, name: &str| -> Vec<String> {
+        let js = read(file);
+        let at = js.find(&format!("{name} = ")).unwrap_or_else(|| panic!("{name} not in {file}"));
+        let rest = &js[at..];
+        let end = rest.find(";").unwrap();
+        quoted(&rest[..end])
+    };
+    let mut ext: Vec<String> = Vec::new();
+    ext.extend(list("extension/options/providers.js", "OPTION_KEYS"));
+    ext.extend(list("extension/background/settings-memory.js", "TURN_SETTING_KEYS"));
+    ext.extend(list("extension/options/backups.js", "BACKUP_KEYS"));
+    ext.extend(list("extension/background/agent-sessions.js", "AGENT_SESSIONS_KEY"));
+    assert!(
+        read("extension/sidepanel/sidepanel.js").contains("map: { composerDraft:"),
+        "the draft's key moved"
+    );
+    ext.push("composerDraft".into());
+    assert!(ext.len() > 10, "{ext:?}");
+    for k in &ext {
+        assert!(KNOWN_KEYS.contains(&k.as_str()), "the extension keeps {k:?}; add it to KNOWN_KEYS");
+    }
+    for k in KNOWN_KEYS {
+        assert!(ext.iter().any(|e| e == k), "KNOWN_KEYS has {k:?}, which the extension does not keep");
+    }
+}
+
 /// The extension knows every host code: a constant and a user-facing explanation.
 #[test]
 fn every_error_code_is_known_to_the_extension() {
