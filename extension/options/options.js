@@ -458,6 +458,12 @@ $('settings-form').addEventListener('submit', async (e) => {
   const btn = $('settings-save');
   btn.disabled = true;
   replaceChildren($('settings-evicted'));
+  const capBefore = config.maxSessions; // Undo of what a lower cap moved puts this cap back
+  const undoCause = async () => {
+    await storage.settings.set({ map: { maxSessions: capBefore } });
+    config.maxSessions = capBefore;
+    renderChatSettings();
+  };
   try {
     const r = await saveSettings({ storage, map, ask: askInForm });
     if (!r.saved) {
@@ -470,7 +476,7 @@ $('settings-form').addEventListener('submit', async (e) => {
     setStatus($('settings-status'), t('optSaved'), 'ok');
     if (r.evicted.length) {
       const names = await evictedNames(storage, r.evicted);
-      $('settings-evicted').append(evictedNotice({ storage, ids: r.evicted, names, explain: explainLine, dismissable: false, onRestored: () => loadCounts() }));
+      $('settings-evicted').append(evictedNotice({ storage, ids: r.evicted, names, explain: explainLine, dismissable: false, undoCause, onRestored: () => loadCounts() }));
     }
   } catch (err) {
     setStatus($('settings-status'), t('optNotSaved', explainLine(err)), 'error');

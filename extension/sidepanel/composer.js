@@ -218,7 +218,7 @@ export function createComposer({
       submit();
     }
   });
-  input.addEventListener('input', () => { autosize(); updateButtons(); persist(); });
+  input.addEventListener('input', () => { offered = ''; autosize(); updateButtons(); persist(); });
   input.addEventListener('paste', (e) => {
     const files = [...(e.clipboardData?.items || [])].filter((it) => it.kind === 'file' && /^image\//i.test(it.type)).map((it) => it.getAsFile()).filter(Boolean);
     if (files.length) {
@@ -252,18 +252,39 @@ export function createComposer({
   autosize();
 
   /** Put `text` in the composer when it is empty (a draft being written is never replaced). */
+  let offered = ''; // the text offerText put there, while it is still there unchanged
   function offerText(text) {
     if (!text || input.value.trim()) return false;
     input.value = text;
+    offered = text;
     autosize();
     updateButtons();
     persist();
     return true;
   }
 
+  /**
+   * The chat changed (New chat, another chat loaded): a prompt offerText put in the composer for
+   * the chat it was offered in (a context-menu action's, about the quote attached there) goes,
+   * unless the reader has changed it; it goes from the kept draft too. → true when it went.
+   */
+  function dropOffered() {
+    const was = offered;
+    offered = '';
+    if (!was || input.value !== was || sending) return false;
+    input.value = '';
+    autosize();
+    updateButtons();
+    showNote('');
+    persist();
+    persist.flush();
+    return true;
+  }
+
   return {
     restore,
     offerText,
+    dropOffered,
     addImages,
     addFiles,
     showNote,

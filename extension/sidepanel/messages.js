@@ -503,8 +503,12 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
   }
 
   // ---- notices -----------------------------------------------------------------------------
-  function notice(text, { kind = 'error', detail = '', testid = 'chat-notice' } = {}) {
-    const el = h('div', { class: `notice notice-${kind}`, testid, role: kind === 'error' ? 'alert' : 'status' },
+  /**
+   * A card where notices go. `cause`: the error code it is about (e.g. `no_provider`), so that
+   * clearNotices({cause}) takes it away once that cause is gone.
+   */
+  function notice(text, { kind = 'error', detail = '', testid = 'chat-notice', cause = '' } = {}) {
+    const el = h('div', { class: `notice notice-${kind}`, testid, role: kind === 'error' ? 'alert' : 'status', 'data-cause': cause || undefined },
       h('div', { class: 'notice-text' }, h('strong', { text }), detail ? h('div', { class: 'notice-detail', text: detail }) : null),
       iconButton('x', t('msgDismiss'), { testid: 'notice-dismiss', on: { click: () => el.remove() } }));
     const gap = fromBottom();
@@ -519,8 +523,11 @@ export function createMessageList({ list, streamHost, scroller, emptyState, earl
     keepBottom(gap, true);
     return el;
   }
-  function clearNotices() {
-    for (const n of [...streamHost.querySelectorAll('.notice')]) n.remove();
+  /** Remove the notices (only those about `cause` when given). */
+  function clearNotices({ cause = '' } = {}) {
+    for (const n of [...streamHost.querySelectorAll('.notice')]) {
+      if (!cause || n.dataset.cause === cause) n.remove();
+    }
   }
 
   // ---- pills -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import { evictedNames, evictedNotice } from '../lib/ui/evicted.js';
 import { unplacedForks } from '../lib/ui/keeps.js';
 import { createTurnActions } from './turn-actions.js';
 import { createSwitcher, chatModel, chatModelOffer } from './switcher.js';
+import { keepFocus } from './focus.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -83,7 +84,7 @@ function noticeFor(err, what) {
     banner.show(err);
     return;
   }
-  messages.notice(what, { detail: explainLine(err) });
+  messages.notice(what, { detail: explainLine(err), cause: err?.code });
 }
 
 async function retryHost() {
@@ -382,6 +383,8 @@ function onEvent(ev) {
       finishStream(ev);
       const err = ev.error || {};
       if (err.code === 'stopped' || err.code === 'dropped') break; // the user stopped or switched
+      // the message was marked "Not answered" with this error (its mark and Retry say it): once only
+      if (ev.failed) break;
       if (isConnectionError(err)) {
         banner.show(err);
       } else {
@@ -392,7 +395,7 @@ function onEvent(ev) {
         const title = err.kind === 'storage' ? t('panelReplyNotStored')
           : err.kind === 'http' ? t('panelProviderError')
             : err.kind === 'redirect' ? t('panelProviderRedirect') : t('panelReplyFailed');
-        messages.notice(title, { detail, testid: 'chat-error' });
+        messages.notice(title, { detail, testid: 'chat-error', cause: err.code });
       }
       break;
     }
@@ -628,6 +631,7 @@ async function newChat() {
     const r = await workerCall('chat.newSession');
     endStreamView();
     messages.clearNotices();
+    composer.dropOffered(); // a quote's prompt stays with the chat the quote went to
     showEvicted(r?.evicted);
     hideProgress();
     await refreshHistory();
@@ -644,6 +648,7 @@ async function loadSession(id) {
   await workerCall('chat.loadSession', { id });
   endStreamView();
   messages.clearNotices();
+  composer.dropOffered();
   hideProgress();
   await refreshHistory();
   await resyncStream();
@@ -682,6 +687,8 @@ async function switchChatModel(pick) {
 }
 
 // ---- configuration (provider label) ---------------------------------------------------------------
+let providerSeen = ''; // the active provider card as last read (JSON), '' for none
+
 async function loadConfig() {
   const label = $('model-label');
   try {
@@ -695,6 +702,11 @@ async function loadConfig() {
       label.textContent = [p.name, s.activeModel || p.model].filter(Boolean).join(' · ');
       label.classList.remove('missing');
     }
+    // stale cards go when their cause goes: a "No provider" card once a provider is set up (or
+    // the card it was about changed)
+    const seen = p ? JSON.stringify(p) : '';
+    if (seen && seen !== providerSeen) messages.clearNotices({ cause: 'no_provider' });
+    providerSeen = seen;
   } catch (err) {
     report(err, t('panelSettingsFailed'));
   }
@@ -751,6 +763,9 @@ function pixels() {
   return pixelsWired;
 }
 onPanelChanges((ev) => onEvent({ type: 'changed', ...ev }));
+
+// a control that re-renders, disables or hides itself (Regenerate, ‹ ›, Retry, Stop) passes the focus on
+keepFocus({ root: $('app'), stop: $('stop'), composer: $('composer-input') });
 
 $('attach-page').addEventListener('click', attachPage);
 $('screenshot').addEventListener('click', screenshot);

@@ -396,12 +396,14 @@ test('overflow rescue: one retry with the stub, reply stored, stub committed; an
       const before = chatRequests(mock).length;
       await panel.fill(tid('composer-input'), 'And the lamp?');
       await panel.click(tid('send'));
-      const notice = panel.locator(tid('chat-error'));
+      // shown once, in the message's "Not answered" mark (issue 32: no second card with the same text)
+      const notice = panel.locator(tid('failed-mark')).last();
       await notice.waitFor({ timeout: 30_000 });
       const noticeText = await notice.innerText();
       t.diagnostic(`notice: ${noticeText.replace(/\s+/g, ' ')}`);
-      assert.match(noticeText, /The provider returned an error/);
+      assert.match(noticeText, /^Not answered: /);
       assert.match(noticeText, /maximum context length is 128000 tokens/, 'the original error is shown');
+      assert.equal(await panel.locator(tid('chat-error')).count(), 0, 'the error is not shown twice');
       await waitFor(async () => !(await bubbles(panel)).some((b) => b.streaming), { timeoutMs: 10_000, what: 'no streaming bubble' });
       await sleep(500); // anything late would show up in the DB or the mock now
       reqs = chatRequests(mock, before);

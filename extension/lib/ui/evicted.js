@@ -38,8 +38,10 @@ async function restoreAll(storage, ids) {
 /**
  * A notice element: "N older chats moved to Recently deleted: “a”, “b”" with Undo
  * (data-testid `evicted-undo`). `onRestored(ids)` runs after Undo; `explain(err)` → one line.
+ * `undoCause()` (optional) runs first and undoes what moved them (Options: the cap before the lower
+ * one is put back, so the next new chat does not move them again); when it fails nothing is restored.
  */
-export function evictedNotice({ storage, ids, names = [], onRestored, explain = (e) => String(e?.message || e), dismissable = true }) {
+export function evictedNotice({ storage, ids, names = [], onRestored, undoCause, explain = (e) => String(e?.message || e), dismissable = true }) {
   const what = evictedText(ids.length);
   const text = h('strong', { testid: 'evicted-text', text: names.length ? t('uiEvictedNamed', what, nameList(names)) : t('uiSentence', what) });
   const detail = h('div', { class: 'notice-detail', text: t('uiUndoBringsBack') });
@@ -51,6 +53,14 @@ export function evictedNotice({ storage, ids, names = [], onRestored, explain = 
   undo.addEventListener('click', async () => {
     undo.disabled = true;
     undo.setAttribute('aria-busy', 'true');
+    try {
+      await undoCause?.();
+    } catch (err) {
+      undo.removeAttribute('aria-busy');
+      undo.disabled = false;
+      replaceChildren(detail, t('uiCouldNotBringBack', formatNumber(ids.length), explain(err)));
+      return;
+    }
     const r = await restoreAll(storage, ids);
     undo.removeAttribute('aria-busy');
     if (r.failed.length) {

@@ -60,3 +60,31 @@ test('Undo skips what is no longer in the trash and reports other failures', asy
   assert.equal(bad.el.dataset.restored, undefined);
   assert.deepEqual(await evictedNames({ trash: { list: async () => { throw boom; } } }, ['x']), []);
 });
+
+test('Undo of a lower cap puts the cap before it back first (undoCause), then the chats; a failing undoCause restores nothing', async () => {
+  const { host, ids } = await evictTwo();
+  const order = [];
+  const el = evictedNotice({
+    storage: host.storage,
+    ids,
+    undoCause: async () => { order.push('cap'); await host.storage.settings.set({ map: { maxSessions: 0 } }); },
+    onRestored: (r) => order.push(...r),
+  });
+  document.body.append(el);
+  byTestId(el, 'evicted-undo').click();
+  for (let i = 0; i < 8; i++) await flush();
+  assert.deepEqual(order, ['cap', 's2', 's3']);
+  const calls = host.calls.map((c) => c.op);
+  assert.ok(calls.lastIndexOf('settings.set') < calls.indexOf('trash.restore'), 'the cap goes back before any chat');
+  assert.equal(byTestId(el, 'evicted-text').textContent, 'Brought back 2 chats.');
+
+  const again = await evictTwo();
+  const boom = Object.assign(new Error('disk'), { code: 'disk_full' });
+  const bad = evictedNotice({ storage: again.host.storage, ids: again.ids, undoCause: async () => { throw boom; }, explain: (e) => `explained ${e.code}` });
+  document.body.append(bad);
+  byTestId(bad, 'evicted-undo').click();
+  for (let i = 0; i < 8; i++) await flush();
+  assert.equal(again.host.calls.filter((c) => c.op === 'trash.restore').length, 0, 'no chat restored');
+  assert.equal(byTestId(bad, 'evicted-undo').disabled, false, 'Undo can be tried again');
+  assert.equal(bad.querySelector('.notice-detail').textContent, 'Could not bring back 2: explained disk_full');
+});
