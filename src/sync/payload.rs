@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::seal::{hex, Refusal};
+use super::seal::Refusal;
+use crate::domain::import::hex;
 
 /// Format version of every JSON payload.
 pub const V: u32 = 1;

@@ -22,6 +22,8 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::domain::import::hex;
+
 pub const MAGIC: &[u8; 6] = b"KSYNC1";
 pub const VERSION: u8 = 1;
 pub const NONCE_LEN: usize = 24;
@@ -227,16 +229,6 @@ impl std::fmt::Display for Refusal {
             Refusal::Io(e) => write!(f, "cannot be read: {e}"),
         }
     }
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    const H: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(H[(b >> 4) as usize] as char);
-        s.push(H[(b & 15) as usize] as char);
-    }
-    s
 }
 
 #[cfg(test)]
