@@ -82,32 +82,6 @@ fn t35_the_folder_holds_no_word_typed_no_picture_and_no_api_key_with_a_secret_st
     assert!(items.iter().any(|(_, label, _)| label.starts_with("Keepsake sync key")), "{items:?}");
 }
 
-/// Every table's rows, as text: what "changes nothing" compares.
-fn dump(db: &Path) -> Vec<String> {
-    let c = sql(db);
-    let tables: Vec<String> = c
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let mut out = Vec::new();
-    for t in tables {
-        let mut st = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let n = st.column_count();
-        let rows = st
-            .query_map([], |r| {
-                Ok((0..n).map(|i| format!("{:?}", r.get_ref(i).unwrap())).collect::<Vec<_>>().join("|"))
-            })
-            .unwrap();
-        for r in rows {
-            out.push(format!("{t}: {}", r.unwrap()));
-        }
-    }
-    out
-}
-
 #[test]
 fn t35_a_wrong_key_at_join_is_a_clear_error_that_changes_nothing() {
     let t = tempfile::tempdir().unwrap();
@@ -118,7 +92,7 @@ fn t35_a_wrong_key_at_join_is_a_clear_error_that_changes_nothing() {
     let mut h = Host::spawn(&dbb);
     h.ok("history.append", json!({"entry": user("mine")}));
     h.close();
-    let (folder_before, db_before) = (files(&folder), dump(&dbb));
+    let (folder_before, db_before) = (files(&folder), db_fingerprint(&dbb));
     let wrong = "abcd-efgh-ijkl-mnop-qrst-uvwx-yz23-4567-abcd-efgh-ijkl-mnop-qrsq";
     let (code, out, err) = crate::settings::secrets::cli_env(
         &dbb,
@@ -131,7 +105,7 @@ fn t35_a_wrong_key_at_join_is_a_clear_error_that_changes_nothing() {
         "{err}"
     );
     assert_eq!(files(&folder), folder_before, "the folder changed");
-    assert_eq!(dump(&dbb), db_before, "the database changed");
+    assert_eq!(db_fingerprint(&dbb), db_before, "the database changed");
     assert_eq!(status(&dbb, &no_store())["setUp"], json!(false));
     eprintln!("wrong key at join: exit {code}: {}", err.trim());
 }
